@@ -1,0 +1,1 @@
+"""FastAPI routers: parse the request, call a service, map errors."""

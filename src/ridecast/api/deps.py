@@ -1,0 +1,44 @@
+"""FastAPI dependencies: the process's Runtime, the authenticated user, JSON bodies."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+import orjson
+from fastapi import Depends, Request
+
+from ..auth.credentials import parse_authorization
+from ..auth.visibility import Principal
+from ..errors import BadRequest
+from ..runtime import Runtime
+
+
+def get_runtime(request: Request) -> Runtime:
+    runtime: Runtime = request.app.state.runtime
+    return runtime
+
+
+RuntimeDep = Annotated[Runtime, Depends(get_runtime)]
+
+
+async def current_user(request: Request, runtime: RuntimeDep) -> Principal:
+    """The user whose HTTP Basic or ``Token`` credentials the request carries (else 401)."""
+    creds = parse_authorization(request.headers.get("authorization"))
+    return await runtime.accounts.authenticate(creds)
+
+
+CurrentUser = Annotated[Principal, Depends(current_user)]
+
+
+async def json_body(request: Request) -> Any:
+    """The request body parsed as JSON; a precise 400 when it is not."""
+    raw = await request.body()
+    if not raw.strip():
+        raise BadRequest("the request body is empty; send JSON", code="invalid_json")
+    try:
+        return orjson.loads(raw)
+    except orjson.JSONDecodeError as exc:
+        raise BadRequest(f"the request body is not valid JSON: {exc}", code="invalid_json") from None
+
+
+JsonBody = Annotated[Any, Depends(json_body)]

@@ -1,0 +1,150 @@
+"""Routes of simulations and simulation templates."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import Header, Query, Response, status
+from pydantic import BaseModel, ConfigDict, Field
+
+from ..errors import BadRequest
+from ..simulations import simulation_json, template_json
+from .deps import CurrentUser, RuntimeDep
+from .routing import SlashRouter
+
+router = SlashRouter(tags=["simulations"])
+
+# Fields a client may send back after reading a simulation; they are ignored, not refused,
+# so a read-merge-PATCH of the whole object works.
+_READ_ONLY = {
+    "id", "template_id", "owner_id", "organisation_id", "version", "created_at", "updated_at",
+    "messaging_webhook_disabled_at", "messaging_webhook_disabled_reason",
+}
+
+
+class SimulationCreate(BaseModel):
+    """Body of ``POST /api/v2/simulation``."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    name: str = Field(min_length=1, max_length=200)
+    data: Any = Field(None, description="Free-form settings object (webhook keys, simulator).")
+    template_id: int | None = Field(None, description="Start from this template's data.")
+
+
+class SimulationPatch(BaseModel):
+    """Body of ``PATCH /api/v2/simulation/{id}``: ``data`` replaces the whole object."""
+
+    model_config = ConfigDict(extra="allow")
+
+    name: str | None = Field(None, min_length=1, max_length=200)
+    data: Any = None
+
+
+class TemplateCreate(BaseModel):
+    """Body of ``POST /api/v2/simulation_template``."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    name: str = Field(min_length=1, max_length=200)
+    data: Any = None
+
+
+def _with_etag(response: Response, etag: str) -> None:
+    response.headers["ETag"] = etag
+
+
+@router.post("/api/v2/simulation", status_code=status.HTTP_201_CREATED)
+async def create_simulation(
+    body: SimulationCreate, user: CurrentUser, runtime: RuntimeDep, response: Response
+) -> dict[str, Any]:
+    """Create a simulation; with ``template_id`` it inherits the template's ``data``."""
+    record = await runtime.simulations.create(user, body.name, body.data, body.template_id)
+    _with_etag(response, record.etag)
+    response.headers["Location"] = f"/api/v2/simulation/{record.id}"
+    return simulation_json(record)
+
+
+@router.get("/api/v2/simulation")
+async def list_simulations(
+    user: CurrentUser,
+    runtime: RuntimeDep,
+    limit: int = Query(100, ge=1, le=1000),
+    offset: int = Query(0, ge=0),
+) -> dict[str, Any]:
+    """The simulations visible to you (yours, your organisation's; all for admins)."""
+    records, total = await runtime.simulations.list(user, limit=limit, offset=offset)
+    return {
+        "objects": [simulation_json(r) for r in records],
+        "meta": {"limit": limit, "offset": offset, "total_count": total},
+    }
+
+
+@router.get("/api/v2/simulation/{simulation_id}")
+async def get_simulation(
+    simulation_id: int, user: CurrentUser, runtime: RuntimeDep, response: Response
+) -> dict[str, Any]:
+    """One simulation, with its ``ETag`` for a later ``If-Match``."""
+    record = await runtime.simulations.get(user, simulation_id)
+    _with_etag(response, record.etag)
+    return simulation_json(record)
+
+
+@router.patch("/api/v2/simulation/{simulation_id}")
+async def patch_simulation(
+    simulation_id: int,
+    body: SimulationPatch,
+    user: CurrentUser,
+    runtime: RuntimeDep,
+    response: Response,
+    if_match: str | None = Header(None),
+) -> dict[str, Any]:
+    """Change a simulation. ``data``, when sent, replaces the whole ``data`` object.
+
+    To add a key safely, read the simulation, merge into its ``data`` and PATCH the result
+    with ``If-Match: <ETag>``; a 412 means someone changed it in between.
+    """
+    unknown = sorted(set(body.model_extra or {}) - _READ_ONLY)
+    if unknown:
+        raise BadRequest(
+            f"unknown field(s): {', '.join(unknown)}; a PATCH may set name and data",
+            details=[{"field": f"body.{name}", "message": "unknown field"} for name in unknown],
+        )
+    record = await runtime.simulations.update(
+        user,
+        simulation_id,
+        if_match=if_match,
+        name=body.name,
+        data=body.data,
+        data_given="data" in body.model_fields_set,
+    )
+    _with_etag(response, record.etag)
+    return simulation_json(record)
+
+
+@router.delete("/api/v2/simulation/{simulation_id}", status_code=status.HTTP_204_NO_CONTENT)
+async def delete_simulation(simulation_id: int, user: CurrentUser, runtime: RuntimeDep) -> Response:
+    """Delete a simulation: its streams close and it stops producing events."""
+    await runtime.simulations.delete(user, simulation_id)
+    return Response(status_code=status.HTTP_204_NO_CONTENT)
+
+
+@router.post("/api/v2/simulation_template", status_code=status.HTTP_201_CREATED)
+async def create_template(
+    body: TemplateCreate, user: CurrentUser, runtime: RuntimeDep
+) -> dict[str, Any]:
+    """Create a template; simulations created from it inherit its ``data``."""
+    return template_json(await runtime.simulations.create_template(user, body.name, body.data))
+
+
+@router.get("/api/v2/simulation_template")
+async def list_templates(user: CurrentUser, runtime: RuntimeDep) -> dict[str, Any]:
+    """The templates visible to you."""
+    records = await runtime.simulations.list_templates(user)
+    return {"objects": [template_json(r) for r in records], "meta": {"total_count": len(records)}}
+
+
+@router.get("/api/v2/simulation_template/{template_id}")
+async def get_template(template_id: int, user: CurrentUser, runtime: RuntimeDep) -> dict[str, Any]:
+    """One template."""
+    return template_json(await runtime.simulations.get_template(user, template_id))

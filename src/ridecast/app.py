@@ -1,0 +1,64 @@
+"""``create_app(settings)``: the ASGI application, with every part wired in its lifespan."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Any
+
+from fastapi import FastAPI
+from fastapi.openapi.utils import get_openapi
+
+from . import __version__
+from .api import events as events_api
+from .api import health, simulations, token
+from .api.errors import BodySizeLimit, install_error_handlers
+from .config import Settings, get_settings
+from .runtime import Runtime
+
+log = logging.getLogger(__name__)
+
+
+def create_app(settings: Settings | None = None) -> FastAPI:
+    """The ridecast application for ``settings`` (default: from the environment)."""
+    settings = settings or get_settings()
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        runtime = await Runtime.open(settings)
+        app.state.runtime = runtime
+        try:
+            yield
+        finally:
+            await runtime.close()
+
+    app = FastAPI(
+        title="ridecast",
+        version=__version__,
+        description="Real-time event delivery for ridesharing simulations and operations.",
+        lifespan=lifespan,
+        docs_url="/docs",
+        openapi_url="/openapi.json",
+    )
+    app.state.settings = settings
+    install_error_handlers(app)
+    app.add_middleware(BodySizeLimit, max_bytes=settings.max_body_bytes)
+    for router in (token.router, simulations.router, events_api.router, health.router):
+        app.include_router(router)
+
+    def openapi() -> dict[str, Any]:
+        if app.openapi_schema is None:
+            schema = get_openapi(
+                title=app.title, version=app.version, description=app.description,
+                routes=app.routes,
+            )
+            event = events_api.event_json_schema()
+            components = schema.setdefault("components", {}).setdefault("schemas", {})
+            components.update(event.pop("$defs", {}))
+            components["Event"] = event
+            app.openapi_schema = schema
+        return app.openapi_schema
+
+    app.openapi = openapi  # type: ignore[method-assign]
+    return app

@@ -1,0 +1,68 @@
+"""The bus: how stored events and simulation changes reach every consumer process.
+
+A bus carries two kinds of message, in the order they were published:
+
+* ``StoredEvent``: an event that is in the log, with its cursor and the bytes of its
+  websocket frame, serialised once;
+* ``SimulationChanged``: a simulation was updated or deleted, so caches of its owner and
+  webhook settings must be refreshed and, when deleted, its streams closed.
+
+Handlers are called synchronously, in publication order, and must not block: the hub only
+enqueues frames, the webhook dispatcher only wakes up. That keeps the publishing path free
+of any wait on a consumer.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Protocol
+
+
+@dataclass(frozen=True, slots=True)
+class StoredEvent:
+    """An appended event as consumers see it.
+
+    ``body`` is the envelope's JSON (the webhook body); ``frame`` is the same JSON with
+    ``event_id`` added (the websocket frame). Both are built once, at append time.
+    """
+
+    event_id: int
+    simulation_id: int
+    org_id: int
+    owner_id: int
+    message_type: str
+    body: bytes
+    frame: bytes
+    has_webhook: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class SimulationChanged:
+    """A simulation was created, updated or deleted."""
+
+    simulation_id: int
+    org_id: int
+    owner_id: int
+    deleted: bool = False
+
+
+BusMessage = StoredEvent | SimulationChanged
+Handler = Callable[[Sequence[BusMessage]], None]
+Unsubscribe = Callable[[], None]
+
+
+class Bus(Protocol):
+    """Fan-out of bus messages to every subscriber in every process."""
+
+    async def start(self) -> None:
+        """Connect; after this, ``publish`` and delivery to handlers work."""
+
+    async def close(self) -> None:
+        """Stop delivering and release connections."""
+
+    async def publish(self, messages: Sequence[BusMessage]) -> None:
+        """Send ``messages``, in order, to every subscriber (this process's included)."""
+
+    def subscribe(self, handler: Handler) -> Unsubscribe:
+        """Call ``handler`` with each batch of messages; returns a function that stops it."""

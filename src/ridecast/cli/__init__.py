@@ -1,0 +1,1 @@
+"""The ridecast command line."""

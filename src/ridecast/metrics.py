@@ -1,0 +1,37 @@
+"""Prometheus metrics: the numbers an operator watches, in one registry."""
+
+from __future__ import annotations
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+
+REGISTRY = CollectorRegistry(auto_describe=True)
+
+EVENTS_INGESTED = Counter(
+    "ridecast_events_ingested_total", "Events appended to the log.", ["message_type"],
+    registry=REGISTRY,
+)
+INGEST_REJECTED = Counter(
+    "ridecast_ingest_rejected_total", "Ingest requests refused, by error code.", ["code"],
+    registry=REGISTRY,
+)
+INGEST_LATENCY = Histogram(
+    "ridecast_ingest_seconds", "Time to validate, commit and publish one ingest request.",
+    registry=REGISTRY, buckets=(0.0005, 0.001, 0.002, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1),
+)
+WS_CONNECTIONS = Gauge(
+    "ridecast_ws_connections", "Open websocket streams.", registry=REGISTRY
+)
+WS_FRAMES_SENT = Counter(
+    "ridecast_ws_frames_sent_total", "Frames queued to websocket clients.", registry=REGISTRY
+)
+WS_CLOSED = Counter(
+    "ridecast_ws_closed_total", "Websocket streams closed by the server, by reason.", ["reason"],
+    registry=REGISTRY,
+)
+WEBHOOK_ATTEMPTS = Counter(
+    "ridecast_webhook_attempts_total", "Webhook delivery attempts, by outcome.", ["outcome"],
+    registry=REGISTRY,
+)
+WEBHOOK_QUEUE = Gauge(
+    "ridecast_webhook_queue_depth", "Webhook deliveries pending or in flight.", registry=REGISTRY
+)

@@ -1,0 +1,254 @@
+"""The simulation service: visibility, data validation, templates, and change notices.
+
+The API calls it; it calls the store, and publishes a ``SimulationChanged`` on the bus after
+every change so that every process (its own cache, the websocket hub, the webhook dispatcher)
+sees the new settings for the next event. ``SimulationCatalog`` is the per-process cache of
+what ingest needs on every event: owner, organisation and webhook settings.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from .auth.visibility import Principal, can_see
+from .bus import Bus, BusMessage, SimulationChanged
+from .errors import NotFound, PreconditionFailed
+from .store.simulations import SimulationRecord, SimulationStore, TemplateRecord
+from .webhooks.settings import WebhookSettings, validate_simulation_data, webhook_settings
+
+DataCheck = Callable[[dict[str, Any]], Awaitable[None]]
+"""An extra async check of simulation data (the webhook target's address, for one)."""
+
+
+@dataclass(frozen=True, slots=True)
+class SimulationMeta:
+    """What every event of a simulation needs to know about it, cached per process."""
+
+    id: int
+    org_id: int
+    owner_id: int
+    webhook: WebhookSettings | None
+    webhook_disabled: bool
+
+
+def _meta(record: SimulationRecord) -> SimulationMeta:
+    return SimulationMeta(
+        id=record.id,
+        org_id=record.org_id,
+        owner_id=record.owner_id,
+        webhook=webhook_settings(record.data),
+        webhook_disabled=record.webhook_disabled_at is not None,
+    )
+
+
+class SimulationCatalog:
+    """Cache of ``SimulationMeta`` by id, emptied for a simulation when the bus says it changed."""
+
+    def __init__(self, store: SimulationStore, bus: Bus) -> None:
+        self._store = store
+        self._cache: dict[int, SimulationMeta | None] = {}
+        self._unsubscribe = bus.subscribe(self._on_bus)
+
+    def _on_bus(self, messages: Sequence[BusMessage]) -> None:
+        for message in messages:
+            if isinstance(message, SimulationChanged):
+                self._cache.pop(message.simulation_id, None)
+
+    async def get(self, simulation_id: int) -> SimulationMeta | None:
+        """The simulation's meta, or None when it does not exist or was deleted."""
+        if simulation_id in self._cache:
+            return self._cache[simulation_id]
+        record = await self._store.get(simulation_id)
+        meta = _meta(record) if record else None
+        self._cache[simulation_id] = meta
+        return meta
+
+    def close(self) -> None:
+        self._unsubscribe()
+
+
+class SimulationService:
+    """Simulations and templates as a user sees them: visible ones only, validated data."""
+
+    def __init__(self, store: SimulationStore, bus: Bus) -> None:
+        self.store = store
+        self._bus = bus
+        self._data_checks: list[DataCheck] = []
+
+    def add_data_check(self, check: DataCheck) -> None:
+        """Run ``check`` on every data a user sets (after the built-in validation)."""
+        self._data_checks.append(check)
+
+    async def _validate(self, data: Any) -> dict[str, Any]:
+        checked = validate_simulation_data(data)
+        for check in self._data_checks:
+            await check(checked)
+        return checked
+
+    async def _changed(self, record: SimulationRecord, *, deleted: bool = False) -> None:
+        await self._bus.publish(
+            [SimulationChanged(record.id, record.org_id, record.owner_id, deleted=deleted)]
+        )
+
+    async def get(self, principal: Principal, simulation_id: int) -> SimulationRecord:
+        """The simulation if ``principal`` can see it; otherwise 404, whether it exists or not."""
+        record = await self.store.get(simulation_id)
+        if record is None or not can_see(
+            principal, org_id=record.org_id, owner_id=record.owner_id
+        ):
+            raise NotFound(
+                f"simulation {simulation_id} not found", code="simulation_not_found"
+            )
+        return record
+
+    async def list(
+        self, principal: Principal, *, limit: int, offset: int
+    ) -> tuple[list[SimulationRecord], int]:
+        return await self.store.list_visible(principal, limit=limit, offset=offset)
+
+    async def create(
+        self, principal: Principal, name: str, data: Any, template_id: int | None
+    ) -> SimulationRecord:
+        if template_id is not None:
+            template = await self.get_template(principal, template_id)
+            # The template's data is the base; keys sent with the request override it.
+            merged = dict(template.data)
+            if data is not None:
+                if not isinstance(data, dict):
+                    validate_simulation_data(data)
+                merged.update(data)
+            data = merged
+        record = await self.store.create(
+            principal, name, await self._validate({} if data is None else data), template_id
+        )
+        await self._changed(record)
+        return record
+
+    async def update(
+        self,
+        principal: Principal,
+        simulation_id: int,
+        *,
+        if_match: str | None,
+        name: str | None,
+        data: Any,
+        data_given: bool,
+    ) -> SimulationRecord:
+        """PATCH: ``data``, when given, replaces the whole object (interface rule 1)."""
+        current = await self.get(principal, simulation_id)
+        expected = None
+        if if_match is not None:
+            if if_match.strip() != "*" and current.etag not in _etags(if_match):
+                raise PreconditionFailed(
+                    f"simulation {simulation_id} changed since you read it "
+                    f"(current ETag {current.etag})",
+                    details=[{"etag": current.etag}],
+                )
+            expected = current.version
+        new_data = await self._validate(data) if data_given else None
+        # A PATCH of the webhook settings re-enables an endpoint that was disabled.
+        reenable = (
+            new_data is not None
+            and current.webhook_disabled_at is not None
+            and webhook_settings(new_data) is not None
+        )
+        record = await self.store.update(
+            simulation_id,
+            expected_version=expected,
+            name=name,
+            data=new_data,
+            clear_webhook_disabled=reenable,
+        )
+        if record is None:
+            raise PreconditionFailed(
+                f"simulation {simulation_id} changed while it was being updated; read it again"
+            )
+        await self._changed(record)
+        return record
+
+    async def delete(self, principal: Principal, simulation_id: int) -> None:
+        record = await self.get(principal, simulation_id)
+        await self.store.delete(simulation_id)
+        await self._changed(record, deleted=True)
+
+    async def disable_webhook(self, simulation_id: int, at: float, reason: str) -> None:
+        """Mark the simulation's webhook endpoint disabled (the dispatcher's decision)."""
+        record = await self.store.update(
+            simulation_id,
+            expected_version=None,
+            webhook_disabled_at=at,
+            webhook_disabled_reason=reason,
+        )
+        if record is not None:
+            await self._changed(record)
+
+    # ---- templates ---------------------------------------------------------------------
+
+    async def create_template(self, principal: Principal, name: str, data: Any) -> TemplateRecord:
+        return await self.store.create_template(
+            principal, name, await self._validate({} if data is None else data)
+        )
+
+    async def get_template(self, principal: Principal, template_id: int) -> TemplateRecord:
+        record = await self.store.get_template(template_id)
+        if record is None or not can_see(
+            principal, org_id=record.org_id, owner_id=record.owner_id
+        ):
+            raise NotFound(f"template {template_id} not found", code="template_not_found")
+        return record
+
+    async def list_templates(self, principal: Principal) -> list[TemplateRecord]:
+        return await self.store.list_templates(principal)
+
+
+def _etags(header: str) -> set[str]:
+    tags = {tag.strip() for tag in header.split(",") if tag.strip()}
+    # Accept a weak form of our tag too: W/"..." names the same version here.
+    return tags | {tag[2:] for tag in tags if tag.startswith("W/")}
+
+
+def simulation_json(record: SimulationRecord) -> dict[str, Any]:
+    """A simulation as the API shows it."""
+    return {
+        "id": record.id,
+        "name": record.name,
+        "data": record.data,
+        "template_id": record.template_id,
+        "owner_id": record.owner_id,
+        "organisation_id": record.org_id,
+        "version": record.version,
+        "created_at": _iso(record.created_at),
+        "updated_at": _iso(record.updated_at),
+        "messaging_webhook_disabled_at": (
+            _iso(record.webhook_disabled_at) if record.webhook_disabled_at else None
+        ),
+        "messaging_webhook_disabled_reason": record.webhook_disabled_reason,
+    }
+
+
+def template_json(record: TemplateRecord) -> dict[str, Any]:
+    return {
+        "id": record.id,
+        "name": record.name,
+        "data": record.data,
+        "owner_id": record.owner_id,
+        "organisation_id": record.org_id,
+        "created_at": _iso(record.created_at),
+    }
+
+
+def _iso(ts: float) -> str:
+    from datetime import UTC, datetime
+
+    return datetime.fromtimestamp(ts, UTC).isoformat()
+
+
+__all__ = [
+    "SimulationCatalog",
+    "SimulationMeta",
+    "SimulationService",
+    "simulation_json",
+    "template_json",
+]

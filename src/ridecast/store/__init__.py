@@ -1,0 +1,3 @@
+"""The store: SQLAlchemy tables, engine, the event log and the account/simulation records."""
+
+from __future__ import annotations

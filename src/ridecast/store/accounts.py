@@ -1,0 +1,196 @@
+"""Organisations, users, API keys and tokens in the store."""
+
+from __future__ import annotations
+
+import hmac
+import time
+from dataclasses import dataclass
+
+from sqlalchemy import insert, select, update
+from sqlalchemy.exc import IntegrityError
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
+
+from ..auth.credentials import ApiCredentials, BasicCredentials
+from ..auth.secrets import display_prefix, hash_secret, new_api_key, new_token
+from ..auth.visibility import Principal
+from ..errors import Conflict, NotFound, Unauthorized
+from .tables import api_keys, organisations, tokens, users
+
+
+@dataclass(frozen=True, slots=True)
+class IssuedToken:
+    """A websocket token and when it expires (unix s)."""
+
+    token: str
+    expires_at: float
+
+
+@dataclass(frozen=True, slots=True)
+class UserInfo:
+    """A user as listings show it."""
+
+    id: int
+    name: str
+    organisation: str
+    is_admin: bool
+    created_at: float
+    revoked_at: float | None
+
+
+class AccountStore:
+    """Creates users and keys, checks credentials, issues and checks tokens."""
+
+    def __init__(self, engine: AsyncEngine) -> None:
+        self._engine = engine
+
+    async def _org_id(self, conn: AsyncConnection, name: str) -> int:
+        found = await conn.scalar(select(organisations.c.id).where(organisations.c.name == name))
+        if found is not None:
+            return int(found)
+        result = await conn.execute(
+            insert(organisations).values(name=name, created_at=time.time())
+        )
+        return int(result.inserted_primary_key[0])  # type: ignore[index]
+
+    async def create_user(
+        self, name: str, org: str, *, is_admin: bool = False
+    ) -> tuple[Principal, str]:
+        """Create a user (and its organisation if new); returns it and its first API key."""
+        now = time.time()
+        key = new_api_key()
+        try:
+            async with self._engine.begin() as conn:
+                org_id = await self._org_id(conn, org)
+                result = await conn.execute(
+                    insert(users).values(
+                        name=name, org_id=org_id, is_admin=is_admin, created_at=now
+                    )
+                )
+                user_id = int(result.inserted_primary_key[0])  # type: ignore[index]
+                await conn.execute(
+                    insert(api_keys).values(
+                        user_id=user_id,
+                        key_hash=hash_secret(key),
+                        prefix=display_prefix(key),
+                        created_at=now,
+                    )
+                )
+        except IntegrityError:
+            raise Conflict(f"a user named {name!r} exists already", code="user_exists") from None
+        return Principal(user_id, name, org_id, is_admin), key
+
+    async def new_key(self, name: str) -> str:
+        """Issue another API key for an existing user."""
+        key = new_api_key()
+        async with self._engine.begin() as conn:
+            user_id = await conn.scalar(
+                select(users.c.id).where(users.c.name == name, users.c.revoked_at.is_(None))
+            )
+            if user_id is None:
+                raise NotFound(f"no active user named {name!r}")
+            await conn.execute(
+                insert(api_keys).values(
+                    user_id=user_id,
+                    key_hash=hash_secret(key),
+                    prefix=display_prefix(key),
+                    created_at=time.time(),
+                )
+            )
+        return key
+
+    async def revoke_user(self, name: str) -> None:
+        """Revoke a user: its keys and tokens stop working at once."""
+        now = time.time()
+        async with self._engine.begin() as conn:
+            user_id = await conn.scalar(select(users.c.id).where(users.c.name == name))
+            if user_id is None:
+                raise NotFound(f"no user named {name!r}")
+            await conn.execute(update(users).where(users.c.id == user_id).values(revoked_at=now))
+            await conn.execute(
+                update(api_keys)
+                .where(api_keys.c.user_id == user_id, api_keys.c.revoked_at.is_(None))
+                .values(revoked_at=now)
+            )
+            await conn.execute(
+                update(tokens).where(tokens.c.user_id == user_id).values(expires_at=now)
+            )
+
+    async def list_users(self) -> list[UserInfo]:
+        query = select(
+            users.c.id,
+            users.c.name,
+            organisations.c.name.label("organisation"),
+            users.c.is_admin,
+            users.c.created_at,
+            users.c.revoked_at,
+        ).join(organisations, organisations.c.id == users.c.org_id).order_by(users.c.id)
+        async with self._engine.connect() as conn:
+            rows = (await conn.execute(query)).all()
+        return [UserInfo(*row) for row in rows]
+
+    async def get_user(self, name: str) -> Principal | None:
+        async with self._engine.connect() as conn:
+            row = (
+                await conn.execute(
+                    select(users.c.id, users.c.name, users.c.org_id, users.c.is_admin).where(
+                        users.c.name == name, users.c.revoked_at.is_(None)
+                    )
+                )
+            ).first()
+        return Principal(row.id, row.name, row.org_id, bool(row.is_admin)) if row else None
+
+    async def authenticate(self, creds: ApiCredentials) -> Principal:
+        """The user whose API key ``creds`` carries; raises ``Unauthorized``."""
+        query = (
+            select(users.c.id, users.c.name, users.c.org_id, users.c.is_admin)
+            .join(api_keys, api_keys.c.user_id == users.c.id)
+            .where(
+                api_keys.c.key_hash == hash_secret(creds.api_key),
+                api_keys.c.revoked_at.is_(None),
+                users.c.revoked_at.is_(None),
+            )
+        )
+        async with self._engine.connect() as conn:
+            row = (await conn.execute(query)).first()
+        # With Basic, the name must match the key's owner too (compared in constant time).
+        if row is None or (
+            isinstance(creds, BasicCredentials)
+            and not hmac.compare_digest(row.name.encode(), creds.username.encode())
+        ):
+            raise Unauthorized("unknown user name or API key", code="invalid_credentials")
+        return Principal(row.id, row.name, row.org_id, bool(row.is_admin))
+
+    async def issue_token(self, principal: Principal, ttl_s: float) -> IssuedToken:
+        """A new websocket token for ``principal``, valid for ``ttl_s`` seconds."""
+        token = new_token()
+        now = time.time()
+        async with self._engine.begin() as conn:
+            await conn.execute(
+                insert(tokens).values(
+                    token_hash=hash_secret(token),
+                    user_id=principal.user_id,
+                    created_at=now,
+                    expires_at=now + ttl_s,
+                )
+            )
+        return IssuedToken(token, now + ttl_s)
+
+    async def check_token(self, token: str) -> tuple[Principal, float]:
+        """The user a (normalised) token belongs to and its expiry; raises ``Unauthorized``."""
+        query = (
+            select(
+                users.c.id, users.c.name, users.c.org_id, users.c.is_admin, tokens.c.expires_at
+            )
+            .join(tokens, tokens.c.user_id == users.c.id)
+            .where(tokens.c.token_hash == hash_secret(token), users.c.revoked_at.is_(None))
+        )
+        async with self._engine.connect() as conn:
+            row = (await conn.execute(query)).first()
+        if row is None:
+            raise Unauthorized("unknown token", code="token_unknown")
+        if row.expires_at <= time.time():
+            raise Unauthorized(
+                "the token has expired: get a new one from /api/v2/user/token/",
+                code="token_expired",
+            )
+        return Principal(row.id, row.name, row.org_id, bool(row.is_admin)), float(row.expires_at)

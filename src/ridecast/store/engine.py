@@ -1,0 +1,71 @@
+"""The async SQLAlchemy engine, tuned per backend, and schema migration at start-up."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy import event
+from sqlalchemy.engine import make_url
+from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
+
+MIGRATIONS_DIR = Path(__file__).parent / "migrations"
+
+
+def is_sqlite(url: str) -> bool:
+    return make_url(url).get_backend_name() == "sqlite"
+
+
+def create_engine(url: str) -> AsyncEngine:
+    """An async engine for ``url``; SQLite gets WAL and a busy timeout.
+
+    WAL with ``synchronous=NORMAL`` survives a killed process (kill -9) without losing a
+    committed transaction; only an OS crash or power loss can lose the last commits.
+    """
+    kwargs: dict[str, Any] = {}
+    if is_sqlite(url):
+        kwargs["connect_args"] = {"timeout": 30}
+    engine = create_async_engine(url, **kwargs)
+    if is_sqlite(url):
+        _ensure_sqlite_dir(url)
+
+        @event.listens_for(engine.sync_engine, "connect")
+        def _pragmas(dbapi_conn: Any, _record: Any) -> None:
+            cur = dbapi_conn.cursor()
+            cur.execute("PRAGMA journal_mode=WAL")
+            cur.execute("PRAGMA synchronous=NORMAL")
+            cur.execute("PRAGMA busy_timeout=30000")
+            cur.execute("PRAGMA foreign_keys=ON")
+            cur.close()
+
+    return engine
+
+
+def _ensure_sqlite_dir(url: str) -> None:
+    database = make_url(url).database
+    if database and database != ":memory:":
+        Path(database).expanduser().resolve().parent.mkdir(parents=True, exist_ok=True)
+
+
+def _alembic_config(url: str) -> Any:
+    from alembic.config import Config
+
+    cfg = Config()
+    cfg.set_main_option("script_location", str(MIGRATIONS_DIR))
+    cfg.set_main_option("sqlalchemy.url", url.replace("%", "%%"))
+    return cfg
+
+
+def upgrade_sync(url: str) -> None:
+    """Bring the database at ``url`` to the latest schema (blocking)."""
+    from alembic import command
+
+    if is_sqlite(url):
+        _ensure_sqlite_dir(url)
+    command.upgrade(_alembic_config(url), "head")
+
+
+async def upgrade(url: str) -> None:
+    """Bring the database at ``url`` to the latest schema."""
+    await asyncio.to_thread(upgrade_sync, url)

@@ -1,0 +1,148 @@
+"""SQLAlchemy tables of the store: accounts, simulations, the event log, webhook outbox.
+
+Times are unix seconds (float) so that SQLite and PostgreSQL compare them the same way.
+"""
+
+from __future__ import annotations
+
+from sqlalchemy import (
+    JSON,
+    BigInteger,
+    Boolean,
+    Column,
+    Float,
+    ForeignKey,
+    Index,
+    Integer,
+    LargeBinary,
+    MetaData,
+    String,
+    Table,
+    Text,
+)
+
+metadata = MetaData()
+
+# SQLite only auto-increments an INTEGER PRIMARY KEY; PostgreSQL wants a BIGINT identity.
+BigId = BigInteger().with_variant(Integer(), "sqlite")
+
+organisations = Table(
+    "organisations",
+    metadata,
+    Column("id", Integer, primary_key=True),
+    Column("name", String(200), nullable=False, unique=True),
+    Column("created_at", Float, nullable=False),
+)
+
+users = Table(
+    "users",
+    metadata,
+    Column("id", Integer, primary_key=True),
+    Column("name", String(200), nullable=False, unique=True),
+    Column("org_id", Integer, ForeignKey("organisations.id"), nullable=False),
+    Column("is_admin", Boolean, nullable=False, default=False),
+    Column("created_at", Float, nullable=False),
+    Column("revoked_at", Float, nullable=True),
+)
+
+api_keys = Table(
+    "api_keys",
+    metadata,
+    Column("id", Integer, primary_key=True),
+    Column("user_id", Integer, ForeignKey("users.id"), nullable=False, index=True),
+    # SHA-256 of the key: keys are 256-bit random, so a fast hash is safe and lookups are O(1).
+    Column("key_hash", String(64), nullable=False, unique=True),
+    Column("prefix", String(16), nullable=False),
+    Column("created_at", Float, nullable=False),
+    Column("revoked_at", Float, nullable=True),
+)
+
+tokens = Table(
+    "tokens",
+    metadata,
+    Column("id", Integer, primary_key=True),
+    Column("token_hash", String(64), nullable=False, unique=True),
+    Column("user_id", Integer, ForeignKey("users.id"), nullable=False, index=True),
+    Column("created_at", Float, nullable=False),
+    Column("expires_at", Float, nullable=False),
+)
+
+simulation_templates = Table(
+    "simulation_templates",
+    metadata,
+    Column("id", Integer, primary_key=True),
+    Column("name", String(200), nullable=False),
+    Column("data", JSON, nullable=False),
+    Column("owner_id", Integer, ForeignKey("users.id"), nullable=False),
+    Column("org_id", Integer, ForeignKey("organisations.id"), nullable=False, index=True),
+    Column("created_at", Float, nullable=False),
+)
+
+simulations = Table(
+    "simulations",
+    metadata,
+    Column("id", Integer, primary_key=True),
+    Column("name", String(200), nullable=False),
+    Column("data", JSON, nullable=False),
+    Column("template_id", Integer, ForeignKey("simulation_templates.id"), nullable=True),
+    Column("owner_id", Integer, ForeignKey("users.id"), nullable=False),
+    Column("org_id", Integer, ForeignKey("organisations.id"), nullable=False, index=True),
+    # Bumped on every change; the ETag is derived from it.
+    Column("version", Integer, nullable=False, default=1),
+    Column("created_at", Float, nullable=False),
+    Column("updated_at", Float, nullable=False),
+    Column("deleted_at", Float, nullable=True),
+    Column("webhook_disabled_at", Float, nullable=True),
+    Column("webhook_disabled_reason", Text, nullable=True),
+)
+
+events = Table(
+    "events",
+    metadata,
+    Column("id", BigId, primary_key=True, autoincrement=True),
+    Column("simulation_id", Integer, nullable=False),
+    Column("message_type", String(40), nullable=False),
+    Column("created_at", Float, nullable=False),
+    # The envelope as stored JSON (without event_id), serialised once at ingest.
+    Column("body", LargeBinary, nullable=False),
+    Index("ix_events_sim_id", "simulation_id", "id"),
+    Index("ix_events_sim_type_id", "simulation_id", "message_type", "id"),
+    Index("ix_events_created_at", "created_at"),
+    # Never reuse an id, even once retention has emptied the table: ids are cursors.
+    sqlite_autoincrement=True,
+)
+
+webhook_deliveries = Table(
+    "webhook_deliveries",
+    metadata,
+    Column("id", BigId, primary_key=True, autoincrement=True),
+    Column("event_id", BigInteger, nullable=False, index=True),
+    Column("simulation_id", Integer, nullable=False),
+    Column("message_type", String(40), nullable=False),
+    Column("url", Text, nullable=False),
+    # pending | delivering | succeeded | failed | disabled
+    Column("status", String(16), nullable=False),
+    Column("attempt_count", Integer, nullable=False, default=0),
+    Column("next_attempt_at", Float, nullable=False),
+    Column("lease_until", Float, nullable=True),
+    Column("created_at", Float, nullable=False),
+    Column("updated_at", Float, nullable=False),
+    Column("last_error", Text, nullable=True),
+    Index("ix_deliveries_due", "status", "next_attempt_at"),
+    Index("ix_deliveries_sim", "simulation_id", "id"),
+    sqlite_autoincrement=True,
+)
+
+webhook_attempts = Table(
+    "webhook_attempts",
+    metadata,
+    Column("id", BigId, primary_key=True, autoincrement=True),
+    Column("delivery_id", BigInteger, nullable=False, index=True),
+    Column("started_at", Float, nullable=False),
+    Column("latency_ms", Float, nullable=True),
+    Column("status_code", Integer, nullable=True),
+    # none | dns | connect | tls | timeout | blocked_address | http_status | redirect | other
+    Column("error_class", String(32), nullable=True),
+    Column("error", Text, nullable=True),
+    Column("response_body", Text, nullable=True),
+)

@@ -1,0 +1,3 @@
+"""Webhook delivery: settings, outbox, sender, retry schedule, signing, target safety."""
+
+from __future__ import annotations

@@ -1,0 +1,173 @@
+"""Shared fixtures: a real ``ridecast serve`` process on a free port, and users in its store.
+
+``server`` is one process for the whole session (tests isolate themselves with their own
+organisations); ``start_server(**env)`` starts another with its own settings and database.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import socket
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import httpx
+import pytest
+
+from ridecast.store.accounts import AccountStore
+from ridecast.store.engine import create_engine, upgrade
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+@dataclass
+class User:
+    """A user created directly in a server's store."""
+
+    name: str
+    org: str
+    key: str
+    is_admin: bool = False
+
+    @property
+    def auth(self) -> tuple[str, str]:
+        return (self.name, self.key)
+
+
+@dataclass
+class Server:
+    """A running ``ridecast serve`` subprocess."""
+
+    port: int
+    database_url: str
+    env: dict[str, str]
+    process: subprocess.Popen[bytes]
+    log_path: Path
+    _users: list[User] = field(default_factory=list)
+
+    @property
+    def base_url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    @property
+    def ws_url(self) -> str:
+        return f"ws://127.0.0.1:{self.port}"
+
+    def create_user(self, org: str | None = None, *, admin: bool = False) -> User:
+        """A new user (and organisation) with an API key, unique per call."""
+        name = f"user-{uuid.uuid4().hex[:10]}"
+        org = org or f"org-{uuid.uuid4().hex[:8]}"
+
+        async def run() -> str:
+            engine = create_engine(self.database_url)
+            try:
+                _principal, key = await AccountStore(engine).create_user(name, org, is_admin=admin)
+            finally:
+                await engine.dispose()
+            return key
+
+        user = User(name, org, asyncio.run(run()), admin)
+        self._users.append(user)
+        return user
+
+    def client(self, user: User | None = None, **kwargs: object) -> httpx.Client:
+        return httpx.Client(base_url=self.base_url, auth=user.auth if user else None,
+                            timeout=30, **kwargs)  # type: ignore[arg-type]
+
+    def token(self, user: User) -> str:
+        with self.client(user) as http:
+            response = http.get("/api/v2/user/token/")
+            response.raise_for_status()
+            return str(response.json()["token"])
+
+    def create_simulation(self, user: User, data: dict[str, object] | None = None,
+                          name: str = "test") -> int:
+        with self.client(user) as http:
+            response = http.post("/api/v2/simulation", json={"name": name, "data": data or {}})
+            response.raise_for_status()
+            return int(response.json()["id"])
+
+    def logs(self) -> str:
+        return self.log_path.read_text(errors="replace")
+
+    def stop(self, sig: int | None = None) -> int:
+        if self.process.poll() is None:
+            if sig is None:
+                self.process.terminate()
+            else:
+                self.process.send_signal(sig)
+            try:
+                self.process.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+        return int(self.process.returncode)
+
+
+def launch_server(tmp: Path, env: dict[str, str] | None = None, *,
+                  database_url: str | None = None, port: int | None = None) -> Server:
+    """Start ``ridecast serve`` with its own SQLite file (unless given) and wait for /healthz."""
+    port = port or free_port()
+    database_url = database_url or f"sqlite+aiosqlite:///{tmp / 'ridecast.db'}"
+    full_env = {
+        **os.environ,
+        "RIDECAST_DATABASE_URL": database_url,
+        "RIDECAST_WEBHOOK_ALLOW_PRIVATE": "true",
+        "RIDECAST_LOG_LEVEL": "warning",
+        **(env or {}),
+    }
+    asyncio.run(upgrade(database_url))
+    log_path = tmp / f"server-{port}.log"
+    with open(log_path, "ab") as log_file:
+        process = subprocess.Popen(
+            [sys.executable, "-m", "ridecast.cli.main", "serve", "--port", str(port)],
+            env=full_env, stdout=log_file, stderr=subprocess.STDOUT, cwd=tmp,
+        )
+    server = Server(port, database_url, full_env, process, log_path)
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            raise RuntimeError(f"server exited with {process.returncode}:\n{server.logs()}")
+        try:
+            if httpx.get(f"{server.base_url}/healthz", timeout=1).status_code == 200:
+                return server
+        except httpx.HTTPError:
+            pass
+        time.sleep(0.1)
+    server.stop()
+    raise RuntimeError(f"server did not become healthy:\n{server.logs()}")
+
+
+@pytest.fixture(scope="session")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
+    """One shared server for the session; isolate tests by organisation."""
+    srv = launch_server(tmp_path_factory.mktemp("server"))
+    yield srv
+    srv.stop()
+
+
+@pytest.fixture
+def start_server(tmp_path: Path) -> Iterator[Callable[..., Server]]:
+    """Start a server with extra ``RIDECAST_*`` settings; stopped after the test."""
+    started: list[Server] = []
+
+    def start(env: dict[str, str] | None = None, **kwargs: object) -> Server:
+        folder = tmp_path / f"s{len(started)}"
+        folder.mkdir(exist_ok=True)
+        srv = launch_server(folder, env, **kwargs)  # type: ignore[arg-type]
+        started.append(srv)
+        return srv
+
+    yield start
+    for srv in started:
+        srv.stop()
