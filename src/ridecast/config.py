@@ -58,7 +58,7 @@ class Settings(BaseSettings):
     webhook_timeout_s: float = Field(10.0, gt=0, description="Total time-out of one delivery.")
     webhook_connect_timeout_s: float = Field(2.0, gt=0, description="Connect time-out.")
     webhook_retry_schedule_s: list[float] = Field(
-        default_factory=lambda: [5, 30, 120, 600, 1800, 3600, 10800],
+        default_factory=lambda: [5.0, 30.0, 120.0, 600.0, 1800.0, 3600.0, 10800.0],
         description="Delays before each retry of a failed delivery (JSON list of seconds); "
         "after the last one the delivery is marked failed.",
     )
@@ -84,6 +84,11 @@ class Settings(BaseSettings):
     ws_ping_interval_s: float = Field(
         20.0, gt=0, description="Websocket ping interval; a peer that misses a pong is closed."
     )
+    ws_port: int | None = Field(
+        None, ge=0, le=65535, description="Also serve the websocket paths on this port, with a "
+        "dedicated listener (faster per frame than the HTTP port's ASGI path); unset: HTTP port only."
+    )
+    ws_host: str = Field("127.0.0.1", description="Address of the dedicated websocket listener.")
     ws_send_queue: int = Field(
         1024, gt=0, description="Frames buffered per websocket connection before it is closed "
         "as a slow consumer."
@@ -94,6 +99,10 @@ class Settings(BaseSettings):
     tile_url: str = Field(
         "https://tile.openstreetmap.org/{z}/{x}/{y}.png",
         description="Map tile URL template of the dashboard.",
+    )
+    tile_attribution: str = Field(
+        "© OpenStreetMap contributors",
+        description="Attribution shown on the dashboard map for the tiles (plain text).",
     )
 
     @field_validator("webhook_retry_schedule_s")

@@ -83,6 +83,9 @@ _ROWS: tuple[ErrorSpec, ...] = (
     ErrorSpec("slow_consumer", None, 4100,
               "The client did not read fast enough and its send queue filled; "
               "reconnect with since=<last event_id> to resume without loss."),
+    ErrorSpec("server_going_away", None, 1001,
+              "The server is shutting down; reconnect (to it or another node) with "
+              "since=<last event_id>."),
     ErrorSpec("internal_error", 500, 1011, "An unexpected error; it has been logged."),
     ErrorSpec("service_unavailable", 503, 4101,
               "The service is starting or stopping; retry with back-off."),

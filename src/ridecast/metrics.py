@@ -35,3 +35,7 @@ WEBHOOK_ATTEMPTS = Counter(
 WEBHOOK_QUEUE = Gauge(
     "ridecast_webhook_queue_depth", "Webhook deliveries pending or in flight.", registry=REGISTRY
 )
+WEBHOOK_LATENCY = Histogram(
+    "ridecast_webhook_attempt_seconds", "Duration of one webhook delivery attempt.",
+    registry=REGISTRY, buckets=(0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1, 2.5, 10),
+)

@@ -103,7 +103,7 @@ class SimulationService:
             )
         return record
 
-    async def list(
+    async def list_visible(
         self, principal: Principal, *, limit: int, offset: int
     ) -> tuple[list[SimulationRecord], int]:
         return await self.store.list_visible(principal, limit=limit, offset=offset)

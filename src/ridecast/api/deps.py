@@ -38,7 +38,9 @@ async def json_body(request: Request) -> Any:
     try:
         return orjson.loads(raw)
     except orjson.JSONDecodeError as exc:
-        raise BadRequest(f"the request body is not valid JSON: {exc}", code="invalid_json") from None
+        raise BadRequest(
+            f"the request body is not valid JSON: {exc}", code="invalid_json"
+        ) from None
 
 
 JsonBody = Annotated[Any, Depends(json_body)]

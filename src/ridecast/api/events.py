@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import time
-from typing import Any
+from typing import Annotated, Any
 
 import orjson
 from fastapi import Query, Response, status
@@ -22,7 +22,9 @@ _INGEST_BODY = {
         "required": True,
         "content": {
             "application/json": {
-                "schema": {"oneOf": [_EVENT_SCHEMA_REF, {"type": "array", "items": _EVENT_SCHEMA_REF}]}
+                "schema": {
+                    "oneOf": [_EVENT_SCHEMA_REF, {"type": "array", "items": _EVENT_SCHEMA_REF}]
+                }
             }
         },
     }
@@ -92,9 +94,9 @@ async def get_events(
     simulation_id: int,
     user: CurrentUser,
     runtime: RuntimeDep,
-    after: str | None = Query(None, description="Return events after this event_id."),
-    message_type: list[str] | None = Query(None, description="Only these types."),
-    limit: int = Query(100, ge=1, le=1000),
+    after: Annotated[str | None, Query(description="Return events after this event_id.")] = None,
+    message_type: Annotated[list[str] | None, Query(description="Only these types.")] = None,
+    limit: Annotated[int, Query(ge=1, le=1000)] = 100,
 ) -> Response:
     """The simulation's events in order, after the cursor; page with ``meta.next_after``."""
     await runtime.simulations.get(user, simulation_id)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Annotated, Any
 
 from fastapi import Header, Query, Response, status
 from pydantic import BaseModel, ConfigDict, Field
@@ -69,11 +69,11 @@ async def create_simulation(
 async def list_simulations(
     user: CurrentUser,
     runtime: RuntimeDep,
-    limit: int = Query(100, ge=1, le=1000),
-    offset: int = Query(0, ge=0),
+    limit: Annotated[int, Query(ge=1, le=1000)] = 100,
+    offset: Annotated[int, Query(ge=0)] = 0,
 ) -> dict[str, Any]:
     """The simulations visible to you (yours, your organisation's; all for admins)."""
-    records, total = await runtime.simulations.list(user, limit=limit, offset=offset)
+    records, total = await runtime.simulations.list_visible(user, limit=limit, offset=offset)
     return {
         "objects": [simulation_json(r) for r in records],
         "meta": {"limit": limit, "offset": offset, "total_count": total},
@@ -97,7 +97,7 @@ async def patch_simulation(
     user: CurrentUser,
     runtime: RuntimeDep,
     response: Response,
-    if_match: str | None = Header(None),
+    if_match: Annotated[str | None, Header()] = None,
 ) -> dict[str, Any]:
     """Change a simulation. ``data``, when sent, replaces the whole ``data`` object.
 

@@ -48,7 +48,9 @@ def parse_authorization(header: str | None) -> ApiCredentials:
         try:
             decoded = base64.b64decode(value, validate=True).decode("utf-8")
         except (binascii.Error, UnicodeDecodeError):
-            raise Unauthorized("malformed HTTP Basic credentials", code="invalid_credentials") from None
+            raise Unauthorized(
+                "malformed HTTP Basic credentials", code="invalid_credentials"
+            ) from None
         username, sep, api_key = decoded.partition(":")
         if not sep or not username or not api_key:
             raise Unauthorized(

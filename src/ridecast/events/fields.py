@@ -27,7 +27,9 @@ def _check_timestamp(value: str) -> str:
     return value
 
 
-UUIDStr = Annotated[StrictStr, Field(pattern=_UUID_RE.pattern, json_schema_extra={"format": "uuid"})]
+UUIDStr = Annotated[
+    StrictStr, Field(pattern=_UUID_RE.pattern, json_schema_extra={"format": "uuid"})
+]
 """A string in UUID format (8-4-4-4-12 hex digits)."""
 
 Timestamp = Annotated[

@@ -1,0 +1,121 @@
+"""Shared bench helpers: a lean keep-alive HTTP/1.1 load generator and percentiles.
+
+The generator speaks just enough HTTP/1.1 over asyncio streams (Content-Length bodies,
+keep-alive) so that the client costs far less than the server it measures.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import socket
+import statistics
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def percentile(values: list[float], q: float) -> float:
+    if not values:
+        return float("nan")
+    ordered = sorted(values)
+    index = min(len(ordered) - 1, max(0, round(q / 100 * (len(ordered) - 1))))
+    return ordered[index]
+
+
+@dataclass
+class LoadResult:
+    """Requests done, seconds taken, per-request latencies (s), status codes seen."""
+
+    requests: int
+    seconds: float
+    latencies: list[float] = field(default_factory=list)
+    statuses: dict[int, int] = field(default_factory=dict)
+
+    @property
+    def rps(self) -> float:
+        return self.requests / self.seconds if self.seconds else 0.0
+
+    def summary(self, per_request: int = 1) -> str:
+        ms = [x * 1000 for x in self.latencies]
+        return (f"{self.rps * per_request:10.0f} ev/s  {self.rps:8.0f} req/s  "
+                f"p50 {percentile(ms, 50):6.2f} ms  p99 {percentile(ms, 99):6.2f} ms  "
+                f"mean {statistics.fmean(ms) if ms else float('nan'):6.2f} ms")
+
+
+def basic_auth(user: str, key: str) -> str:
+    return "Basic " + base64.b64encode(f"{user}:{key}".encode()).decode()
+
+
+async def _one_connection(port: int, request: bytes, deadline: float, result: LoadResult) -> None:
+    reader, writer = await asyncio.open_connection("127.0.0.1", port)
+    try:
+        while time.perf_counter() < deadline:
+            started = time.perf_counter()
+            writer.write(request)
+            head = await reader.readuntil(b"\r\n\r\n")
+            status = int(head[9:12])
+            length = 0
+            for line in head.split(b"\r\n"):
+                if line[:15].lower() == b"content-length:":
+                    length = int(line[15:])
+            if length:
+                await reader.readexactly(length)
+            result.latencies.append(time.perf_counter() - started)
+            result.statuses[status] = result.statuses.get(status, 0) + 1
+            result.requests += 1
+    finally:
+        writer.close()
+
+
+async def run_load(port: int, method: str, path: str, body: bytes, headers: dict[str, str],
+                   *, connections: int, seconds: float) -> LoadResult:
+    """``connections`` keep-alive connections sending the same request for ``seconds``."""
+    head = f"{method} {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: {len(body)}\r\n"
+    head += "Content-Type: application/json\r\n"
+    head += "".join(f"{k}: {v}\r\n" for k, v in headers.items())
+    request = head.encode() + b"\r\n" + body
+    result = LoadResult(0, 0.0)
+    started = time.perf_counter()
+    deadline = started + seconds
+    await asyncio.gather(*(_one_connection(port, request, deadline, result)
+                           for _ in range(connections)))
+    result.seconds = time.perf_counter() - started
+    return result
+
+
+def wait_http(port: int, path: str, timeout: float = 30) -> None:
+    import httpx
+
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            httpx.get(f"http://127.0.0.1:{port}{path}", timeout=1)
+            return
+        except httpx.HTTPError:
+            time.sleep(0.1)
+    raise RuntimeError(f"nothing answers on port {port}")
+
+
+def spawn(args: list[str], env: dict[str, str] | None = None,
+          cwd: str | None = None) -> subprocess.Popen[bytes]:
+    return subprocess.Popen([sys.executable, *args], env=env, cwd=cwd,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+
+def cpu_seconds(pid: int) -> float:
+    import psutil
+
+    times = psutil.Process(pid).cpu_times()
+    return float(times.user + times.system)
+
+
+Progress = Callable[[str], None]
