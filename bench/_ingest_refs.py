@@ -8,8 +8,10 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import sys
+from collections.abc import AsyncIterator
 
 import uvicorn
 from starlette.applications import Starlette
@@ -31,13 +33,16 @@ def naive_app(db_path: str) -> Starlette:
 
     state: dict[str, aiosqlite.Connection] = {}
 
-    async def startup() -> None:
+    @contextlib.asynccontextmanager
+    async def lifespan(_app: Starlette) -> AsyncIterator[None]:
         db = await aiosqlite.connect(db_path)
         await db.execute("PRAGMA journal_mode=WAL")
         await db.execute("PRAGMA synchronous=NORMAL")
         await db.execute("CREATE TABLE IF NOT EXISTS events (id INTEGER PRIMARY KEY "
                          "AUTOINCREMENT, simulation_id INT, message_type TEXT, body BLOB)")
         state["db"] = db
+        yield
+        await db.close()
 
     async def ingest(request: Request) -> Response:
         payload = json.loads(await request.body())
@@ -52,7 +57,7 @@ def naive_app(db_path: str) -> Starlette:
         await db.commit()
         return Response(json.dumps({"event_ids": ids}), 201, media_type="application/json")
 
-    return Starlette(routes=[Route("/ingest", ingest, methods=["POST"])], on_startup=[startup])
+    return Starlette(routes=[Route("/ingest", ingest, methods=["POST"])], lifespan=lifespan)
 
 
 if __name__ == "__main__":

@@ -58,7 +58,7 @@ class Runtime:
             bus=bus,
             log=event_log,
             accounts=AccountStore(engine),
-            simulations=SimulationService(sim_store, bus),
+            simulations=SimulationService(sim_store, bus, catalog),
             catalog=catalog,
             ingest=Ingest(catalog, event_log, max_batch=settings.max_batch_events),
         )

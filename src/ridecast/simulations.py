@@ -49,20 +49,26 @@ class SimulationCatalog:
     def __init__(self, store: SimulationStore, bus: Bus) -> None:
         self._store = store
         self._cache: dict[int, SimulationMeta | None] = {}
+        # Bumped on every change notice: a read that raced with a change is not cached.
+        self._generation: dict[int, int] = {}
         self._unsubscribe = bus.subscribe(self._on_bus)
 
     def _on_bus(self, messages: Sequence[BusMessage]) -> None:
         for message in messages:
             if isinstance(message, SimulationChanged):
                 self._cache.pop(message.simulation_id, None)
+                sim = message.simulation_id
+                self._generation[sim] = self._generation.get(sim, 0) + 1
 
     async def get(self, simulation_id: int) -> SimulationMeta | None:
         """The simulation's meta, or None when it does not exist or was deleted."""
         if simulation_id in self._cache:
             return self._cache[simulation_id]
+        generation = self._generation.get(simulation_id, 0)
         record = await self._store.get(simulation_id)
         meta = _meta(record) if record else None
-        self._cache[simulation_id] = meta
+        if self._generation.get(simulation_id, 0) == generation:
+            self._cache[simulation_id] = meta
         return meta
 
     def close(self) -> None:
@@ -72,9 +78,10 @@ class SimulationCatalog:
 class SimulationService:
     """Simulations and templates as a user sees them: visible ones only, validated data."""
 
-    def __init__(self, store: SimulationStore, bus: Bus) -> None:
+    def __init__(self, store: SimulationStore, bus: Bus, catalog: SimulationCatalog) -> None:
         self.store = store
         self._bus = bus
+        self._catalog = catalog
         self._data_checks: list[DataCheck] = []
 
     def add_data_check(self, check: DataCheck) -> None:
@@ -102,6 +109,15 @@ class SimulationService:
                 f"simulation {simulation_id} not found", code="simulation_not_found"
             )
         return record
+
+    async def visible_meta(self, principal: Principal, simulation_id: int) -> SimulationMeta:
+        """Like ``get`` but from the per-process cache: for the hot paths (ingest, history)."""
+        meta = await self._catalog.get(simulation_id)
+        if meta is None or not can_see(principal, org_id=meta.org_id, owner_id=meta.owner_id):
+            raise NotFound(
+                f"simulation {simulation_id} not found", code="simulation_not_found"
+            )
+        return meta
 
     async def list_visible(
         self, principal: Principal, *, limit: int, offset: int

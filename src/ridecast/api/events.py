@@ -46,7 +46,7 @@ async def post_events(
     ``event_id``. They are then delivered to websocket streams and webhooks.
     """
     started = time.perf_counter()
-    await runtime.simulations.get(user, simulation_id)  # 404 unless visible
+    await runtime.simulations.visible_meta(user, simulation_id)  # 404 unless visible
     items = body if isinstance(body, list) else [body]
     if not items:
         raise BadRequest("the batch is empty; send one event or a non-empty array")
@@ -99,7 +99,7 @@ async def get_events(
     limit: Annotated[int, Query(ge=1, le=1000)] = 100,
 ) -> Response:
     """The simulation's events in order, after the cursor; page with ``meta.next_after``."""
-    await runtime.simulations.get(user, simulation_id)
+    await runtime.simulations.visible_meta(user, simulation_id)
     cursor = parse_cursor(after, "after")
     events = await runtime.log.read(
         after=cursor, limit=limit, simulation_id=simulation_id,

@@ -37,11 +37,18 @@ class UserInfo:
     revoked_at: float | None
 
 
+AUTH_CACHE_S = 5.0
+"""How long a successful credential check is reused in a process (revocation takes effect
+within this time in other processes, at once in the one that revoked)."""
+
+
 class AccountStore:
     """Creates users and keys, checks credentials, issues and checks tokens."""
 
     def __init__(self, engine: AsyncEngine) -> None:
         self._engine = engine
+        # (key hash, user name or None) -> (principal, checked at); saves a query per request.
+        self._auth_cache: dict[tuple[str, str | None], tuple[Principal, float]] = {}
 
     async def _org_id(self, conn: AsyncConnection, name: str) -> int:
         found = await conn.scalar(select(organisations.c.id).where(organisations.c.name == name))
@@ -100,6 +107,7 @@ class AccountStore:
 
     async def revoke_user(self, name: str) -> None:
         """Revoke a user: its keys and tokens stop working at once."""
+        self._auth_cache.clear()
         now = time.time()
         async with self._engine.begin() as conn:
             user_id = await conn.scalar(select(users.c.id).where(users.c.name == name))
@@ -141,11 +149,24 @@ class AccountStore:
 
     async def authenticate(self, creds: ApiCredentials) -> Principal:
         """The user whose API key ``creds`` carries; raises ``Unauthorized``."""
+        key_hash = hash_secret(creds.api_key)
+        cache_key = (key_hash, creds.username if isinstance(creds, BasicCredentials) else None)
+        cached = self._auth_cache.get(cache_key)
+        now = time.monotonic()
+        if cached is not None and now - cached[1] < AUTH_CACHE_S:
+            return cached[0]
+        principal = await self._authenticate(creds, key_hash)
+        if len(self._auth_cache) > 10_000:
+            self._auth_cache.clear()
+        self._auth_cache[cache_key] = (principal, now)
+        return principal
+
+    async def _authenticate(self, creds: ApiCredentials, key_hash: str) -> Principal:
         query = (
             select(users.c.id, users.c.name, users.c.org_id, users.c.is_admin)
             .join(api_keys, api_keys.c.user_id == users.c.id)
             .where(
-                api_keys.c.key_hash == hash_secret(creds.api_key),
+                api_keys.c.key_hash == key_hash,
                 api_keys.c.revoked_at.is_(None),
                 users.c.revoked_at.is_(None),
             )

@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from sqlalchemy import and_, delete, func, insert, select
-from sqlalchemy.ext.asyncio import AsyncEngine
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from ..bus import Bus, StoredEvent
 from ..errors import ServiceUnavailable
@@ -57,6 +57,7 @@ class EventLog:
         self._queue: list[tuple[Sequence[NewEvent], asyncio.Future[list[StoredEvent]]]] = []
         self._wake = asyncio.Event()
         self._writer: asyncio.Task[None] | None = None
+        self._conn: AsyncConnection | None = None
         self._closing = False
         self.commits = 0
         self.appended = 0
@@ -71,6 +72,16 @@ class EventLog:
         if self._writer is not None:
             await self._writer
             self._writer = None
+        if self._conn is not None:
+            await self._conn.close()
+            self._conn = None
+
+    async def _writer_connection(self) -> AsyncConnection:
+        # The writer keeps one connection: a pool checkout and reset per commit cost more
+        # than the commit itself on SQLite.
+        if self._conn is None or self._conn.closed:
+            self._conn = await self._engine.connect()
+        return self._conn
 
     async def append(self, batch: Sequence[NewEvent]) -> list[StoredEvent]:
         """Append ``batch`` atomically; returns the stored events once committed and published."""
@@ -93,6 +104,7 @@ class EventLog:
                     stored = await self._write(group)
                 except Exception as exc:
                     log.exception("event log write failed for %d requests", len(group))
+                    await self._drop_connection()
                     for _batch, future in group:
                         if not future.done():
                             future.set_exception(exc)
@@ -107,6 +119,14 @@ class EventLog:
                         future.set_result(result)
             if self._closing and not self._queue:
                 return
+
+    async def _drop_connection(self) -> None:
+        if self._conn is not None:
+            try:
+                await self._conn.close()
+            except Exception:
+                log.exception("closing the writer connection failed")
+            self._conn = None
 
     def _take_group(
         self,
@@ -134,11 +154,13 @@ class EventLog:
             }
             for e in flat
         ]
-        async with self._engine.begin() as conn:
-            result = await conn.execute(
-                insert(events).returning(events.c.id, sort_by_parameter_order=True), rows
-            )
-            ids = [row[0] for row in result]
+        conn = await self._writer_connection()
+        async with conn.begin():
+            result = await conn.execute(insert(events).returning(events.c.id), rows)
+            # Ids rise in row order within one INSERT (SQLite holds the write lock; a
+            # PostgreSQL sequence hands out values row by row), so sorting maps them back to
+            # rows. sort_by_parameter_order would do the same 8x slower on SQLite.
+            ids = sorted(row[0] for row in result)
             outbox = [
                 {
                     "event_id": event_id,
