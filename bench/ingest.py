@@ -24,9 +24,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _load import basic_auth, cpu_seconds, free_port, run_load, spawn, wait_http  # noqa: E402
+from _load import basic_auth, cpu_seconds, free_port, run_load, spawn, wait_http
 
-from ridecast.events.examples import all_examples  # noqa: E402
+from ridecast.events.examples import all_examples
 
 
 def create_user_and_sim(db_url: str, port: int) -> tuple[str, str, int]:
