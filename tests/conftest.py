@@ -115,7 +115,8 @@ class Server:
 
 
 def launch_server(tmp: Path, env: dict[str, str] | None = None, *,
-                  database_url: str | None = None, port: int | None = None) -> Server:
+                  database_url: str | None = None, port: int | None = None,
+                  args: list[str] | None = None, scheme: str = "http") -> Server:
     """Start ``ridecast serve`` with its own SQLite file (unless given) and wait for /healthz."""
     port = port or free_port()
     database_url = database_url or f"sqlite+aiosqlite:///{tmp / 'ridecast.db'}"
@@ -130,7 +131,8 @@ def launch_server(tmp: Path, env: dict[str, str] | None = None, *,
     log_path = tmp / f"server-{port}.log"
     with open(log_path, "ab") as log_file:
         process = subprocess.Popen(
-            [sys.executable, "-m", "ridecast.cli.main", "serve", "--port", str(port)],
+            [sys.executable, "-m", "ridecast.cli.main", "serve", "--port", str(port),
+             *(args or [])],
             env=full_env, stdout=log_file, stderr=subprocess.STDOUT, cwd=tmp,
         )
     server = Server(port, database_url, full_env, process, log_path)
@@ -139,7 +141,8 @@ def launch_server(tmp: Path, env: dict[str, str] | None = None, *,
         if process.poll() is not None:
             raise RuntimeError(f"server exited with {process.returncode}:\n{server.logs()}")
         try:
-            if httpx.get(f"{server.base_url}/healthz", timeout=1).status_code == 200:
+            health = f"{scheme}://127.0.0.1:{port}/healthz"
+            if httpx.get(health, timeout=1, verify=False).status_code == 200:
                 return server
         except httpx.HTTPError:
             pass
