@@ -19,9 +19,16 @@ from pathlib import Path
 
 import httpx
 import pytest
+from hypothesis import settings as hypothesis_settings
 
 from ridecast.store.accounts import AccountStore
 from ridecast.store.engine import create_engine, upgrade
+
+
+# Property tests are deterministic (same examples every run) and have no deadline: on a busy
+# 2-core CI machine a slow example is not a failure.
+hypothesis_settings.register_profile("ridecast", derandomize=True, deadline=None)
+hypothesis_settings.load_profile("ridecast")
 
 
 def free_port() -> int:
