@@ -24,7 +24,6 @@ from hypothesis import settings as hypothesis_settings
 from ridecast.store.accounts import AccountStore
 from ridecast.store.engine import create_engine, upgrade
 
-
 # Property tests are deterministic (same examples every run) and have no deadline: on a busy
 # 2-core CI machine a slow example is not a failure.
 hypothesis_settings.register_profile("ridecast", derandomize=True, deadline=None)

@@ -35,7 +35,7 @@ def pg_url() -> Iterator[str]:
     name = f"ridecast_test_{uuid.uuid4().hex[:10]}"
     try:
         asyncio.run(_admin(f'CREATE DATABASE "{name}"'))
-    except (OSError, asyncio.TimeoutError) as exc:
+    except (TimeoutError, OSError) as exc:
         pytest.skip(f"no PostgreSQL on 127.0.0.1:5432: {exc}")
     yield f"postgresql+asyncpg://postgres@127.0.0.1:5432/{name}"
     asyncio.run(_admin(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))

@@ -85,8 +85,9 @@ class Settings(BaseSettings):
         20.0, gt=0, description="Websocket ping interval; a peer that misses a pong is closed."
     )
     ws_port: int | None = Field(
-        None, ge=0, le=65535, description="Also serve the websocket paths on this port, with a "
-        "dedicated listener (faster per frame than the HTTP port's ASGI path); unset: HTTP port only."
+        None, ge=0, le=65535,
+        description="Also serve the websocket paths on this port, with a dedicated listener "
+        "(faster per frame than the HTTP port's ASGI path); unset: HTTP port only.",
     )
     ws_host: str = Field("127.0.0.1", description="Address of the dedicated websocket listener.")
     ws_send_queue: int = Field(

@@ -35,7 +35,8 @@ def test_read_merge_patch_with_if_match(server: Server) -> None:
         assert stale.status_code == 412
         assert stale.json()["error"]["code"] == "precondition_failed"
         data = http.get(f"/api/v2/simulation/{sim}").json()["data"]
-    assert data["keep"] is True and data["messaging_webhook_message_types"] == ["bookings", "offers"]
+    assert data["keep"] is True
+    assert data["messaging_webhook_message_types"] == ["bookings", "offers"]
 
 
 def test_webhook_types_are_checked(server: Server) -> None:
@@ -64,7 +65,8 @@ def test_template_data_is_inherited(server: Server) -> None:
         tpl = http.post("/api/v2/simulation_template", json={"name": "t", "data": settings})
         assert tpl.status_code == 201, tpl.text
         tpl_id = tpl.json()["id"]
-        assert tpl_id in [t["id"] for t in http.get("/api/v2/simulation_template").json()["objects"]]
+        listed = http.get("/api/v2/simulation_template").json()["objects"]
+        assert tpl_id in [t["id"] for t in listed]
         sim = http.post("/api/v2/simulation", json={"name": "from-t", "template_id": tpl_id})
         assert sim.status_code == 201
         assert sim.json()["data"] == settings
