@@ -13,6 +13,7 @@ from fastapi.openapi.utils import get_openapi
 from . import __version__
 from .api import events as events_api
 from .api import health, simulations, token
+from .api import simulator as simulator_api
 from .api.errors import BodySizeLimit, install_error_handlers
 from .config import Settings, get_settings
 from .runtime import Runtime
@@ -27,6 +28,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         runtime = await Runtime.open(settings)
+        simulator_api.install_simulator(runtime)
         app.state.runtime = runtime
         try:
             yield
@@ -44,7 +46,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.state.settings = settings
     install_error_handlers(app)
     app.add_middleware(BodySizeLimit, max_bytes=settings.max_body_bytes)
-    for router in (token.router, simulations.router, events_api.router, health.router):
+    for router in (token.router, simulations.router, events_api.router, health.router,
+                   simulator_api.router):
         app.include_router(router)
 
     def openapi() -> dict[str, Any]:

@@ -1,0 +1,214 @@
+"""The discrete-event core of the simulator: timers, the vehicle's day, and the operations.
+
+``Engine.advance(until)`` runs every timer due up to ``until`` (simulated seconds since the
+start) in (time, creation) order and returns the events they produced: the same seed and
+settings always give the same stream. The operation entry points (``create_booking``,
+``accept_offer``, ``node_status``...) act at the engine's current time; each validates first
+and raises a ridecast error *before* changing anything, so a refused operation publishes
+nothing.
+"""
+
+from __future__ import annotations
+
+import heapq
+from datetime import datetime
+from math import cos, radians
+from typing import Any
+
+from .emit import Event
+from .model import BookingStatus, NodeType, OfferStatus, Vehicle
+from .operations import Operations
+from .rng import Source
+from .settings import SimulatorSettings
+from .travel import TravelModel
+from .world import (
+    ARRIVE,
+    BREAK,
+    CANCEL,
+    CHANGE,
+    DEMAND,
+    EXPIRE,
+    GPS,
+    RESPOND,
+    SNAPSHOT,
+    TRACKER,
+    UNBREAK,
+)
+
+
+class Engine(Operations):
+    """A seeded ride-pooling simulation; see the module docstring.
+
+    >>> engine = Engine(1, SimulatorSettings(vehicles=3), datetime(2024, 1, 1, tzinfo=UTC))
+    >>> events = engine.advance(600.0)
+    """
+
+    def __init__(self, simulation_id: int, settings: SimulatorSettings, start: datetime,
+                 travel: TravelModel | None = None) -> None:
+        super().__init__(simulation_id, settings, start, travel)
+        self.start = start
+        s = settings
+        for vid in range(1, s.vehicles + 1):
+            pos = self.random_point(Source.FLEET)
+            self.vehicles[vid] = Vehicle(vid, self.streams.uuid(), s.capacity, pos)
+        count = round(s.bookings_per_hour * s.duration_s / 3600.0)
+        # Arrival times of a Poisson process given its count are sorted uniform draws.
+        demand = self.streams[Source.DEMAND]
+        self._arrivals = sorted(demand.uniform(0.0, s.duration_s) for _ in range(count))
+        self._next_arrival = 0
+        if self._arrivals:
+            self.at(self._arrivals[0], DEMAND)
+        breaks = self.streams[Source.BREAKS]
+        for vid in self.vehicles:
+            u, when = breaks.random(), breaks.random()
+            if u < s.vehicle_break_probability:
+                self.at((0.1 + 0.6 * when) * s.duration_s, BREAK, vid)
+        self.at(0.0, SNAPSHOT)
+        if s.performance_tracker_enabled:
+            self.at(s.arrival_interval_s, TRACKER)
+        self._handlers = {
+            DEMAND: self._on_demand, RESPOND: self._on_respond, EXPIRE: self._on_expire,
+            ARRIVE: self._on_arrive, GPS: self._on_gps, SNAPSHOT: self._on_snapshot,
+            TRACKER: self._on_tracker, CANCEL: self._on_cancel, CHANGE: self._on_change,
+            BREAK: self._on_break, UNBREAK: self._on_unbreak,
+        }
+
+    # ---- running ---------------------------------------------------------------------
+
+    @property
+    def finished(self) -> bool:
+        """Demand is over and every booking, offer and break has come to its end."""
+        return (self.now >= self.settings.duration_s
+                and self._next_arrival >= len(self._arrivals)
+                and self.open_bookings == 0 and not self.on_break)
+
+    @property
+    def next_t(self) -> float | None:
+        """When the next timer is due (None when nothing is scheduled)."""
+        return self._heap[0][0] if self._heap else None
+
+    def advance(self, until: float) -> list[Event]:
+        """Run every timer due up to ``until`` and return the events, in order."""
+        heap = self._heap
+        handlers = self._handlers
+        while heap and heap[0][0] <= until and not self.finished:
+            t, _, kind, target, version = heapq.heappop(heap)
+            self.now = max(self.now, t)
+            handlers[kind](target, version)
+        if not self.finished:
+            self.now = max(self.now, until)
+        return self.emitter.drain()
+
+    def timestamp(self, t: float | None = None) -> str:
+        """ISO 8601 of simulated time ``t`` (default: now)."""
+        return self.emitter.ts(self.now if t is None else t)
+
+    # ---- timers ----------------------------------------------------------------------
+
+    def _on_demand(self, _target: int, _version: int) -> None:
+        rng = self.streams[Source.DEMAND]
+        pickup = self.random_point(Source.DEMAND)
+        dropoff = self.random_point(Source.DEMAND)
+        for _ in range(20):
+            if self.travel.distance_m(pickup, dropoff) >= self.settings.min_trip_m:
+                break
+            dropoff = self.random_point(Source.DEMAND)
+        u = rng.random()
+        passengers = min(self.settings.capacity, 1 if u < 0.7 else 2 if u < 0.9 else 3)
+        self.new_booking(pickup, dropoff, passengers, self.settings.max_wait_s, auto=True)
+        self._next_arrival += 1
+        if self._next_arrival < len(self._arrivals):
+            self.at(self._arrivals[self._next_arrival], DEMAND)
+
+    def _on_respond(self, offer_id: int, accept: int) -> None:
+        offer = self.offers[offer_id]
+        if offer.status is not OfferStatus.PENDING:
+            return
+        if accept:
+            self.accept(offer, "rider")
+        else:
+            self.reject(offer, OfferStatus.REJECTED, "rider")
+
+    def _on_expire(self, offer_id: int, _version: int) -> None:
+        offer = self.offers[offer_id]
+        if offer.status is OfferStatus.PENDING:
+            self.reject(offer, OfferStatus.EXPIRED, "expired")
+
+    def _on_arrive(self, vehicle_id: int, version: int) -> None:
+        vehicle = self.vehicles[vehicle_id]
+        if version != vehicle.version or not vehicle.route:
+            return  # the route changed since this timer was set
+        node = vehicle.route[0]
+        booking = self.bookings[node.booking_id]
+        no_show = False
+        if node.node_type is NodeType.PICKUP:
+            no_show = self.streams[Source.NO_SHOW].random() < self.settings.no_show_probability
+        self.complete(vehicle, node, booking, no_show=no_show, note=None)
+
+    def _on_gps(self, vehicle_id: int, _version: int) -> None:
+        vehicle = self.vehicles[vehicle_id]
+        if not vehicle.route and self.now > vehicle.anchor_t:
+            vehicle.gps_running = False
+            return
+        pos, heading, speed = self.position(vehicle)
+        rng = self.streams[Source.GPS_NOISE]
+        sigma = self.settings.gps_noise_m
+        dn = max(-3 * sigma, min(3 * sigma, rng.gauss(0.0, sigma))) / 111_195.0
+        de = max(-3 * sigma, min(3 * sigma, rng.gauss(0.0, sigma))) / 111_195.0
+        noisy = (pos[0] + dn, pos[1] + de / max(0.01, cos(radians(pos[0]))))
+        self.emitter.gps(self.now, vehicle, noisy, heading, speed)
+        self.at(self.now + self.settings.gps_interval_s, GPS, vehicle_id)
+
+    def _on_snapshot(self, _target: int, _version: int) -> None:
+        states: list[dict[str, Any]] = []
+        for vehicle in self.vehicles.values():
+            pos, _, _ = self.position(vehicle)
+            states.append({
+                "id": vehicle.id, "lat": pos[0], "lon": pos[1], "status": vehicle.status,
+                "current_route": [{"node_id": n.id, "node_type": n.node_type.value,
+                                   "booking_id": n.booking_id} for n in vehicle.route],
+                "agent_id": vehicle.uid, "capacity": vehicle.capacity, "load": vehicle.load})
+        self.emitter.vehicle_states(self.now, states)
+        self.at(self.now + self.settings.snapshot_interval_s, SNAPSHOT)
+
+    def _on_tracker(self, _target: int, _version: int) -> None:
+        for vehicle in self.vehicles.values():
+            if not vehicle.route:
+                continue
+            plan = self.scheduler.plan(vehicle, self.bookings)
+            pos, _, _ = self.position(vehicle)
+            begin = max(self.now, vehicle.anchor_t)
+            grouped: list[tuple[int, float]] = []
+            for k, node in enumerate(vehicle.route):
+                earliest = begin + self.travel.duration_s(pos, node.pos)
+                booking = self.bookings[node.booking_id]
+                self.emitter.arrival(self.now, vehicle, booking, node, earliest, plan.arr[k])
+                grouped.append((node.id, earliest))
+            self.emitter.arrival_grouped(self.now, vehicle, grouped)
+        self.at(self.now + self.settings.arrival_interval_s, TRACKER)
+
+    def _on_cancel(self, booking_id: int, _version: int) -> None:
+        booking = self.bookings[booking_id]
+        if booking.status in (BookingStatus.OFFERED, BookingStatus.ASSIGNED):
+            self.cancel(booking, "rider")
+
+    def _on_change(self, booking_id: int, direction: int) -> None:
+        booking = self.bookings[booking_id]
+        # One more or one fewer rider; the other way when that does not fit.
+        if booking.status is BookingStatus.ASSIGNED and not self.change_demand(
+                booking, booking.passengers + direction):
+            self.change_demand(booking, booking.passengers - direction)
+
+    def _on_break(self, vehicle_id: int, _version: int) -> None:
+        vehicle = self.vehicles[vehicle_id]
+        if vehicle.enabled:
+            self.on_break.add(vehicle_id)
+            self.set_enabled(vehicle, False, "break")
+            self.at(self.now + self.settings.break_duration_s, UNBREAK, vehicle_id)
+
+    def _on_unbreak(self, vehicle_id: int, _version: int) -> None:
+        vehicle = self.vehicles[vehicle_id]
+        if vehicle_id in self.on_break:
+            self.on_break.discard(vehicle_id)
+            if not vehicle.enabled:
+                self.set_enabled(vehicle, True, "break_over")

@@ -1,0 +1,97 @@
+"""The simulators of a process: one runner per simulation, its controls and operations.
+
+``SimulatorManager`` is what the REST layer talks to: start (from the simulation's ``data``),
+pause, resume, stop, status with KPIs, and the operations, which need a running or paused
+simulator (409 ``invalid_state`` otherwise).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from datetime import UTC, datetime
+from typing import Any
+
+from ..errors import Conflict
+from . import kpis
+from .clock import clock_for
+from .engine import Engine
+from .operations import Result
+from .runner import EventSink, Runner, Status
+from .settings import read_settings
+
+log = logging.getLogger(__name__)
+
+
+class SimulatorManager:
+    """Runners by simulation id; ``close()`` stops them all."""
+
+    def __init__(self, sink: EventSink, *, max_batch: int = 1000) -> None:
+        self.sink = sink
+        self.max_batch = max_batch
+        self.runners: dict[int, Runner] = {}
+
+    async def start(self, simulation_id: int, data: dict[str, Any] | None) -> dict[str, Any]:
+        """Start a fresh run from ``data.simulator`` (a finished or stopped one is replaced)."""
+        current = self.runners.get(simulation_id)
+        if current is not None and current.status in (Status.RUNNING, Status.PAUSED):
+            raise Conflict(f"the simulator is already {current.status.value}; stop it first",
+                           code="invalid_state")
+        settings = read_settings(data)
+        start = settings.start_ts or datetime.now(UTC).replace(microsecond=0)
+        engine = Engine(simulation_id, settings, start)
+        runner = Runner(simulation_id, engine, clock_for(settings.realtime_factor), self.sink,
+                        self.max_batch)
+        self.runners[simulation_id] = runner
+        runner.start()
+        log.info("simulator of simulation %s started (%d vehicles, speed %s)", simulation_id,
+                 settings.vehicles, settings.speed)
+        return self.status(simulation_id)
+
+    def _runner(self, simulation_id: int) -> Runner:
+        runner = self.runners.get(simulation_id)
+        if runner is None:
+            raise Conflict("the simulator has not been started", code="invalid_state")
+        return runner
+
+    async def pause(self, simulation_id: int) -> dict[str, Any]:
+        await self._runner(simulation_id).pause()
+        return self.status(simulation_id)
+
+    async def resume(self, simulation_id: int) -> dict[str, Any]:
+        await self._runner(simulation_id).resume()
+        return self.status(simulation_id)
+
+    async def stop(self, simulation_id: int) -> dict[str, Any]:
+        await self._runner(simulation_id).stop()
+        return self.status(simulation_id)
+
+    def status(self, simulation_id: int) -> dict[str, Any]:
+        """``{"status", "sim_ts", "kpis", ...}``; idle with no KPIs before the first start."""
+        runner = self.runners.get(simulation_id)
+        if runner is None:
+            return {"status": Status.IDLE.value, "sim_ts": None, "kpis": {}}
+        engine = runner.engine
+        return {
+            "status": runner.status.value,
+            "sim_ts": engine.timestamp(),
+            "started_sim_ts": engine.timestamp(0.0),
+            "error": runner.error,
+            "settings": engine.settings.model_dump(mode="json"),
+            "kpis": kpis.compute(engine),
+        }
+
+    async def operate(self, simulation_id: int,
+                      op: Callable[[Engine], Result]) -> dict[str, Any]:
+        """Run an operation on the simulation's engine (see ``Runner.operate``)."""
+        return await self._runner(simulation_id).operate(op)
+
+    async def forget(self, simulation_id: int) -> None:
+        """Stop and drop a simulation's runner (the simulation was deleted)."""
+        runner = self.runners.pop(simulation_id, None)
+        if runner is not None:
+            await runner.close()
+
+    async def close(self) -> None:
+        for simulation_id in list(self.runners):
+            await self.forget(simulation_id)

@@ -1,0 +1,140 @@
+"""Drives one engine with a clock and hands its events to a sink, in order.
+
+The runner's loop advances the engine to the clock's target, submits what came out and waits
+for the next timer. Operations go through ``operate``, which takes the same lock: the engine
+first catches up with the clock, then the operation runs, and the events of both are
+submitted in the order they happened. Events are never reordered between two submissions,
+because each is awaited under the lock.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Callable
+from enum import StrEnum
+from typing import Any, Protocol
+
+from ..errors import Conflict, RidecastError
+from .clock import Clock
+from .engine import Engine
+from .operations import Result
+
+log = logging.getLogger(__name__)
+
+
+class EventSink(Protocol):
+    """Where events go; the app wires it to ``Ingest.submit``."""
+
+    async def __call__(self, simulation_id: int, events: list[dict[str, Any]], /) -> object:
+        ...
+
+
+class Status(StrEnum):
+    """The simulator's state, as ``GET .../simulator`` reports it."""
+
+    IDLE = "idle"
+    RUNNING = "running"
+    PAUSED = "paused"
+    FINISHED = "finished"
+    STOPPED = "stopped"
+
+
+class Runner:
+    """One simulation's engine, clock and loop task."""
+
+    def __init__(self, simulation_id: int, engine: Engine, clock: Clock, sink: EventSink,
+                 max_batch: int = 1000) -> None:
+        self.simulation_id = simulation_id
+        self.engine = engine
+        self.clock = clock
+        self.sink = sink
+        self.max_batch = max_batch
+        self.status = Status.IDLE
+        self.error: str | None = None
+        self.lock = asyncio.Lock()
+        self._task: asyncio.Task[None] | None = None
+
+    async def _submit(self, events: list[dict[str, Any]]) -> None:
+        # The ingest takes bounded batches; order is kept across them.
+        for i in range(0, len(events), self.max_batch):
+            await self.sink(self.simulation_id, events[i : i + self.max_batch])
+
+    def start(self) -> None:
+        self.status = Status.RUNNING
+        self._task = asyncio.create_task(self._run(), name=f"simulator-{self.simulation_id}")
+
+    async def _run(self) -> None:
+        engine = self.engine
+        try:
+            while True:
+                async with self.lock:
+                    if self.status is Status.RUNNING:
+                        events = engine.advance(self.clock.target(engine.now))
+                        if events:
+                            await self._submit(events)
+                        if engine.finished:
+                            self.status = Status.FINISHED
+                            return
+                await self.clock.wait(engine.now, engine.next_t)
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:
+            log.exception("simulator of simulation %s failed", self.simulation_id)
+            self.error = f"{type(exc).__name__}: {exc}"
+            self.status = Status.STOPPED
+
+    async def pause(self) -> None:
+        async with self.lock:
+            if self.status is not Status.RUNNING:
+                raise Conflict(f"the simulator is {self.status.value}, not running",
+                               code="invalid_state")
+            self.clock.pause()
+            self.status = Status.PAUSED
+
+    async def resume(self) -> None:
+        async with self.lock:
+            if self.status is not Status.PAUSED:
+                raise Conflict(f"the simulator is {self.status.value}, not paused",
+                               code="invalid_state")
+            self.clock.resume()
+            self.status = Status.RUNNING
+
+    async def stop(self) -> None:
+        if self.status not in (Status.RUNNING, Status.PAUSED):
+            raise Conflict(f"the simulator is {self.status.value}, not running or paused",
+                           code="invalid_state")
+        await self.close()
+        self.status = Status.STOPPED
+
+    async def close(self) -> None:
+        """Cancel the loop (after any submission in progress)."""
+        if self._task is not None:
+            async with self.lock:
+                self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+            self._task = None
+
+    async def operate(self, op: Callable[[Engine], Result]) -> dict[str, Any]:
+        """Run an operation at the current simulated time; its events, or its error."""
+        async with self.lock:
+            if self.status not in (Status.RUNNING, Status.PAUSED):
+                raise Conflict(f"the simulator is {self.status.value}: start it first",
+                               code="invalid_state")
+            caught_up = self.engine.advance(self.clock.op_time(self.engine.now))
+            try:
+                body, events = op(self.engine)
+            except RidecastError:
+                if caught_up:
+                    await self._submit(caught_up)
+                raise
+            await self._submit(caught_up + events)
+        self.clock.wake()  # the operation may have set a timer due before the next one
+        return body
+
+    async def wait_finished(self) -> None:
+        """Until the loop ends (tests and the bench; wrap in ``asyncio.timeout``)."""
+        if self._task is not None:
+            await asyncio.shield(self._task)

@@ -1,0 +1,142 @@
+"""The simulator's settings, read from a simulation's ``data.simulator`` object.
+
+Every field has a default, and the defaults are chosen so that one simulated hour with a dozen
+vehicles produces all 18 event types: some riders reject offers or let them expire, some do not
+show up, some cancel or change their passenger count, and vehicles take breaks (``vehicle_use``).
+``data.performance_tracker_enabled`` (outside ``simulator``, where the interface names it)
+switches ``vehicle_arrival`` and ``vehicle_arrival_grouped`` on; absent means on, so that a demo
+shows the whole interface.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from ..errors import BadRequest
+
+
+class BBox(BaseModel):
+    """A bounding box of the service area."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    min_lat: float = Field(ge=-90, le=90)
+    min_lon: float = Field(ge=-180, le=180)
+    max_lat: float = Field(ge=-90, le=90)
+    max_lon: float = Field(ge=-180, le=180)
+
+    @model_validator(mode="after")
+    def _ordered(self) -> BBox:
+        if self.min_lat >= self.max_lat or self.min_lon >= self.max_lon:
+            raise ValueError("min_lat < max_lat and min_lon < max_lon are required")
+        return self
+
+
+class Circle(BaseModel):
+    """A service area given as a centre and a radius."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    lat: float = Field(ge=-85, le=85)
+    lon: float = Field(ge=-180, le=180)
+    radius_m: float = Field(gt=0, le=100_000)
+
+
+class SimulatorSettings(BaseModel):
+    """What the simulator simulates; the ``data.simulator`` object of a simulation."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    seed: int = Field(1, description="Seed of every random stream; same seed, same events.")
+    vehicles: int = Field(12, ge=0, le=10_000, description="Fleet size.")
+    capacity: int = Field(4, ge=1, le=50, description="Seats per vehicle.")
+    bookings_per_hour: float = Field(
+        90.0, ge=0, le=1_000_000, description="Demand: booking requests per simulated hour."
+    )
+    duration_s: float = Field(
+        3600.0, gt=0, le=30 * 86400,
+        description="Demand is generated for this long; the run then drains open routes.",
+    )
+    speed: float | Literal["max"] = Field(
+        1.0, description="1 = real time (current_sim_ts is now); k = k times faster; "
+        "'max' = as fast as possible.",
+    )
+    start_ts: datetime | None = Field(
+        None, description="Simulated start time (with offset); default: when started."
+    )
+    area: BBox | Circle = Field(
+        default_factory=lambda: Circle(lat=52.52, lon=13.405, radius_m=5000.0),
+        description="Service area: {min_lat,min_lon,max_lat,max_lon} or {lat,lon,radius_m}.",
+    )
+    vehicle_speed_kmh: float = Field(30.0, gt=0, le=200, description="Straight-line speed.")
+    dwell_s: float = Field(20.0, ge=0, le=600, description="Stop time at each node.")
+    max_wait_s: float = Field(
+        600.0, gt=0, description="Latest pickup = request time + max_wait_s."
+    )
+    max_detour_factor: float = Field(
+        1.8, ge=1.0, le=10.0, description="Ride time <= factor x direct time (+ dwell_s)."
+    )
+    min_trip_m: float = Field(500.0, ge=0, description="Shortest generated trip.")
+    acceptance_probability: float = Field(0.85, ge=0, le=1)
+    expiry_share: float = Field(
+        0.3, ge=0, le=1, description="Share of non-accepted offers left to expire."
+    )
+    offer_timeout_s: float = Field(60.0, gt=0, description="An unanswered offer expires.")
+    no_show_probability: float = Field(0.07, ge=0, le=1)
+    cancellation_probability: float = Field(0.1, ge=0, le=1)
+    demand_change_probability: float = Field(0.1, ge=0, le=1)
+    vehicle_break_probability: float = Field(
+        0.3, ge=0, le=1, description="Chance that a vehicle takes one break (disabled, then "
+        "enabled: vehicle_use) during the run.",
+    )
+    break_duration_s: float = Field(600.0, gt=0)
+    gps_interval_s: float = Field(10.0, gt=0, description="GPS period of a moving vehicle.")
+    gps_noise_m: float = Field(3.0, ge=0, le=50, description="GPS error (sigma, clipped 3x).")
+    snapshot_interval_s: float = Field(60.0, gt=0, description="vehicle_states period.")
+    arrival_interval_s: float = Field(60.0, gt=0, description="vehicle_arrival period.")
+    max_candidates: int = Field(
+        64, ge=1, description="Scheduler: most vehicles tried per booking, nearest first."
+    )
+    performance_tracker_enabled: bool = Field(
+        True, description="Copied from data.performance_tracker_enabled."
+    )
+
+    @property
+    def realtime_factor(self) -> float | None:
+        """Sim seconds per wall second, or None for 'max'."""
+        return None if self.speed == "max" else float(self.speed)
+
+    @model_validator(mode="after")
+    def _speed_positive(self) -> SimulatorSettings:
+        if self.speed != "max" and not (0 < self.speed <= 1_000_000):
+            raise ValueError("speed must be > 0 or 'max'")
+        if self.start_ts is not None and self.start_ts.tzinfo is None:
+            raise ValueError("start_ts needs an offset")
+        return self
+
+
+def read_settings(data: dict[str, Any] | None) -> SimulatorSettings:
+    """Build the settings from a simulation's ``data``; a bad value is a 400 naming it."""
+    data = data or {}
+    raw = data.get("simulator", {})
+    if not isinstance(raw, dict):
+        raise BadRequest(
+            "data.simulator must be an object", code="invalid_simulation_data"
+        )
+    merged = dict(raw)
+    tracker = data.get("performance_tracker_enabled")
+    if tracker is not None:
+        merged["performance_tracker_enabled"] = tracker
+    try:
+        return SimulatorSettings.model_validate(merged)
+    except ValidationError as exc:
+        details = [
+            {"loc": ["data", "simulator", *map(str, err["loc"])], "msg": err["msg"]}
+            for err in exc.errors(include_url=False, include_context=False)
+        ]
+        raise BadRequest(
+            "data.simulator is invalid", code="invalid_simulation_data", details=details
+        ) from exc

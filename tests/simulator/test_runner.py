@@ -1,0 +1,97 @@
+"""The async layer: runner, clocks and manager, with an in-memory sink."""
+
+from __future__ import annotations
+
+import asyncio
+from datetime import UTC, datetime
+from typing import Any
+
+import pytest
+
+from ridecast.errors import Conflict, NotFound
+from ridecast.simulator import Engine, SimulatorSettings
+from ridecast.simulator.clock import MaxClock, WallClock
+from ridecast.simulator.manager import SimulatorManager
+from ridecast.simulator.runner import Runner, Status
+
+START = datetime(2024, 1, 1, 8, tzinfo=UTC)
+SMALL = SimulatorSettings(seed=2, vehicles=4, bookings_per_hour=60, duration_s=900, speed="max")
+
+
+class Sink:
+    """Collects what a runner submits."""
+
+    def __init__(self) -> None:
+        self.events: list[dict[str, Any]] = []
+        self.batches = 0
+
+    async def __call__(self, simulation_id: int, events: list[dict[str, Any]]) -> None:
+        assert simulation_id == 9
+        self.batches += 1
+        self.events.extend(events)
+
+
+async def test_max_clock_runs_to_the_same_stream_as_the_engine() -> None:
+    """A runner at 'max' submits exactly the engine's stream, in order, and finishes."""
+    sink = Sink()
+    runner = Runner(9, Engine(9, SMALL, START), MaxClock(step_s=45.0), sink, max_batch=50)
+    runner.start()
+    async with asyncio.timeout(20):
+        await runner.wait_finished()
+    assert runner.status is Status.FINISHED
+    assert sink.events == Engine(9, SMALL, START).advance(1e9)
+    assert sink.batches > 1
+
+
+async def test_operation_errors_publish_nothing() -> None:
+    """A refused operation raises and submits no event of its own."""
+    sink = Sink()
+    runner = Runner(9, Engine(9, SMALL, START), MaxClock(), sink)
+    runner.start()
+    await runner.pause()
+    await runner.operate(lambda e: ({}, []))  # catch up with the clock first
+    before = len(sink.events)
+    with pytest.raises(NotFound):
+        await runner.operate(lambda e: e.accept_offer(12345))
+    with pytest.raises(Conflict):
+        await runner.operate(lambda e: e.set_vehicle_enabled(1, True))
+    assert len(sink.events) == before
+    body = await runner.operate(lambda e: e.set_vehicle_enabled(1, False))
+    assert body["vehicle"]["enabled"] is False
+    assert sink.events[before]["message_type"] == "vehicle_use"
+    await runner.stop()
+    assert runner.status is Status.STOPPED
+    with pytest.raises(Conflict):
+        await runner.operate(lambda e: e.set_vehicle_enabled(1, True))
+
+
+async def test_paused_clock_stands_still() -> None:
+    """While paused, simulated time does not move; on resume it continues from there."""
+    now = [100.0]
+    clock = WallClock(10.0, monotonic=lambda: now[0])
+    now[0] = 101.0
+    assert clock.target(0.0) == pytest.approx(10.0)
+    clock.pause()
+    now[0] = 200.0
+    assert clock.target(0.0) == pytest.approx(10.0)
+    clock.resume()
+    now[0] = 201.0
+    assert clock.target(0.0) == pytest.approx(20.0)
+
+
+async def test_manager_status_and_restart() -> None:
+    """The manager reports idle, runs, finishes and can start again."""
+    sink = Sink()
+    manager = SimulatorManager(sink)
+    assert manager.status(9)["status"] == "idle"
+    data = {"simulator": SMALL.model_dump(mode="json") | {"start_ts": START.isoformat()}}
+    await manager.start(9, data)
+    with pytest.raises(Conflict):
+        await manager.start(9, data)
+    async with asyncio.timeout(20):
+        await manager.runners[9].wait_finished()
+    status = manager.status(9)
+    assert status["status"] == "finished" and status["kpis"]["bookings"] == 15
+    assert status["sim_ts"] > status["started_sim_ts"]
+    await manager.start(9, data)
+    await manager.close()
