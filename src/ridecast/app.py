@@ -14,9 +14,13 @@ from . import __version__
 from .api import events as events_api
 from .api import health, simulations, token
 from .api import simulator as simulator_api
+from .api import webhooks as webhooks_api
 from .api.errors import BodySizeLimit, install_error_handlers
 from .config import Settings, get_settings
+from .dashboard import mount_dashboard
+from .hub import start_hub, websocket_routes
 from .runtime import Runtime
+from .webhooks.service import start_webhooks
 
 log = logging.getLogger(__name__)
 
@@ -30,6 +34,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         runtime = await Runtime.open(settings)
         simulator_api.install_simulator(runtime)
         app.state.runtime = runtime
+        start_webhooks(runtime)
+        await start_hub(runtime)
         try:
             yield
         finally:
@@ -49,6 +55,10 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     for router in (token.router, simulations.router, events_api.router, health.router,
                    simulator_api.router):
         app.include_router(router)
+    app.include_router(webhooks_api.router)
+    app.router.routes.extend(websocket_routes())
+    # Explicit paths (GET / and /dashboard/...), so API and websocket routes stay reachable.
+    mount_dashboard(app, settings)
 
     def openapi() -> dict[str, Any]:
         if app.openapi_schema is None:

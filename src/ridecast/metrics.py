@@ -24,6 +24,12 @@ WS_CONNECTIONS = Gauge(
 WS_FRAMES_SENT = Counter(
     "ridecast_ws_frames_sent_total", "Frames queued to websocket clients.", registry=REGISTRY
 )
+WS_FANOUT = Histogram(
+    "ridecast_ws_fanout_seconds",
+    "Time for the hub to hand one bus batch to every receiving stream.",
+    registry=REGISTRY,
+    buckets=(0.0001, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25),
+)
 WS_CLOSED = Counter(
     "ridecast_ws_closed_total", "Websocket streams closed by the server, by reason.", ["reason"],
     registry=REGISTRY,

@@ -4,7 +4,19 @@ from __future__ import annotations
 
 import typer
 
-from . import config_cmd, schema_cmd, serve, users
+from . import (
+    config_cmd,
+    demo,
+    listen,
+    receiver,
+    schema_cmd,
+    serve,
+    simulations_cmd,
+    token_cmd,
+    users,
+    webhook_cmd,
+    worker,
+)
 
 app = typer.Typer(
     name="ridecast",
@@ -14,9 +26,16 @@ app = typer.Typer(
     pretty_exceptions_show_locals=False,
 )
 app.command("serve")(serve.serve)
+app.command("demo")(demo.demo)
+app.command("receiver")(receiver.receiver)
+app.command("worker")(worker.worker)
 app.command("schema")(schema_cmd.schema)
 app.add_typer(users.app, name="users")
 app.add_typer(config_cmd.app, name="config")
+app.command("token")(token_cmd.token)
+app.add_typer(simulations_cmd.app, name="simulations")
+app.command("listen")(listen.listen)
+app.add_typer(webhook_cmd.app, name="webhook")
 
 
 def main() -> None:

@@ -23,8 +23,13 @@ def run_server(
         level=settings.log_level.upper(),
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
-    uvicorn.run(
-        create_app(settings),
+    from ..hub import ShutdownFirstServer
+
+    app = create_app(settings)
+    # uvicorn.run, except that the hub closes its streams with 1001 before uvicorn's
+    # own shutdown closes websockets with 1012.
+    config = uvicorn.Config(
+        app,
         host=host,
         port=port,
         log_level=settings.log_level,
@@ -36,6 +41,7 @@ def run_server(
         timeout_graceful_shutdown=5,
         lifespan="on",
     )
+    ShutdownFirstServer(config, app).run()
 
 
 def serve(

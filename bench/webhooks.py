@@ -1,0 +1,308 @@
+"""Webhook delivery throughput and latency, against the same receiver's ceiling.
+
+Runs on 127.0.0.1 only, bounded in count and time::
+
+    python bench/webhooks.py                 # 20,000 events, concurrency 16
+    python bench/webhooks.py --events 5000 --concurrency 8
+
+1. A fast receiver (``ridecast.cli.receiver.Receiver``) runs in its own process and
+   records, per request, the time from the event's ``server_ts`` (stamped at ingest) to
+   receipt.
+2. Ceiling: a plain keep-alive httpx client, then a raw keep-alive asyncio client, each with
+   ``--concurrency`` connections, blast the receiver with the same body; the higher rate is
+   the ceiling (the most requests/s this receiver takes from one Python process).
+3. ridecast: a ``ridecast serve`` process (its own SQLite file) with a webhook to the
+   receiver; events are POSTed in batches; every one is a durable outbox delivery. Reported:
+   deliveries/s (first ingest to last receipt, and to the last attempt committed as
+   succeeded), p50/p99 ingest-to-receipt latency, and the ratio to the ceiling.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from datetime import datetime
+from pathlib import Path
+
+import httpx
+
+NOW = "2026-11-22T03:00:00+00:00"
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def event(i: int) -> dict[str, object]:
+    return {"agent_type": "vehicle", "message_type": "vehicle_use",
+            "data": {"vehicle_id": i, "action": "disabled"},
+            "current_sim_ts": NOW, "transmit_to_websocket": True}
+
+
+# ---- the receiver process -------------------------------------------------------------------
+
+def receiver_child(port: int) -> None:
+    """Serve on ``port``: POST /hook records; GET /stats and POST /reset control it."""
+    from ridecast.cli.receiver import Receiver, Reply, Request
+
+    state: dict[str, list[float]] = {"latency": [], "times": []}
+
+    def handle(request: Request) -> Reply:
+        if request.target == "/stats":
+            body = json.dumps({"count": len(state["times"]),
+                               "last": max(state["times"], default=0.0),
+                               "latency": state["latency"]}).encode()
+            return Reply(200, body)
+        if request.target == "/reset":
+            state["latency"].clear()
+            state["times"].clear()
+            return Reply(204)
+        now = time.time()
+        state["times"].append(now)
+        ts = json.loads(request.body).get("server_ts")
+        if ts:
+            state["latency"].append(now - datetime.fromisoformat(ts).timestamp())
+        return Reply(204)
+
+    async def run() -> None:
+        server = Receiver(handle, port=port)
+        await server.start()
+        print("READY", flush=True)
+        await asyncio.Event().wait()
+
+    asyncio.run(run())
+
+
+def wait_http(url: str, timeout: float = 30) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            httpx.get(url, timeout=1)
+            return
+        except httpx.TransportError:
+            time.sleep(0.1)
+    raise RuntimeError(f"{url} did not come up")
+
+
+# ---- phases ---------------------------------------------------------------------------------
+
+async def ceiling(url: str, body: bytes, total: int, concurrency: int) -> float:
+    """Requests/s a plain keep-alive httpx client gets from the receiver."""
+    headers = {"content-type": "application/json"}
+    left = total
+
+    async def worker(client: httpx.AsyncClient) -> None:
+        nonlocal left
+        while left > 0:
+            left -= 1
+            response = await client.post(url, content=body, headers=headers)
+            assert response.status_code == 204
+
+    limits = httpx.Limits(max_connections=concurrency, max_keepalive_connections=concurrency)
+    async with httpx.AsyncClient(limits=limits, timeout=30) as client:
+        start = time.perf_counter()
+        await asyncio.gather(*(worker(client) for _ in range(concurrency)))
+        return total / (time.perf_counter() - start)
+
+
+async def raw_ceiling(port: int, body: bytes, total: int, concurrency: int) -> float:
+    """Requests/s from a minimal keep-alive asyncio client (raw HTTP/1.1, no library)."""
+    request = (b"POST /hook HTTP/1.1\r\nhost: 127.0.0.1\r\ncontent-type: application/json\r\n"
+               b"content-length: %d\r\n\r\n%s" % (len(body), body))
+    left = total
+
+    async def worker() -> None:
+        nonlocal left
+        reader, writer = await asyncio.open_connection("127.0.0.1", port)
+        while left > 0:
+            left -= 1
+            writer.write(request)
+            head = await reader.readuntil(b"\r\n\r\n")
+            assert head.startswith(b"HTTP/1.1 204")
+        writer.close()
+
+    start = time.perf_counter()
+    await asyncio.gather(*(worker() for _ in range(concurrency)))
+    return total / (time.perf_counter() - start)
+
+
+async def create_user(database_url: str) -> tuple[str, str]:
+    from ridecast.store.accounts import AccountStore
+    from ridecast.store.engine import create_engine, upgrade
+
+    await upgrade(database_url)
+    engine = create_engine(database_url)
+    try:
+        _p, key = await AccountStore(engine).create_user("bench", "bench")
+    finally:
+        await engine.dispose()
+    return "bench", key
+
+
+async def ingest(base: str, auth: tuple[str, str], sim: int, total: int, batch: int) -> float:
+    """POST ``total`` events in batches (4 requests in flight); returns the start time."""
+    batches = [[event(i) for i in range(s, min(s + batch, total))] for s in range(0, total, batch)]
+    async with httpx.AsyncClient(base_url=base, auth=auth, timeout=60) as http:
+        start = time.time()
+
+        async def poster() -> None:
+            while batches:
+                response = await http.post(f"/api/v2/simulation/{sim}/events",
+                                           json=batches.pop(0))
+                response.raise_for_status()
+
+        await asyncio.gather(*(poster() for _ in range(4)))
+    return start
+
+
+async def paced(base: str, auth: tuple[str, str], sim: int, rate: int, seconds: float) -> int:
+    """POST events at ``rate``/s (batches of rate/20 every 50 ms); returns how many."""
+    per_tick = max(1, rate // 20)
+    sent = 0
+    async with httpx.AsyncClient(base_url=base, auth=auth, timeout=60) as http:
+        start = time.perf_counter()
+        tick = 0
+        while time.perf_counter() - start < seconds:
+            response = await http.post(f"/api/v2/simulation/{sim}/events",
+                                       json=[event(i) for i in range(per_tick)])
+            response.raise_for_status()
+            sent += per_tick
+            tick += 1
+            await asyncio.sleep(max(0.0, start + tick * 0.05 - time.perf_counter()))
+    return sent
+
+
+async def succeeded_at(database_url: str, total: int, deadline: float) -> float | None:
+    """When the last delivery was recorded as succeeded (polling the store)."""
+    from sqlalchemy import func, select
+
+    from ridecast.store.engine import create_engine
+    from ridecast.store.tables import webhook_deliveries as d
+
+    engine = create_engine(database_url)
+    try:
+        while time.time() < deadline:
+            async with engine.connect() as conn:
+                done = await conn.scalar(
+                    select(func.count()).select_from(d).where(d.c.status == "succeeded"))
+            if done == total:
+                return time.time()
+            await asyncio.sleep(0.05)
+    finally:
+        await engine.dispose()
+    return None
+
+
+def pct(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--events", type=int, default=20000)
+    parser.add_argument("--concurrency", type=int, default=16)
+    parser.add_argument("--batch", type=int, default=500)
+    parser.add_argument("--timeout", type=float, default=120.0)
+    parser.add_argument("--paced-rate", type=int, default=1000,
+                        help="events/s of the unsaturated latency phase")
+    parser.add_argument("--receiver-child", type=int, help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.receiver_child:
+        receiver_child(args.receiver_child)
+        return
+
+    rport, sport = free_port(), free_port()
+    hook = f"http://127.0.0.1:{rport}/hook"
+    receiver = subprocess.Popen([sys.executable, __file__, "--receiver-child", str(rport)],
+                                stdout=subprocess.PIPE, text=True)
+    tmp = Path(tempfile.mkdtemp(prefix="ridecast-bench-"))
+    database_url = f"sqlite+aiosqlite:///{tmp / 'bench.db'}"
+    server: subprocess.Popen[bytes] | None = None
+    try:
+        assert receiver.stdout is not None and receiver.stdout.readline().strip() == "READY"
+        body = json.dumps({"simulation_id": 1, **event(1), "server_ts": NOW}).encode()
+        # httpx needs ~1 ms of CPU per request here: a few thousand requests measure it.
+        asyncio.run(ceiling(hook, body, min(500, args.events), args.concurrency))  # warm-up
+        httpx_rps = asyncio.run(ceiling(hook, body, min(3000, args.events), args.concurrency))
+        raw_rps = asyncio.run(raw_ceiling(rport, body, args.events, args.concurrency))
+        ceiling_rps = max(httpx_rps, raw_rps)
+        httpx.post(f"http://127.0.0.1:{rport}/reset")
+
+        auth = asyncio.run(create_user(database_url))
+        env = {**os.environ, "RIDECAST_DATABASE_URL": database_url,
+               "RIDECAST_WEBHOOK_ALLOW_PRIVATE": "true", "RIDECAST_LOG_LEVEL": "warning",
+               "RIDECAST_WEBHOOK_CONCURRENCY_PER_ENDPOINT": str(args.concurrency)}
+        server = subprocess.Popen(
+            [sys.executable, "-m", "ridecast.cli.main", "serve", "--port", str(sport)],
+            env=env, cwd=tmp, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        base = f"http://127.0.0.1:{sport}"
+        wait_http(f"{base}/healthz")
+        sim = httpx.post(f"{base}/api/v2/simulation", auth=auth, json={"name": "bench", "data": {
+            "messaging_webhook_url": hook, "messaging_webhook_message_types": ["vehicle_use"]}},
+        ).json()["id"]
+        deadline = time.time() + args.timeout
+        start = asyncio.run(ingest(base, auth, sim, args.events, args.batch))
+        ingested = time.time()
+        stats: dict[str, object] = {}
+        while time.time() < deadline:
+            stats = httpx.get(f"http://127.0.0.1:{rport}/stats", timeout=30).json()
+            if stats["count"] >= args.events:  # type: ignore[operator]
+                break
+            time.sleep(0.1)
+        committed = asyncio.run(succeeded_at(database_url, args.events, deadline))
+        # Latency below saturation: a steady --paced-rate for 3 s.
+        httpx.post(f"http://127.0.0.1:{rport}/reset")
+        paced_sent = asyncio.run(paced(base, auth, sim, args.paced_rate, 3.0))
+        paced_stats: dict[str, object] = {}
+        while time.time() < deadline + 30:
+            paced_stats = httpx.get(f"http://127.0.0.1:{rport}/stats", timeout=30).json()
+            if paced_stats["count"] >= paced_sent:  # type: ignore[operator]
+                break
+            time.sleep(0.1)
+    finally:
+        if server is not None:
+            server.terminate()
+            server.wait(20)
+        receiver.terminate()
+        receiver.wait(10)
+
+    count = int(stats.get("count", 0))  # type: ignore[call-overload]
+    latency = [float(x) for x in stats.get("latency", [])]  # type: ignore[attr-defined]
+    last = float(stats.get("last", 0.0))  # type: ignore[arg-type]
+    rate = count / (last - start) if last > start else 0.0
+    print(f"events: {args.events}  concurrency per endpoint: {args.concurrency}  "
+          f"cpus: {os.cpu_count()}")
+    print(f"receiver ceiling, plain keep-alive httpx client: {httpx_rps:,.0f} req/s")
+    print(f"receiver ceiling, raw keep-alive asyncio client: {raw_rps:,.0f} req/s")
+    print(f"ingest: {args.events / (ingested - start):,.0f} events/s")
+    print(f"ridecast: {count}/{args.events} delivered, {rate:,.0f} deliveries/s "
+          "(first ingest to last receipt)")
+    if committed:
+        print(f"ridecast durable: {args.events / (committed - start):,.0f} deliveries/s "
+              "(first ingest to last attempt committed as succeeded)")
+    if latency:
+        print("latency ingest->receipt, saturated burst (queueing): "
+              f"p50 {pct(latency, 0.5) * 1000:,.1f} ms  "
+              f"p99 {pct(latency, 0.99) * 1000:,.1f} ms  mean "
+              f"{statistics.fmean(latency) * 1000:,.1f} ms")
+    paced_latency = [float(x) for x in paced_stats.get("latency", [])]  # type: ignore[attr-defined]
+    if paced_latency:
+        print(f"latency at a steady {args.paced_rate} events/s: p50 "
+              f"{pct(paced_latency, 0.5) * 1000:,.1f} ms  p99 "
+              f"{pct(paced_latency, 0.99) * 1000:,.1f} ms")
+    print(f"ratio to ceiling (the higher of the two): {rate / ceiling_rps:.2f}  (target >= 0.5)")
+
+
+if __name__ == "__main__":
+    main()

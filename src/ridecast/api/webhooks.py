@@ -1,0 +1,80 @@
+"""Routes of the webhook delivery log: list, replay one, replay failed, send a test."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import Query
+
+from ..errors import BadRequest
+from ..events.types import ALL_TYPES
+from ..webhooks.outbox import STATES
+from ..webhooks.service import WebhookService
+from .deps import CurrentUser, RuntimeDep
+from .routing import SlashRouter
+
+router = SlashRouter(tags=["webhooks"])
+
+
+def _service(runtime: RuntimeDep) -> WebhookService:
+    service: WebhookService = runtime.components["webhooks"]
+    return service
+
+
+@router.get("/api/v2/simulation/{simulation_id}/webhook_deliveries")
+async def list_deliveries(
+    simulation_id: int,
+    user: CurrentUser,
+    runtime: RuntimeDep,
+    status: str | None = Query(None, description="pending, delivering, succeeded, failed, "
+                               "disabled"),
+    message_type: str | None = Query(None, description="Only deliveries of this event type."),
+    limit: int = Query(100, ge=1, le=1000),
+    offset: int = Query(0, ge=0),
+) -> dict[str, Any]:
+    """The simulation's webhook deliveries, newest first, each with its attempts."""
+    await runtime.simulations.get(user, simulation_id)
+    if status is not None and status not in STATES:
+        raise BadRequest(
+            f"unknown status {status!r}; valid values: {', '.join(STATES)}",
+            code="invalid_query", details=[{"field": "status", "value": status}],
+        )
+    if message_type is not None and message_type not in ALL_TYPES:
+        raise BadRequest(
+            f"unknown message_type {message_type!r}; valid values: {', '.join(sorted(ALL_TYPES))}",
+            code="invalid_query", details=[{"field": "message_type", "value": message_type}],
+        )
+    objects, total = await _service(runtime).list(
+        simulation_id, status=status, message_type=message_type, limit=limit, offset=offset
+    )
+    return {
+        "objects": objects,
+        "meta": {"limit": limit, "offset": offset, "total_count": total},
+    }
+
+
+@router.post("/api/v2/simulation/{simulation_id}/webhook_deliveries/retry_failed")
+async def retry_failed(
+    simulation_id: int, user: CurrentUser, runtime: RuntimeDep
+) -> dict[str, Any]:
+    """Queue every failed or disabled delivery of the simulation again (bulk replay)."""
+    await runtime.simulations.get(user, simulation_id)
+    return {"retried": await _service(runtime).retry_failed(simulation_id)}
+
+
+@router.post("/api/v2/simulation/{simulation_id}/webhook_deliveries/{delivery_id}/retry")
+async def retry_delivery(
+    simulation_id: int, delivery_id: int, user: CurrentUser, runtime: RuntimeDep
+) -> dict[str, Any]:
+    """Queue one delivery again, now (whatever its status, unless it is being sent)."""
+    await runtime.simulations.get(user, simulation_id)
+    return await _service(runtime).retry(simulation_id, delivery_id)
+
+
+@router.post("/api/v2/simulation/{simulation_id}/webhook_test")
+async def webhook_test(
+    simulation_id: int, user: CurrentUser, runtime: RuntimeDep
+) -> dict[str, Any]:
+    """Send a ``webhook_test`` event to the configured URL now and return the outcome."""
+    record = await runtime.simulations.get(user, simulation_id)
+    return await _service(runtime).send_test(simulation_id, record.data)

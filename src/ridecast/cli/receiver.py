@@ -1,0 +1,246 @@
+"""``ridecast receiver``: a local HTTP server that accepts any request and logs it.
+
+The test receiver the interface suggests: point ``messaging_webhook_url`` at it and watch
+what ridecast sends. One block per request (method, URL, headers, body pretty-printed), or
+one JSON line per request with ``--json``; ``--fail-rate 0.3`` answers 500 to a random 30 %
+of requests so that retries can be watched.
+
+``Receiver`` (asyncio) and ``ReceiverThread`` (the same in a background thread) are also what
+the tests and ``bench/webhooks.py`` use: a small, fast HTTP/1.1 server with keep-alive.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import contextlib
+import json
+import random
+import sys
+import threading
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Annotated
+
+import typer
+
+MAX_HEADER_BYTES = 64 * 1024
+MAX_BODY_BYTES = 16 * 1024 * 1024
+
+
+@dataclass
+class Request:
+    """One request as received."""
+
+    method: str
+    target: str
+    headers: dict[str, str]
+    body: bytes
+    received_at: float = field(default_factory=time.time)
+
+    def json(self) -> object:
+        return json.loads(self.body)
+
+
+@dataclass
+class Reply:
+    """What the receiver answers."""
+
+    status: int = 200
+    body: bytes = b""
+    headers: dict[str, str] = field(default_factory=dict)
+    delay_s: float = 0.0
+
+
+Handler = Callable[[Request], Reply | Awaitable[Reply]]
+
+_REASONS = {200: "OK", 204: "No Content", 302: "Found", 410: "Gone", 429: "Too Many Requests",
+            500: "Internal Server Error", 503: "Service Unavailable"}
+
+
+class Receiver:
+    """An HTTP/1.1 server on ``host:port`` (0: a free port) calling ``handler`` per request."""
+
+    def __init__(self, handler: Handler | None = None, *, host: str = "127.0.0.1",
+                 port: int = 0) -> None:
+        self.handler: Handler = handler or (lambda _req: Reply())
+        self.host = host
+        self.port = port
+        self._server: asyncio.Server | None = None
+        self._conns: set[asyncio.Task[None]] = set()
+
+    async def start(self) -> None:
+        self._server = await asyncio.start_server(self._serve, self.host, self.port,
+                                                  limit=MAX_HEADER_BYTES)
+        self.port = int(self._server.sockets[0].getsockname()[1])
+
+    @property
+    def url(self) -> str:
+        return f"http://{self.host}:{self.port}"
+
+    async def close(self) -> None:
+        if self._server is not None:
+            self._server.close()
+            tasks = list(self._conns)
+            for task in tasks:
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+            with contextlib.suppress(Exception):
+                await self._server.wait_closed()
+            self._server = None
+            await asyncio.sleep(0)  # let the closed transports finish closing
+
+    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        task = asyncio.current_task()
+        assert task is not None
+        self._conns.add(task)
+        try:
+            while True:
+                request = await _read_request(reader)
+                if request is None:
+                    return
+                reply = self.handler(request)
+                if not isinstance(reply, Reply):
+                    reply = await reply
+                if reply.delay_s:
+                    await asyncio.sleep(reply.delay_s)
+                head = [f"HTTP/1.1 {reply.status} {_REASONS.get(reply.status, 'Status')}",
+                        f"content-length: {len(reply.body)}"]
+                head += [f"{k}: {v}" for k, v in reply.headers.items()]
+                writer.write(("\r\n".join(head) + "\r\n\r\n").encode() + reply.body)
+                await writer.drain()
+        except (ConnectionError, asyncio.IncompleteReadError, asyncio.LimitOverrunError,
+                ValueError):
+            return
+        except asyncio.CancelledError:
+            return
+        finally:
+            self._conns.discard(task)
+            writer.close()
+            with contextlib.suppress(Exception):
+                await writer.wait_closed()
+
+
+async def _read_request(reader: asyncio.StreamReader) -> Request | None:
+    try:
+        head = await reader.readuntil(b"\r\n\r\n")
+    except asyncio.IncompleteReadError:
+        return None
+    lines = head.decode("latin-1").split("\r\n")
+    method, target, _version = lines[0].split(" ", 2)
+    headers: dict[str, str] = {}
+    for line in lines[1:]:
+        if line:
+            name, _, value = line.partition(":")
+            headers[name.strip().lower()] = value.strip()
+    if headers.get("transfer-encoding", "").lower() == "chunked":
+        body = b""
+        while True:
+            size = int((await reader.readuntil(b"\r\n")).split(b";")[0], 16)
+            if size == 0:
+                await reader.readuntil(b"\r\n")
+                break
+            body += await reader.readexactly(size + 2)
+            body = body[:-2]
+    else:
+        length = int(headers.get("content-length", "0"))
+        if length > MAX_BODY_BYTES:
+            raise ValueError("body too large")
+        body = await reader.readexactly(length) if length else b""
+    return Request(method, target, headers, body)
+
+
+class ReceiverThread:
+    """A ``Receiver`` running in a background thread (for synchronous tests and benches)."""
+
+    def __init__(self, handler: Handler | None = None, *, port: int = 0) -> None:
+        self.receiver = Receiver(handler, port=port)
+        self._loop = asyncio.new_event_loop()
+        self._ready = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self) -> None:
+        asyncio.set_event_loop(self._loop)
+        self._loop.run_until_complete(self.receiver.start())
+        self._ready.set()
+        self._loop.run_forever()
+        self._loop.run_until_complete(self.receiver.close())
+        self._loop.run_until_complete(self._loop.shutdown_asyncgens())
+        self._loop.close()
+
+    def start(self) -> ReceiverThread:
+        self._thread.start()
+        self._ready.wait(10)
+        return self
+
+    @property
+    def url(self) -> str:
+        return self.receiver.url
+
+    def stop(self) -> None:
+        self._loop.call_soon_threadsafe(self._loop.stop)
+        self._thread.join(10)
+
+    def __enter__(self) -> ReceiverThread:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+
+def format_request(request: Request, *, as_json: bool) -> str:
+    """The log line (``--json``) or pretty block of one request."""
+    try:
+        parsed: object = json.loads(request.body) if request.body else None
+        text = json.dumps(parsed, indent=2, ensure_ascii=False) if parsed is not None else ""
+    except ValueError:
+        parsed = None
+        text = request.body.decode("utf-8", errors="replace")
+    if as_json:
+        line: dict[str, object] = {
+            "time": request.received_at, "method": request.method, "url": request.target,
+            "headers": request.headers,
+        }
+        if parsed is not None:
+            line["body"] = parsed
+        else:
+            line["body_base64"] = base64.b64encode(request.body).decode()
+        return json.dumps(line, ensure_ascii=False)
+    stamp = time.strftime("%H:%M:%S", time.localtime(request.received_at))
+    block = [f"── {stamp} {request.method} {request.target}"]
+    block += [f"{name}: {value}" for name, value in request.headers.items()]
+    block += ["", text, ""]
+    return "\n".join(block)
+
+
+def receiver(
+    port: Annotated[int, typer.Option(help="Port to listen on.")] = 9000,
+    host: Annotated[str, typer.Option(help="Address to listen on.")] = "127.0.0.1",
+    json_lines: Annotated[bool, typer.Option("--json", help="One JSON line per request.")] = False,
+    fail_rate: Annotated[float, typer.Option(min=0.0, max=1.0,
+                                             help="Share of requests answered 500.")] = 0.0,
+    seed: Annotated[int | None, typer.Option(help="Seed of the --fail-rate draws.")] = None,
+) -> None:
+    """Run a local webhook receiver that logs every request (method, URL, headers, body)."""
+    rng = random.Random(seed)
+
+    def handle(request: Request) -> Reply:
+        failed = rng.random() < fail_rate
+        out = format_request(request, as_json=json_lines)
+        if not json_lines and failed:
+            out += "→ answered 500 (--fail-rate)\n"
+        print(out, flush=True)
+        return Reply(500, b'{"error":"simulated failure"}') if failed else Reply(204)
+
+    async def run() -> None:
+        server = Receiver(handle, host=host, port=port)
+        await server.start()
+        print(f"ridecast receiver listening on {server.url}", file=sys.stderr, flush=True)
+        try:
+            await asyncio.Event().wait()
+        finally:
+            await server.close()
+
+    with contextlib.suppress(KeyboardInterrupt):
+        asyncio.run(run())

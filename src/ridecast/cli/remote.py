@@ -1,0 +1,81 @@
+"""Connection options shared by the client-side commands, and their error handling.
+
+Every command that talks to a running server takes ``--url`` (``$RIDECAST_URL``, default
+http://127.0.0.1:8000), ``--user`` (``$RIDECAST_USER``) and ``--key`` (``$RIDECAST_API_KEY``);
+SDK errors become one red line on stderr and exit status 1 (2 for bad credentials), never a
+traceback.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Annotated, Any, TypeVar
+
+import typer
+from rich.console import Console
+
+from ..client import AuthenticationError, Client, ClientError
+from ..client.errors import APIError
+from ..client.models import DEFAULT_URL, ENV_KEY, ENV_URL, ENV_USER
+
+T = TypeVar("T")
+
+err = Console(stderr=True, highlight=False)
+out = Console(highlight=False)
+
+UrlOption = Annotated[str, typer.Option(
+    "--url", "--server", envvar=ENV_URL, show_envvar=True,
+    help="Base URL of the ridecast server.")]
+# For commands whose --url names something else (webhook set: the receiver).
+ServerOption = Annotated[str, typer.Option(
+    "--server", envvar=ENV_URL, show_envvar=True, help="Base URL of the ridecast server.")]
+UserOption = Annotated[str | None, typer.Option(
+    "--user", envvar=ENV_USER, show_envvar=True,
+    help="User name (HTTP Basic); without it the key is sent as 'Authorization: Token'.")]
+KeyOption = Annotated[str | None, typer.Option(
+    "--key", envvar=ENV_KEY, show_envvar=True, show_default=False, help="API key.")]
+JsonOption = Annotated[bool, typer.Option("--json", help="Machine-readable JSON on stdout.")]
+
+DEFAULT = DEFAULT_URL
+
+
+def make_client(url: str, user: str | None, key: str | None) -> Client:
+    """A blocking SDK client for these options."""
+    return Client(url, user=user, key=key)
+
+
+def print_json(value: Any) -> None:
+    """One JSON document on stdout (no colour, no wrapping: scripts parse it)."""
+    typer.echo(json.dumps(value, separators=(",", ":"), default=str))
+
+
+def fail(message: str, code: int = 1) -> typer.Exit:
+    err.print(f"[red]error:[/red] {message}")
+    return typer.Exit(code)
+
+
+@contextmanager
+def reporting_errors() -> Iterator[None]:
+    """Turn SDK errors into one line on stderr and a non-zero exit status."""
+    try:
+        yield
+    except AuthenticationError as exc:
+        raise fail(f"{exc.message} ({exc.code}); check --user/--key "
+                   f"(${ENV_USER}, ${ENV_KEY})", 2) from None
+    except APIError as exc:
+        detail = ""
+        if exc.details:
+            detail = " " + json.dumps(exc.details, default=str)[:300]
+        raise fail(f"{exc.message} ({exc.status} {exc.code}){detail}") from None
+    except ClientError as exc:
+        raise fail(str(exc)) from None
+    except ValueError as exc:  # the SDK refuses bad arguments (unknown types) before sending
+        raise fail(str(exc)) from None
+
+
+def call(url: str, user: str | None, key: str | None, work: Callable[[Client], T]) -> T:
+    """Run ``work`` with a client for these options, reporting SDK errors."""
+    with reporting_errors(), make_client(url, user, key) as client:
+        return work(client)

@@ -1,0 +1,44 @@
+"""``ridecast worker``: a process that only delivers webhooks, from the shared store.
+
+Run it next to ``ridecast serve`` (started with ``RIDECAST_WEBHOOK_WORKERS=false``) on the
+same ``RIDECAST_DATABASE_URL``; several workers share the outbox through leases.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import signal
+
+
+async def run_worker() -> None:
+    """Deliver webhooks until SIGINT or SIGTERM."""
+    from ..config import get_settings
+    from ..runtime import Runtime
+    from ..webhooks.service import start_webhooks
+
+    settings = get_settings()
+    runtime = await Runtime.open(settings)
+    start_webhooks(runtime, run_dispatcher=True)
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        with contextlib.suppress(NotImplementedError):
+            loop.add_signal_handler(sig, stop.set)
+    logging.getLogger(__name__).info("webhook worker running on %s", settings.database_url)
+    try:
+        await stop.wait()
+    finally:
+        await runtime.close()
+
+
+def worker() -> None:
+    """Run only the webhook dispatcher against RIDECAST_DATABASE_URL (no HTTP API)."""
+    from ..config import get_settings
+
+    logging.basicConfig(
+        level=get_settings().log_level.upper(),
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+    )
+    asyncio.run(run_worker())

@@ -1,0 +1,322 @@
+// The dashboard page: sign-in, the simulation picker, and the loop that turns queued events
+// into map, feed and legend updates once per animation frame.
+
+import { Api } from "./api.js";
+import { Feed } from "./feed.js";
+import { FleetMap } from "./map.js";
+import { renderLegend, renderSimulator, renderWebhook } from "./panels.js";
+import { FleetState } from "./state.js";
+import { EventStream } from "./stream.js";
+
+const config = JSON.parse(document.getElementById("ridecast-config").textContent);
+const $ = (id) => document.getElementById(id);
+
+/** Events replayed on opening a simulation, so that the map starts with the current fleet. */
+const REPLAY_EVENTS = 5000;
+const STATUS_EVERY_MS = 3000;
+const DELIVERIES_EVERY_MS = 5000;
+const SESSION_KEY = "ridecast.credentials";
+
+const app = {
+  api: null,
+  token: null,
+  simulationId: null,
+  simulation: null,
+  stream: null,
+  queue: [],
+  replayUntil: 0, // events up to this id were history when the stream opened
+  state: new FleetState(),
+  timers: [],
+  map: new FleetMap($("map"), { tileUrl: config.tile_url, tileAttribution: config.tile_attribution }),
+  feed: new Feed({ list: $("feed"), filters: $("feed-filters"), total: $("feed-total"),
+    rate: $("feed-rate"), pauseButton: $("feed-pause") }),
+};
+
+const simulatorParts = {
+  status: $("sim-status"), clock: $("sim-clock"), kpis: $("kpis"), more: $("kpis-more"),
+  error: $("sim-error"),
+  buttons: { start: $("sim-start"), pause: $("sim-pause"), resume: $("sim-resume") },
+};
+
+function toast(message) {
+  const node = $("toast");
+  node.textContent = message;
+  node.hidden = false;
+  clearTimeout(toast.timer);
+  toast.timer = setTimeout(() => { node.hidden = true; }, 6000);
+}
+
+function showConnection({ state, detail, retryInMs }) {
+  const pill = $("connection-status");
+  pill.dataset.state = state;
+  const text = {
+    connecting: "connecting…",
+    live: "live",
+    reconnecting: `reconnecting in ${Math.ceil((retryInMs || 0) / 1000)} s`,
+    error: "disconnected",
+    stopped: "offline",
+  }[state] || state;
+  pill.textContent = text;
+  pill.title = detail || "";
+  if (state === "error") toast(`Stream closed: ${detail}`);
+}
+
+// ---- the frame loop ------------------------------------------------------------------
+
+function drain(nowMs, draw) {
+  const queue = app.queue;
+  app.queue = [];
+  for (const event of queue) {
+    app.state.apply(event, nowMs);
+    app.feed.push(event, nowMs, Number(event.event_id) <= app.replayUntil);
+  }
+  if (!draw) return;
+  app.state.prune(nowMs);
+  app.map.sync(app.state, nowMs);
+  app.feed.render(nowMs);
+}
+
+let lastLegend = 0;
+function frame() {
+  const now = Date.now();
+  drain(now, true);
+  app.map.animate(now);
+  if (now - lastLegend > 500) {
+    lastLegend = now;
+    renderLegend($("map-legend"), app.state.summary(now));
+    $("map-empty").hidden = app.state.vehicles.size > 0 || !app.simulationId;
+  }
+  requestAnimationFrame(frame);
+}
+
+// Animation frames stop in a hidden tab; keep the model current without drawing.
+setInterval(() => { if (document.hidden) drain(Date.now(), false); }, 1000);
+
+// ---- polling -------------------------------------------------------------------------
+
+function every(ms, work) {
+  const run = async () => {
+    if (!document.hidden) await work().catch((exc) => console.error(exc));
+  };
+  run();
+  app.timers.push(setInterval(run, ms));
+}
+
+async function refreshSimulator(id) {
+  try {
+    const answer = await app.api.simulator(id);
+    if (id !== app.simulationId) return;
+    renderSimulator(simulatorParts, answer);
+    if (answer.settings && answer.settings.area) app.map.showArea(answer.settings.area);
+  } catch (exc) {
+    if (id !== app.simulationId) return;
+    renderSimulator(simulatorParts, null,
+      exc.status === 404 ? "this server has no simulator" : exc.message);
+  }
+}
+
+async function refreshWebhook(id) {
+  let simulation;
+  try {
+    simulation = await app.api.simulation(id);
+  } catch (exc) {
+    if (id === app.simulationId) renderWebhook($("webhook"), null, null, exc.message);
+    return;
+  }
+  if (id !== app.simulationId) return;
+  app.simulation = simulation;
+  if (!(simulation.data || {}).messaging_webhook_url) {
+    renderWebhook($("webhook"), simulation, null);
+    return;
+  }
+  try {
+    const base = `/api/v2/simulation/${id}/webhook_deliveries`;
+    const [latest, pending, failed] = await Promise.all([
+      app.api.get(`${base}?limit=20`),
+      app.api.get(`${base}?status=pending&limit=1`),
+      app.api.get(`${base}?status=failed&limit=1`),
+    ]);
+    if (id !== app.simulationId) return;
+    renderWebhook($("webhook"), simulation, {
+      latest, pending: pending.meta.total_count, failed: failed.meta.total_count,
+    });
+  } catch (exc) {
+    if (id === app.simulationId) {
+      renderWebhook($("webhook"), simulation, null,
+        exc.status === 404 ? "this server keeps no delivery log" : exc.message);
+    }
+  }
+}
+
+// ---- opening a simulation --------------------------------------------------------------
+
+async function getToken(fresh) {
+  if (fresh || !app.token) app.token = await app.api.token();
+  return app.token;
+}
+
+function closeSimulation() {
+  if (app.stream) app.stream.stop();
+  app.stream = null;
+  for (const timer of app.timers) clearInterval(timer);
+  app.timers = [];
+  app.queue = [];
+  app.replayUntil = 0;
+  app.state.clear();
+  app.map.sync(app.state, Date.now());
+  app.map.showArea(null);
+  app.map.reset();
+  app.feed.clear();
+}
+
+async function replayCursor() {
+  // Event ids are one sequence across simulations: start a few thousand back (within what is
+  // retained) and let the replay rebuild the fleet; the feed keeps only the newest rows.
+  try {
+    const health = await app.api.health();
+    const last = Number(health.last_event_id);
+    const oldest = Number(health.oldest_event_id);
+    if (!Number.isFinite(last) || last <= 0) return null;
+    app.replayUntil = last;
+    // since=N replays the events after N: oldest - 1 still includes the oldest one.
+    return String(Math.max(Number.isFinite(oldest) ? oldest - 1 : 0, last - REPLAY_EVENTS, 0));
+  } catch {
+    return null;
+  }
+}
+
+async function openSimulation(id) {
+  closeSimulation();
+  app.simulationId = id;
+  history.replaceState(null, "", `#sim=${id}`);
+  every(STATUS_EVERY_MS, () => refreshSimulator(id));
+  every(DELIVERIES_EVERY_MS, () => refreshWebhook(id));
+  const since = await replayCursor();
+  if (id !== app.simulationId) return;
+  app.stream = new EventStream({
+    path: `/simulation_events/${id}`,
+    getToken,
+    since,
+    onEvent: (event) => app.queue.push(event),
+    onStatus: (status) => {
+      showConnection(status);
+      if (status.fatal === "credentials") signOut("Your API key is no longer accepted.");
+    },
+  });
+  app.stream.start();
+}
+
+async function control(action) {
+  try {
+    const answer = await app.api.control(app.simulationId, action);
+    renderSimulator(simulatorParts, answer);
+  } catch (exc) {
+    toast(`${action}: ${exc.message}`);
+  }
+}
+
+// ---- signing in and out ------------------------------------------------------------------
+
+function fillPicker(simulations, wanted) {
+  const select = $("sim-select");
+  select.replaceChildren(...simulations.map((s) => {
+    const option = document.createElement("option");
+    option.value = String(s.id);
+    option.textContent = `#${s.id} ${s.name}`;
+    return option;
+  }));
+  $("no-simulation").hidden = simulations.length > 0;
+  const chosen = simulations.find((s) => s.id === wanted) || simulations[0];
+  if (chosen) {
+    select.value = String(chosen.id);
+    openSimulation(chosen.id);
+  }
+}
+
+async function signIn(user, key, wanted) {
+  const api = new Api(user, key);
+  const simulations = await api.simulations(); // 401 here means wrong name or key
+  app.api = api;
+  app.token = null;
+  sessionStorage.setItem(SESSION_KEY, JSON.stringify({ user, key }));
+  $("whoami").textContent = user;
+  $("login").hidden = true;
+  $("app").inert = false;
+  fillPicker(simulations, wanted);
+}
+
+function signOut(message = "") {
+  closeSimulation();
+  app.api = null;
+  app.simulationId = null;
+  sessionStorage.removeItem(SESSION_KEY);
+  showConnection({ state: "stopped", detail: "" });
+  $("login").hidden = false;
+  $("app").inert = true;
+  $("login-error").textContent = message;
+  $("login-key").value = "";
+  $("login-key").focus();
+}
+
+$("login-form").addEventListener("submit", async (submit) => {
+  submit.preventDefault();
+  const button = $("login-submit");
+  button.disabled = true;
+  $("login-error").textContent = "";
+  try {
+    await signIn($("login-user").value.trim(), $("login-key").value.trim(), wantedSimulation());
+  } catch (exc) {
+    $("login-error").textContent = exc.status === 401
+      ? "Unknown user name or API key." : exc.message;
+  } finally {
+    button.disabled = false;
+  }
+});
+
+$("sim-select").addEventListener("change", (change) => openSimulation(Number(change.target.value)));
+$("logout").addEventListener("click", () => signOut());
+$("sim-start").addEventListener("click", () => control("start"));
+$("sim-pause").addEventListener("click", () => control("pause"));
+$("sim-resume").addEventListener("click", () => control("resume"));
+
+function hashParams() {
+  return new URLSearchParams(window.location.hash.slice(1));
+}
+
+function wantedSimulation() {
+  const sim = Number(hashParams().get("sim"));
+  return Number.isInteger(sim) && sim > 0 ? sim : null;
+}
+
+async function boot() {
+  requestAnimationFrame(frame);
+  const params = hashParams();
+  const wanted = wantedSimulation();
+  // `ridecast demo` prints a link with the key in the fragment (never sent to the server);
+  // it is removed from the address bar and history at once.
+  let creds = params.has("key") ? { user: params.get("user") || "", key: params.get("key") } : null;
+  if (creds) history.replaceState(null, "", wanted ? `#sim=${wanted}` : "#");
+  if (!creds) {
+    try {
+      creds = JSON.parse(sessionStorage.getItem(SESSION_KEY) || "null");
+    } catch {
+      creds = null;
+    }
+  }
+  if (params.get("user")) $("login-user").value = params.get("user");
+  if (creds && creds.user && creds.key) {
+    try {
+      await signIn(creds.user, creds.key, wanted);
+      return;
+    } catch (exc) {
+      $("login-user").value = creds.user;
+      $("login-error").textContent = exc.status === 401
+        ? "The saved API key is no longer accepted." : exc.message;
+    }
+  }
+  $("login").hidden = false;
+  $("app").inert = true;
+  ($("login-user").value ? $("login-key") : $("login-user")).focus();
+}
+
+boot();

@@ -1,0 +1,110 @@
+// The side panels: the simulator's status and KPIs, and the webhook's delivery status.
+// Everything user-provided goes through textContent, never innerHTML.
+
+import { clock, kpiLabel, kpiValue } from "./format.js";
+
+/** KPIs shown up front, in this order; the rest are listed under "all indicators". */
+const MAIN_KPIS = [
+  "bookings", "served", "on_board", "rejected_rate", "wait_mean_s", "wait_p95_s",
+  "ride_over_direct_mean", "occupancy", "vehicle_km", "vehicles_enabled", "events",
+];
+
+const el = (tag, props = {}, ...children) => {
+  const node = document.createElement(tag);
+  for (const [key, value] of Object.entries(props)) {
+    if (key === "testid") node.dataset.testid = value;
+    else if (key === "class") node.className = value;
+    else node.setAttribute(key, value);
+  }
+  node.append(...children);
+  return node;
+};
+
+function kpiTile(name, value) {
+  return el("div", { class: "kpi", testid: `kpi-${name}` },
+    el("dt", {}, kpiLabel(name)), el("dd", {}, kpiValue(name, value)));
+}
+
+/**
+ * Render GET .../simulator into the KPI panel.
+ * @param {object} parts {status, clock, kpis, more, error, buttons: {start, pause, resume}}
+ * @param {object|null} answer the endpoint's JSON, or null when unavailable
+ * @param {string} [problem] why it is unavailable
+ */
+export function renderSimulator(parts, answer, problem = "") {
+  const status = answer ? answer.status : "unavailable";
+  parts.status.textContent = status;
+  parts.status.dataset.state = status;
+  parts.clock.textContent = answer && answer.sim_ts ? clock(answer.sim_ts) : "";
+  parts.buttons.start.hidden = !answer || !["idle", "stopped", "finished"].includes(status);
+  parts.buttons.pause.hidden = status !== "running";
+  parts.buttons.resume.hidden = status !== "paused";
+  parts.error.textContent = (answer && answer.error) || problem;
+  parts.error.hidden = !parts.error.textContent;
+  const kpis = (answer && answer.kpis) || {};
+  const scalar = Object.entries(kpis).filter(([, v]) => v === null || typeof v !== "object");
+  const main = MAIN_KPIS.filter((name) => name in kpis).map((name) => kpiTile(name, kpis[name]));
+  parts.kpis.replaceChildren(...main);
+  const rest = scalar.filter(([name]) => !MAIN_KPIS.includes(name))
+    .map(([name, value]) => kpiTile(name, value));
+  parts.more.replaceChildren(...rest);
+  parts.more.closest("details").hidden = rest.length === 0;
+}
+
+/**
+ * Render the webhook settings and the latest deliveries.
+ * @param {HTMLElement} root
+ * @param {object|null} simulation GET simulation/{id}
+ * @param {object|null} deliveries {latest, pending, failed} list answers, or null
+ * @param {string} [problem]
+ */
+export function renderWebhook(root, simulation, deliveries, problem = "") {
+  const data = (simulation && simulation.data) || {};
+  const url = data.messaging_webhook_url;
+  const children = [];
+  if (!url) {
+    children.push(el("p", { class: "muted", testid: "webhook-status", "data-state": "none" },
+      "No webhook set. ", el("code", {}, `ridecast webhook set ${simulation ? simulation.id : "SIM"} --url ...`)));
+    root.replaceChildren(...children);
+    return;
+  }
+  const disabled = simulation.messaging_webhook_disabled_at;
+  const state = disabled ? "disabled" : "active";
+  children.push(el("p", { class: "webhook-url", testid: "webhook-status", "data-state": state },
+    el("span", { class: `badge ${state}` }, state), " ", el("code", {}, url)));
+  if (disabled) {
+    children.push(el("p", { class: "error" },
+      `disabled ${clock(disabled)}: ${simulation.messaging_webhook_disabled_reason || ""}`));
+  }
+  const types = data.messaging_webhook_message_types;
+  if (Array.isArray(types)) children.push(el("p", { class: "muted small" }, `types: ${types.join(", ") || "none"}`));
+  if (!deliveries) {
+    children.push(el("p", { class: "muted small" }, problem || "delivery log unavailable"));
+    root.replaceChildren(...children);
+    return;
+  }
+  const total = deliveries.latest.meta ? deliveries.latest.meta.total_count : deliveries.latest.objects.length;
+  children.push(el("div", { class: "counts", testid: "webhook-counts" },
+    el("span", {}, el("b", {}, String(total)), " deliveries"),
+    el("span", { class: "pending" }, el("b", {}, String(deliveries.pending)), " pending"),
+    el("span", { class: "failed" }, el("b", {}, String(deliveries.failed)), " failed")));
+  const rows = deliveries.latest.objects.slice(0, 8).map((d) => {
+    const last = d.attempts && d.attempts.length ? d.attempts[d.attempts.length - 1] : null;
+    const outcome = last ? (last.status_code ? String(last.status_code) : last.error_class || "error") : "";
+    return el("li", { testid: "webhook-delivery", "data-status": d.status },
+      el("span", { class: `badge ${d.status}` }, d.status),
+      el("span", { class: "type" }, d.message_type),
+      el("span", { class: "muted" }, `${outcome}${last && last.latency_ms !== null ? ` · ${Math.round(last.latency_ms)} ms` : ""}`),
+      el("span", { class: "muted" }, `×${d.attempt_count}`));
+  });
+  children.push(el("ol", { class: "deliveries" }, ...rows));
+  root.replaceChildren(...children);
+}
+
+/** Update the legend's counters ({vehicles, moving, disabled, pickups, dropoffs, waiting}). */
+export function renderLegend(root, summary) {
+  for (const [name, value] of Object.entries(summary)) {
+    const node = root.querySelector(`[data-count="${name}"]`);
+    if (node && node.textContent !== String(value)) node.textContent = String(value);
+  }
+}

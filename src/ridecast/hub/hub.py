@@ -1,0 +1,259 @@
+"""The websocket hub: authorises streams, routes bus events to them, resumes, shuts down.
+
+One ``Hub`` per process hangs off the bus. For each stored event it asks the
+``SubscriptionIndex`` which streams receive it and hands every one the same frame bytes;
+nothing on that path awaits. A connection, whichever listener accepted it, goes through
+``Hub.serve``: token, path, visibility and cursor are checked, and a refusal is sent as
+a close frame with the code of the shared error table (browsers cannot read a handshake's
+HTTP status, so every refusal happens after the handshake).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
+
+from websockets.asyncio.server import Server
+
+from ..auth.credentials import parse_ws_token
+from ..auth.visibility import Principal, can_see
+from ..bus import BusMessage, SimulationChanged, StoredEvent
+from ..errors import NotFound, RidecastError, Unauthorized
+from ..metrics import WS_CLOSED, WS_CONNECTIONS, WS_FANOUT, WS_FRAMES_SENT
+from ..runtime import Runtime
+from .connection import Sink, Stream, close_reason
+from .index import SubscriptionIndex
+from .paths import Route, parse_path, parse_since
+
+log = logging.getLogger(__name__)
+
+REPLAY_PAGE = 500
+"""Events read from the log per query while replaying ``since=``."""
+
+TOKEN_CACHE_S = 2.0
+"""How long a checked token is trusted without asking the store again.
+
+A token is looked up once per connection; a burst of reconnects (after a restart, say)
+would otherwise be one database query each. Expiry is still exact: it is checked against
+the cached ``expires_at`` on every use.
+"""
+
+_TOKEN_CACHE_MAX = 10_000
+
+
+@dataclass(frozen=True, slots=True)
+class Prepared:
+    """A connection authorised (``stream``) or refused (``error``) before its handshake."""
+
+    sink: Sink
+    stream: Stream | None
+    cursor: int | None
+    error: RidecastError | None
+
+
+class Hub:
+    """Every websocket stream of this process."""
+
+    def __init__(self, runtime: Runtime) -> None:
+        self._runtime = runtime
+        self._queue_limit = runtime.settings.ws_send_queue
+        self._index: SubscriptionIndex[Stream] = SubscriptionIndex()
+        self._tokens: dict[str, tuple[Principal, float, float]] = {}
+        self._closing = False
+        self._batches = 0
+        # The dedicated listener (``listener.py``), when RIDECAST_WS_PORT is set.
+        self.listener: Server | None = None
+        self._unsubscribe = runtime.bus.subscribe(self._on_bus)
+
+    def __len__(self) -> int:
+        return len(self._index)
+
+    # ---- the publishing path -----------------------------------------------------------
+
+    def _on_bus(self, messages: Sequence[BusMessage]) -> None:
+        started = time.perf_counter()
+        sent = 0
+        receivers = self._index.receivers
+        dirty: list[Stream] = []
+        self._batches += 1
+        batch = self._batches
+        for message in messages:
+            if isinstance(message, StoredEvent):
+                for stream in receivers(
+                    message.simulation_id, message.message_type, message.org_id, message.owner_id
+                ):
+                    stream.deliver(message, dirty, batch)
+                    sent += 1
+            elif isinstance(message, SimulationChanged) and message.deleted:
+                for stream in self._index.simulation_members(message.simulation_id):
+                    stream.abort("simulation_not_found", "the simulation was deleted")
+        for stream in dirty:
+            stream.flush()
+        if sent:
+            WS_FRAMES_SENT.inc(sent)
+            WS_FANOUT.observe(time.perf_counter() - started)
+
+    # ---- opening a stream --------------------------------------------------------------
+
+    async def _check_token(self, token: str) -> tuple[Principal, float]:
+        now = time.time()
+        cached = self._tokens.get(token)
+        if cached is not None and now - cached[2] < TOKEN_CACHE_S:
+            principal, expires_at, _checked = cached
+        else:
+            principal, expires_at = await self._runtime.accounts.check_token(token)
+            if len(self._tokens) >= _TOKEN_CACHE_MAX:
+                self._tokens.clear()
+            self._tokens[token] = (principal, expires_at, now)
+        if expires_at <= now:
+            raise Unauthorized("the token has expired", code="token_expired")
+        return principal, expires_at
+
+    async def authorise(
+        self, path: str, query_token: str | None, header: str | None, since: str | None
+    ) -> tuple[Principal, float, Route, int | None]:
+        """Who the client is, what it subscribes to and where it resumes; raises on refusal."""
+        token = parse_ws_token(query_token, header)
+        principal, expires_at = await self._check_token(token)
+        route = parse_path(path)
+        if route.simulation_id is not None:
+            meta = await self._runtime.catalog.get(route.simulation_id)
+            if meta is None or not can_see(principal, org_id=meta.org_id, owner_id=meta.owner_id):
+                raise NotFound(
+                    f"simulation {route.simulation_id} does not exist or is not visible to you",
+                    code="simulation_not_found",
+                )
+        return principal, expires_at, route, parse_since(since)
+
+    async def prepare(
+        self, sink: Sink, path: str, query_token: str | None, header: str | None,
+        since: str | None,
+    ) -> Prepared:
+        """Authorise a connection before its handshake completes, and subscribe it.
+
+        The stream is indexed (holding live events) before the server answers the
+        handshake, so a client whose connect() has returned receives every event
+        published from then on. A refusal is kept, to be sent as a close frame by ``run``.
+        """
+        if self._closing:
+            return Prepared(sink, None, None, RidecastError("shutting down",
+                                                            code="server_going_away"))
+        try:
+            principal, expires_at, route, cursor = await self.authorise(
+                path, query_token, header, since
+            )
+        except RidecastError as exc:
+            return Prepared(sink, None, None, exc)
+        if self._closing:  # shutdown began while the token was being checked
+            return Prepared(sink, None, None, RidecastError("shutting down",
+                                                            code="server_going_away"))
+        stream = Stream(
+            sink, principal, route, queue_limit=self._queue_limit, on_close=self._forget
+        )
+        loop = asyncio.get_running_loop()
+        stream.expire_at(loop.time() + (expires_at - time.time()))
+        # Held until ``run``: nothing may be written before the handshake answer, and
+        # with since= the replay must come first. Indexed before the replay reads the
+        # log, so an event is either committed before the read (replayed) or published
+        # after indexing (held), never neither.
+        stream.begin_replay()
+        self._index.add(stream)
+        WS_CONNECTIONS.inc()
+        return Prepared(sink, stream, cursor, None)
+
+    async def run(self, prepared: Prepared) -> None:
+        """Drive a prepared connection, once its handshake is done, until it ends."""
+        stream, sink = prepared.stream, prepared.sink
+        if stream is None:
+            exc = prepared.error or RidecastError("no stream")
+            WS_CLOSED.labels(exc.code).inc()
+            await sink.close(*close_reason(exc.code, exc.message))
+            return
+        try:
+            if prepared.cursor is not None:
+                await self._replay(stream, prepared.cursor)
+            elif stream.take_overflow():
+                # More live events arrived during the handshake than the hold keeps;
+                # without a cursor they cannot be re-read, so say so rather than skip.
+                stream.abort("slow_consumer")
+            else:
+                stream.go_live(0)
+            await sink.wait_closed()
+        except Exception:  # a client that vanished mid-replay, say: nothing to report
+            log.debug("stream ended with an error", exc_info=True)
+        finally:
+            stream.detach()
+
+    @staticmethod
+    def discard(prepared: Prepared) -> None:
+        """Forget a prepared connection whose handshake failed."""
+        if prepared.stream is not None:
+            prepared.stream.detach()
+
+    async def serve(
+        self, sink: Sink, path: str, query_token: str | None, header: str | None,
+        since: str | None, accept: Callable[[], Awaitable[None]],
+    ) -> None:
+        """``prepare``, then ``accept()`` (send the handshake answer), then ``run``."""
+        prepared = await self.prepare(sink, path, query_token, header, since)
+        try:
+            await accept()
+        except BaseException:
+            self.discard(prepared)
+            raise
+        await self.run(prepared)
+
+    def _forget(self, stream: Stream) -> None:
+        if self._index.remove(stream):
+            WS_CONNECTIONS.dec()
+
+    async def _replay(self, stream: Stream, since: int) -> None:
+        oldest, _newest = await self._runtime.log.bounds()
+        if oldest and since < oldest - 1:
+            stream.abort(
+                "cursor_expired",
+                f"since={since} is before the oldest retained event {oldest}",
+            )
+            return
+        route, who = stream.route, stream.principal
+        org_filter = None if (who.is_admin or route.simulation_id is not None) else who.org_id
+        types = [route.message_type] if route.message_type else None
+        after = since
+        while not stream.closed:
+            stream.take_overflow()
+            page = await self._runtime.log.read(
+                after=after, limit=REPLAY_PAGE, simulation_id=route.simulation_id,
+                message_types=types, org_id=org_filter,
+            )
+            for event in page:
+                if stream.closed:
+                    return
+                if can_see(who, org_id=event.org_id, owner_id=event.owner_id):
+                    await stream.send_replayed(event.frame)
+                after = event.event_id
+            # Caught up only when the log had nothing more *and* every live event since
+            # that read is still held; otherwise read again from where the replay is.
+            if len(page) < REPLAY_PAGE and not stream.take_overflow():
+                break
+        stream.go_live(after)
+
+    # ---- shutdown ----------------------------------------------------------------------
+
+    async def close(self) -> None:
+        """Close every stream with 1001 (going away) so clients resume elsewhere."""
+        self._closing = True
+        self._unsubscribe()
+        streams = self._index.members()
+        for stream in streams:
+            stream.abort("server_going_away")
+        # Give the close frames a moment to reach the clients before the loop stops.
+        closing = [s.closing for s in streams if s.closing is not None]
+        if closing:
+            await asyncio.wait(closing, timeout=2.0)
+        if self.listener is not None:
+            self.listener.close()
+            await self.listener.wait_closed()
+            self.listener = None

@@ -1,0 +1,116 @@
+"""What to do after a delivery attempt: the verdict on a response and the retry delay (pure).
+
+The policy of DESIGN.md decision 7, kept free of I/O so that it is tested exhaustively:
+
+* any 2xx is a success; 3xx is a failure and is never followed;
+* 410 Gone disables the endpoint at once;
+* 429 and 503 are retried no sooner than their ``Retry-After``;
+* anything else, a time-out or a connection error is retried on the schedule, with jitter;
+* after the last delay of the schedule the delivery is marked failed (and kept for replay).
+"""
+
+from __future__ import annotations
+
+import enum
+import random
+from collections.abc import Sequence
+from email.utils import parsedate_to_datetime
+
+# A Retry-After beyond this is clamped: a receiver must not park a delivery for weeks.
+MAX_RETRY_AFTER_S = 24 * 3600.0
+
+
+class ErrorClass(enum.StrEnum):
+    """Why an attempt failed, as the delivery log shows it."""
+
+    DNS = "dns"
+    CONNECT = "connect"
+    TLS = "tls"
+    TIMEOUT = "timeout"
+    BLOCKED_ADDRESS = "blocked_address"
+    HTTP_STATUS = "http_status"
+    REDIRECT = "redirect"
+    OTHER = "other"
+
+
+class Verdict(enum.StrEnum):
+    """The consequence of one attempt for its delivery."""
+
+    SUCCEEDED = "succeeded"
+    RETRY = "retry"
+    DISABLE = "disable"
+
+
+def error_class_of_status(status_code: int) -> ErrorClass | None:
+    """The error class of an HTTP answer; None for a 2xx."""
+    if 200 <= status_code < 300:
+        return None
+    if 300 <= status_code < 400:
+        return ErrorClass.REDIRECT
+    return ErrorClass.HTTP_STATUS
+
+
+def verdict(status_code: int | None) -> Verdict:
+    """The verdict for an answer with ``status_code`` (None: no answer at all)."""
+    if status_code is not None and 200 <= status_code < 300:
+        return Verdict.SUCCEEDED
+    if status_code == 410:
+        return Verdict.DISABLE
+    return Verdict.RETRY
+
+
+def honours_retry_after(status_code: int | None) -> bool:
+    return status_code in (429, 503)
+
+
+def parse_retry_after(value: str | None, now: float) -> float | None:
+    """Seconds to wait from a ``Retry-After`` header (delta-seconds or HTTP date); None if absent
+    or unreadable. Negative waits become 0, huge ones are clamped to a day."""
+    if value is None:
+        return None
+    value = value.strip()
+    try:
+        seconds = float(value)
+    except ValueError:
+        try:
+            seconds = parsedate_to_datetime(value).timestamp() - now
+        except (TypeError, ValueError, IndexError, OverflowError):
+            return None
+    if seconds != seconds:  # NaN
+        return None
+    return min(max(seconds, 0.0), MAX_RETRY_AFTER_S)
+
+
+def next_delay(
+    attempts_made: int,
+    schedule: Sequence[float],
+    *,
+    jitter: float,
+    rng: random.Random,
+    retry_after: float | None = None,
+) -> float | None:
+    """Seconds until the next attempt after ``attempts_made`` failed ones; None: give up.
+
+    The n-th retry waits ``schedule[n-1]`` scaled by a factor drawn from
+    ``[1 - jitter, 1 + jitter]`` (jitter spreads the retries of many deliveries that failed
+    together, so a recovering receiver is not hit by a synchronised wave). A ``Retry-After``
+    longer than that delay wins; it never adds retries beyond the schedule.
+    """
+    if attempts_made < 1 or attempts_made > len(schedule):
+        return None
+    base = float(schedule[attempts_made - 1])
+    delay = base * (1.0 + jitter * (2.0 * rng.random() - 1.0)) if jitter else base
+    if retry_after is not None:
+        delay = max(delay, retry_after)
+    return max(delay, 0.0)
+
+
+__all__ = [
+    "ErrorClass",
+    "Verdict",
+    "error_class_of_status",
+    "honours_retry_after",
+    "next_delay",
+    "parse_retry_after",
+    "verdict",
+]

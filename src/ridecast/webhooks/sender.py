@@ -1,0 +1,117 @@
+"""One HTTP attempt of one delivery: resolve, check, connect to the checked address, POST.
+
+The sender never raises for a failed attempt: every outcome (answer, refusal, DNS failure,
+time-out, TLS or connection error) comes back as an ``Attempt``, ready for the delivery log
+and for ``retry.verdict``. Low-level errors are translated here, where ridecast touches
+the network.
+
+Requests go to the checked IP address over keep-alive connections (``http11.Pool``), with
+the ``Host`` header and the TLS server name set to the host name.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from dataclasses import dataclass
+
+from .. import __version__
+from .http11 import ConnectFailed, Pool, ProtocolError
+from .resolver import ResolveError, Resolver
+from .retry import ErrorClass, error_class_of_status, parse_retry_after
+from .signing import sign_headers
+from .targets import TargetRefused
+
+USER_AGENT = f"ridecast/{__version__}"
+RESPONSE_BODY_LIMIT = 1024
+
+
+@dataclass(frozen=True, slots=True)
+class Attempt:
+    """What one attempt did: for the log (``webhook_attempts``) and for the retry decision."""
+
+    started_at: float
+    latency_ms: float
+    status_code: int | None = None
+    error_class: ErrorClass | None = None
+    error: str | None = None
+    response_body: str | None = None
+    retry_after_s: float | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.error_class is None
+
+
+class Sender:
+    """POSTs signed deliveries with keep-alive connection reuse; see the module docstring."""
+
+    def __init__(
+        self,
+        *,
+        timeout_s: float,
+        connect_timeout_s: float,
+        allow_private: bool,
+        resolver: Resolver | None = None,
+    ) -> None:
+        self.timeout_s = timeout_s
+        self.resolver = resolver or Resolver(allow_private=allow_private)
+        self._pool = Pool(connect_timeout_s=min(connect_timeout_s, timeout_s))
+
+    async def close(self) -> None:
+        await self._pool.close()
+
+    async def send(
+        self, url: str, msg_id: str, body: bytes, secret: str | None
+    ) -> Attempt:
+        """One attempt to deliver ``body`` to ``url``; never raises for a failed attempt."""
+        started = time.time()
+        t0 = time.perf_counter()
+
+        def done(**kwargs: object) -> Attempt:
+            latency = (time.perf_counter() - t0) * 1000.0
+            return Attempt(started_at=started, latency_ms=latency, **kwargs)  # type: ignore[arg-type]
+
+        try:
+            target, address = await self.resolver.resolve(url)
+        except TargetRefused as exc:
+            return done(error_class=ErrorClass.BLOCKED_ADDRESS, error=str(exc))
+        except ResolveError as exc:
+            return done(error_class=ErrorClass.DNS, error=str(exc))
+        head = [
+            f"POST {target.target} HTTP/1.1",
+            f"host: {target.host_header}",
+            "content-type: application/json",
+            f"content-length: {len(body)}",
+            f"user-agent: {USER_AGENT}",
+        ]
+        head += [f"{k}: {v}" for k, v in sign_headers(secret, msg_id, int(started), body).items()]
+        request = ("\r\n".join(head) + "\r\n\r\n").encode("latin-1") + body
+        try:
+            async with asyncio.timeout(self.timeout_s):
+                answer = await self._pool.post(
+                    target.scheme, target.host, target.port, str(address), request,
+                    RESPONSE_BODY_LIMIT,
+                )
+        except TimeoutError:
+            return done(error_class=ErrorClass.TIMEOUT,
+                        error=f"no complete answer within {self.timeout_s} s")
+        except ConnectFailed as exc:
+            return done(error_class=ErrorClass.TLS if exc.tls else ErrorClass.CONNECT,
+                        error=str(exc)[:500])
+        except (ConnectionError, asyncio.IncompleteReadError) as exc:
+            return done(error_class=ErrorClass.CONNECT,
+                        error=f"connection lost: {type(exc).__name__}: {exc}"[:500])
+        except (ProtocolError, OSError, ValueError) as exc:
+            return done(error_class=ErrorClass.OTHER, error=f"{type(exc).__name__}: {exc}"[:500])
+        error_class = error_class_of_status(answer.status)
+        return done(
+            status_code=answer.status,
+            error_class=error_class,
+            error=None if error_class is None else f"HTTP {answer.status}",
+            response_body=answer.body.decode("utf-8", errors="replace"),
+            retry_after_s=parse_retry_after(answer.headers.get("retry-after"), time.time()),
+        )
+
+
+__all__ = ["USER_AGENT", "Attempt", "Sender"]

@@ -1,0 +1,194 @@
+"""The webhook part of a running process: target checks, the dispatcher, the log, the test send.
+
+``start_webhooks(runtime)`` builds it and registers it as ``runtime.components["webhooks"]``;
+the API routes of the delivery log call it. The dispatcher runs only when asked (the serve
+process with ``RIDECAST_WEBHOOK_WORKERS`` on, or ``ridecast worker``); the log, replay and
+``webhook_test`` work in every process.
+"""
+
+from __future__ import annotations
+
+import uuid
+from datetime import UTC, datetime
+from typing import Any
+
+import orjson
+
+from ..errors import BadRequest, Conflict, NotFound
+from ..runtime import Runtime
+from .dispatcher import Dispatcher
+from .outbox import Outbox
+from .resolver import Resolver
+from .sender import Attempt, Sender
+from .settings import URL_KEY, webhook_settings
+from .targets import TargetRefused
+
+TEST_MESSAGE_TYPE = "webhook_test"
+
+
+class WebhookService:
+    """Webhook delivery for one process; see the module docstring."""
+
+    def __init__(self, runtime: Runtime, *, run_dispatcher: bool) -> None:
+        settings = runtime.settings
+        self._runtime = runtime
+        self.resolver = Resolver(allow_private=settings.webhook_allow_private)
+        self.sender = Sender(
+            timeout_s=settings.webhook_timeout_s,
+            connect_timeout_s=settings.webhook_connect_timeout_s,
+            allow_private=settings.webhook_allow_private,
+            resolver=self.resolver,
+        )
+        self.outbox = Outbox(runtime.engine)
+        self.dispatcher: Dispatcher | None = None
+        if run_dispatcher:
+            self.dispatcher = Dispatcher(
+                settings, self.outbox, self.sender, runtime.simulations.store, runtime.bus,
+                runtime.simulations.disable_webhook,
+            )
+
+    def start(self) -> None:
+        self._runtime.simulations.add_data_check(self.check_data)
+        if self.dispatcher is not None:
+            self.dispatcher.start()
+
+    async def close(self) -> None:
+        if self.dispatcher is not None:
+            await self.dispatcher.close()
+        await self.sender.close()
+
+    async def check_data(self, data: dict[str, Any]) -> None:
+        """The PATCH-time check: ``webhook_target_refused`` for a URL that may not be called."""
+        url = data.get(URL_KEY)
+        if not isinstance(url, str):
+            return
+        try:
+            await self.resolver.check_url(url)
+        except TargetRefused as exc:
+            raise BadRequest(
+                str(exc),
+                code="webhook_target_refused",
+                details=[{"field": f"data.{URL_KEY}", "value": url}],
+            ) from None
+
+    def wake(self) -> None:
+        if self.dispatcher is not None:
+            self.dispatcher.wake()
+
+    # ---- the delivery log ----------------------------------------------------------------
+
+    async def list(
+        self, simulation_id: int, *, status: str | None, message_type: str | None,
+        limit: int, offset: int,
+    ) -> tuple[list[dict[str, Any]], int]:
+        rows, total = await self.outbox.list(
+            simulation_id, status=status, message_type=message_type, limit=limit, offset=offset
+        )
+        return [delivery_json(row) for row in rows], total
+
+    async def retry(self, simulation_id: int, delivery_id: int) -> dict[str, Any]:
+        done = await self.outbox.retry(simulation_id, delivery_id)
+        if done is None:
+            raise NotFound(
+                f"no webhook delivery {delivery_id} in simulation {simulation_id}",
+                code="delivery_not_found",
+            )
+        if done is False:
+            raise Conflict(
+                f"webhook delivery {delivery_id} is being sent right now; retry it later",
+                code="invalid_state",
+            )
+        self.wake()
+        row = await self.outbox.get(simulation_id, delivery_id)
+        assert row is not None
+        return delivery_json(row)
+
+    async def retry_failed(self, simulation_id: int) -> int:
+        count = await self.outbox.retry_failed(simulation_id)
+        self.wake()
+        return count
+
+    async def send_test(self, simulation_id: int, data: dict[str, Any]) -> dict[str, Any]:
+        """Send a ``webhook_test`` envelope to the simulation's URL now; the attempt's outcome."""
+        hook = webhook_settings(data)
+        url = data.get(URL_KEY)
+        if not isinstance(url, str):
+            raise Conflict(
+                f"simulation {simulation_id} has no {URL_KEY} to test", code="invalid_state"
+            )
+        now = datetime.now(UTC).isoformat()
+        body = orjson.dumps(
+            {
+                "simulation_id": simulation_id,
+                "agent_type": "event_publisher",
+                "message_type": TEST_MESSAGE_TYPE,
+                "data": {"message": "ridecast webhook test"},
+                "current_sim_ts": now,
+                "server_ts": now,
+                "transmit_to_websocket": False,
+            }
+        )
+        msg_id = f"msg_test_{uuid.uuid4().hex}"
+        secret = hook.secret if hook else data.get("messaging_webhook_secret")
+        attempt = await self.sender.send(
+            url, msg_id, body, secret if isinstance(secret, str) else None
+        )
+        return {"url": url, "webhook_id": msg_id, **attempt_json_from(attempt)}
+
+
+def _iso(ts: float | None) -> str | None:
+    return datetime.fromtimestamp(ts, UTC).isoformat() if ts is not None else None
+
+
+def attempt_json_from(attempt: Attempt) -> dict[str, Any]:
+    return {
+        "ok": attempt.ok,
+        "started_at": _iso(attempt.started_at),
+        "latency_ms": round(attempt.latency_ms, 3),
+        "status_code": attempt.status_code,
+        "error_class": attempt.error_class.value if attempt.error_class else None,
+        "error": attempt.error,
+        "response_body": attempt.response_body,
+    }
+
+
+def delivery_json(row: dict[str, Any]) -> dict[str, Any]:
+    """A delivery as the API shows it, with its attempts oldest first."""
+    return {
+        "id": row["id"],
+        "webhook_id": f"msg_{row['event_id']}",
+        "event_id": str(row["event_id"]),
+        "simulation_id": row["simulation_id"],
+        "message_type": row["message_type"],
+        "url": row["url"],
+        "status": row["status"],
+        "attempt_count": row["attempt_count"],
+        "next_attempt_at": _iso(row["next_attempt_at"]) if row["status"] == "pending" else None,
+        "last_error": row["last_error"],
+        "created_at": _iso(row["created_at"]),
+        "updated_at": _iso(row["updated_at"]),
+        "attempts": [
+            {
+                "started_at": _iso(a["started_at"]),
+                "latency_ms": a["latency_ms"],
+                "status_code": a["status_code"],
+                "error_class": a["error_class"],
+                "error": a["error"],
+                "response_body": a["response_body"],
+            }
+            for a in row["attempts"]
+        ],
+    }
+
+
+def start_webhooks(runtime: Runtime, *, run_dispatcher: bool | None = None) -> WebhookService:
+    """Build, start and register the webhook part of ``runtime``."""
+    run = runtime.settings.webhook_workers if run_dispatcher is None else run_dispatcher
+    service = WebhookService(runtime, run_dispatcher=run)
+    service.start()
+    runtime.components["webhooks"] = service
+    return service
+
+
+__all__ = ["WebhookService", "delivery_json", "start_webhooks"]
+

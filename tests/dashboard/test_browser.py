@@ -1,0 +1,139 @@
+"""The dashboard in a real browser against a running ``ridecast demo`` (no internet, no tiles)."""
+
+from __future__ import annotations
+
+import signal
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from ridecast.cli.demo import DEMO_SIMULATOR
+from tests.dashboard.conftest import ARTIFACTS, local_only
+from tests.dashboard.demo_process import DemoProcess, Printed, launch_demo
+
+pytestmark = pytest.mark.browser
+
+Demo = tuple[DemoProcess, Printed]
+
+
+def wait_for(check: Callable[[], Any], timeout: float, what: str | Callable[[], str]) -> Any:
+    """Poll ``check`` until it returns something truthy; ``what`` says what failed."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = check()
+        if value:
+            return value
+        time.sleep(0.25)
+    raise AssertionError(f"timed out waiting for {what if isinstance(what, str) else what()}")
+
+
+def sign_in(page: Any, demo: Demo) -> None:
+    process, printed = demo
+    user, key = printed.export_env()["RIDECAST_USER"], printed.export_env()["RIDECAST_API_KEY"]
+    page.goto(process.base_url + "/")
+    page.get_by_test_id("login-user").fill(user)
+    page.get_by_test_id("login-key").fill(key)
+    page.get_by_test_id("login-submit").click()
+    wait_for(lambda: page.get_by_test_id("connection-status").get_attribute("data-state")
+             == "live", 20, "the stream to be live")
+
+
+def vehicle_positions(page: Any) -> dict[str, tuple[str, str]]:
+    positions: dict[str, tuple[str, str]] = page.eval_on_selector_all(
+        "[data-testid=vehicle]",
+        "els => Object.fromEntries(els.map("
+        "e => [e.dataset.vehicleId, [e.dataset.lat, e.dataset.lon]]))",
+    )
+    return positions
+
+
+def test_vehicles_appear_and_move_and_the_feed_fills(page: Any, demo: Demo) -> None:
+    """Signed in, the map shows the whole fleet, vehicles move, the feed and KPIs fill."""
+    sign_in(page, demo)
+    fleet = DEMO_SIMULATOR["vehicles"]
+    first = wait_for(lambda: (p := vehicle_positions(page)) and len(p) == fleet and p, 30,
+                     f"{fleet} vehicles on the map")
+    wait_for(lambda: any(vehicle_positions(page).get(v) != pos for v, pos in first.items()),
+             30, "a vehicle to move")
+    wait_for(lambda: page.get_by_test_id("feed-item").count() >= 20, 30,
+             lambda: f"the feed to fill ({page.get_by_test_id('feed-item').count()} rows, "
+             f"{page.get_by_test_id('feed-total').text_content()} events)")
+    wait_for(lambda: page.get_by_test_id("sim-status").text_content() == "running", 10,
+             "the simulator status")
+    wait_for(lambda: int(page.get_by_test_id("count-moving").text_content()) > 0, 10,
+             "the legend to count moving vehicles")
+    assert page.get_by_test_id("kpi-bookings").count() == 1
+    assert "No webhook set" in page.get_by_test_id("webhook-panel").text_content()
+    time.sleep(1.5)  # let the markers glide and routes draw before the picture
+    ARTIFACTS.mkdir(exist_ok=True)
+    page.screenshot(path=str(ARTIFACTS / "dashboard.png"))
+    assert page.errors == []
+
+
+def test_feed_filter_hides_and_shows_a_type(page: Any, demo: Demo) -> None:
+    """Clicking a type's chip hides its events from the feed; clicking again brings them back."""
+    sign_in(page, demo)
+    chip = page.get_by_test_id("feed-filter-gps_data")
+    wait_for(lambda: chip.count() == 1, 30, "gps_data events")
+    chip.click()
+    wait_for(lambda: chip.get_attribute("aria-pressed") == "false", 5, "the chip to switch off")
+    time.sleep(3)  # new gps_data keep arriving meanwhile
+    assert page.locator("[data-testid=feed-item][data-type=gps_data]").count() == 0
+    assert page.get_by_test_id("feed-item").count() > 0
+    chip.click()
+    wait_for(lambda: page.locator("[data-testid=feed-item][data-type=gps_data]").count() > 0,
+             10, "gps_data rows back")
+    assert page.errors == []
+
+
+def test_wrong_key_is_refused_with_a_message(page: Any, demo: Demo) -> None:
+    """A wrong API key keeps the sign-in form up and says why."""
+    page.goto(demo[0].base_url + "/")
+    page.get_by_test_id("login-user").fill("demo")
+    page.get_by_test_id("login-key").fill("rck_wrong")
+    page.get_by_test_id("login-submit").click()
+    wait_for(lambda: page.get_by_test_id("login-error").text_content(), 10, "an error")
+    assert "Unknown user name or API key" in page.get_by_test_id("login-error").text_content()
+    assert page.get_by_test_id("login").is_visible()
+
+
+def test_printed_link_signs_in_and_drops_the_key_from_the_address(page: Any, demo: Demo) -> None:
+    """The printed dashboard link opens signed in, and the key leaves the address bar."""
+    page.goto(demo[1].dashboard_url)
+    wait_for(lambda: page.get_by_test_id("connection-status").get_attribute("data-state")
+             == "live", 20, "the stream to be live")
+    assert "key=" not in page.url
+    assert page.url.endswith("#sim=" + demo[1].listen.split()[-1])
+
+
+def test_dashboard_reconnects_when_the_server_comes_back(browser: Any, tmp_path: Path) -> None:
+    """When the server stops, the page says so and retries; when it is back, it goes live
+    again on its own and events flow."""
+    data = tmp_path / "data"
+    first = launch_demo(data)
+    context = browser.new_context()
+    try:
+        printed = first.wait_ready()
+        page = context.new_page()
+        local_only(page, first.base_url)
+        page.goto(printed.dashboard_url)
+        state = page.get_by_test_id("connection-status")
+        wait_for(lambda: state.get_attribute("data-state") == "live", 20, "live")
+        assert first.stop(signal.SIGTERM) == 0
+        wait_for(lambda: state.get_attribute("data-state") in ("reconnecting", "connecting"),
+                 10, "the page to notice")
+        second = launch_demo(data, port=first.port)
+        try:
+            second.wait_ready()
+            wait_for(lambda: state.get_attribute("data-state") == "live", 30, "live again")
+            seen = int(page.get_by_test_id("feed-total").text_content().replace(",", ""))
+            wait_for(lambda: int(page.get_by_test_id("feed-total").text_content()
+                                 .replace(",", "")) > seen, 20, "new events")
+        finally:
+            second.stop()
+    finally:
+        first.stop()
+        context.close()

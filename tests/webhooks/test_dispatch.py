@@ -1,0 +1,59 @@
+"""Dispatch across endpoints and processes: isolation, and ``ridecast worker``."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from collections.abc import Callable
+
+from ridecast.cli.receiver import ReceiverThread, Reply
+from tests.conftest import Server
+
+from .helpers import Recorder, deliveries, post_events, vehicle_use, wait_for
+
+
+def test_dead_endpoint_does_not_delay_others(fast_server: Server) -> None:
+    """While one endpoint hangs on every request, another gets all its events."""
+    hanging = Recorder(lambda req, n: Reply(204, delay_s=5))
+    healthy = Recorder()
+    with ReceiverThread(hanging) as slow, ReceiverThread(healthy) as fast:
+        user = fast_server.create_user()
+        types = {"messaging_webhook_message_types": ["vehicle_use"]}
+        slow_sim = fast_server.create_simulation(
+            user, {"messaging_webhook_url": slow.url, **types})
+        fast_sim = fast_server.create_simulation(
+            user, {"messaging_webhook_url": fast.url, **types})
+        with fast_server.client(user) as http:
+            post_events(http, slow_sim, [vehicle_use(i) for i in range(300)])
+            ids = post_events(http, fast_sim, [vehicle_use(i) for i in range(100)])
+            wait_for(lambda: len(healthy.ids()) == 100)
+            stuck = deliveries(http, slow_sim, status="succeeded")
+    assert healthy.ids() == {f"msg_{i}" for i in ids}
+    assert stuck == []
+
+
+def test_worker_process_delivers_for_a_serve_without_workers(
+    start_server: Callable[..., Server],
+) -> None:
+    """serve with RIDECAST_WEBHOOK_WORKERS=false stores; a ridecast worker on its DB delivers."""
+    recorder = Recorder()
+    server = start_server({"RIDECAST_WEBHOOK_WORKERS": "false"})
+    with ReceiverThread(recorder) as receiver:
+        user = server.create_user()
+        sim = server.create_simulation(user, {
+            "messaging_webhook_url": receiver.url,
+            "messaging_webhook_message_types": ["vehicle_use"]})
+        with server.client(user) as http:
+            ids = post_events(http, sim, [vehicle_use(i) for i in range(20)])
+            assert {d["status"] for d in deliveries(http, sim)} == {"pending"}
+        env = {**os.environ, "RIDECAST_DATABASE_URL": server.database_url,
+               "RIDECAST_WEBHOOK_ALLOW_PRIVATE": "true"}
+        worker = subprocess.Popen([sys.executable, "-m", "ridecast.cli.main", "worker"], env=env,
+                                  stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        try:
+            wait_for(lambda: len(recorder.ids()) == 20)
+        finally:
+            worker.terminate()
+            assert worker.wait(15) == 0
+    assert recorder.ids() == {f"msg_{i}" for i in ids}
