@@ -186,3 +186,26 @@ def test_dedicated_listener_serves_the_same_paths(start_server: object) -> None:
         await b.close()
 
     asyncio.run(run())
+
+
+def test_connect_returns_only_once_subscribed(start_server: object) -> None:
+    """An event posted right after connect() returns is delivered, on both ports."""
+    from ..conftest import free_port
+
+    ws_port = free_port()
+    srv: Server = start_server({"RIDECAST_WS_PORT": str(ws_port)})  # type: ignore[operator]
+    user = srv.create_user()
+    token = srv.token(user)
+    sim = srv.create_simulation(user)
+
+    async def run() -> None:
+        async with httpx.AsyncClient(base_url=srv.base_url, timeout=30) as http:
+            for round_ in range(10):
+                base = srv.ws_url if round_ % 2 else f"ws://127.0.0.1:{ws_port}"
+                stream = await open_stream(f"{base}/simulation_events/?token={token}")
+                ids = await post_as(http, user, sim, [envelope(sim, "vehicle_use", round_)])
+                await stream.wait_for(1)
+                assert stream.ids == ids
+                await stream.close()
+
+    asyncio.run(run())

@@ -101,11 +101,10 @@ class Outbox:
             if not rows:
                 return []
             ids = [row.event_id for row in rows]
-            bodies = dict(
-                (await conn.execute(select(events.c.id, events.c.body).where(events.c.id.in_(ids))))
-                .tuples()
-                .all()
+            found = await conn.execute(
+                select(events.c.id, events.c.body).where(events.c.id.in_(ids))
             )
+            bodies: dict[int, bytes] = {row[0]: row[1] for row in found}
         rows.sort(key=lambda row: row.event_id)
         return [
             Job(row.id, row.event_id, row.simulation_id, row.message_type, row.url,
