@@ -180,3 +180,28 @@ def start_server(tmp_path: Path) -> Iterator[Callable[..., Server]]:
     yield start
     for srv in started:
         srv.stop()
+
+
+POSTGRES_ADMIN_URL = "postgresql://postgres@127.0.0.1:5432/postgres"
+
+
+async def _postgres_admin(sql: str) -> None:
+    import asyncpg
+
+    conn = await asyncpg.connect(POSTGRES_ADMIN_URL, timeout=3)
+    try:
+        await conn.execute(sql)
+    finally:
+        await conn.close()
+
+
+@pytest.fixture
+def pg_url() -> Iterator[str]:
+    """A fresh, empty PostgreSQL database, dropped afterwards; skips when none answers."""
+    name = f"ridecast_test_{uuid.uuid4().hex[:10]}"
+    try:
+        asyncio.run(_postgres_admin(f'CREATE DATABASE "{name}"'))
+    except (TimeoutError, OSError) as exc:
+        pytest.skip(f"no PostgreSQL on 127.0.0.1:5432: {exc}")
+    yield f"postgresql+asyncpg://postgres@127.0.0.1:5432/{name}"
+    asyncio.run(_postgres_admin(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))

@@ -5,40 +5,12 @@ Skipped when no PostgreSQL answers on 127.0.0.1:5432 (CI starts one).
 
 from __future__ import annotations
 
-import asyncio
-import uuid
-from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
-import pytest
 
 from ridecast.events.examples import all_examples
 from tests.conftest import launch_server
-
-ADMIN_URL = "postgresql://postgres@127.0.0.1:5432/postgres"
-
-
-async def _admin(sql: str) -> None:
-    import asyncpg
-
-    conn = await asyncpg.connect(ADMIN_URL, timeout=3)
-    try:
-        await conn.execute(sql)
-    finally:
-        await conn.close()
-
-
-@pytest.fixture
-def pg_url() -> Iterator[str]:
-    """A fresh, empty database, dropped afterwards."""
-    name = f"ridecast_test_{uuid.uuid4().hex[:10]}"
-    try:
-        asyncio.run(_admin(f'CREATE DATABASE "{name}"'))
-    except (TimeoutError, OSError) as exc:
-        pytest.skip(f"no PostgreSQL on 127.0.0.1:5432: {exc}")
-    yield f"postgresql+asyncpg://postgres@127.0.0.1:5432/{name}"
-    asyncio.run(_admin(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
 
 
 def test_core_flow_on_postgres(tmp_path: Path, pg_url: str) -> None:

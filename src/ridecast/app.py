@@ -52,7 +52,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.state.settings = settings
     install_error_handlers(app)
     app.add_middleware(BodySizeLimit, max_bytes=settings.max_body_bytes)
-    for router in (token.router, simulations.router, events_api.router, health.router,
+    # Routes are matched in order: the ingest hot path first.
+    for router in (events_api.router, token.router, simulations.router, health.router,
                    simulator_api.router):
         app.include_router(router)
     app.include_router(webhooks_api.router)

@@ -5,43 +5,15 @@ Skipped when no PostgreSQL answers on 127.0.0.1:5432 (CI starts one).
 
 from __future__ import annotations
 
-import asyncio
 import os
 import subprocess
 import sys
-import uuid
-from collections.abc import Callable, Iterator
-
-import pytest
+from collections.abc import Callable
 
 from ridecast.cli.receiver import ReceiverThread
 from tests.conftest import Server
 
 from .helpers import Recorder, deliveries, post_events, vehicle_use, wait_for
-
-ADMIN_URL = "postgresql://postgres@127.0.0.1:5432/postgres"
-
-
-async def _admin(sql: str) -> None:
-    import asyncpg
-
-    conn = await asyncpg.connect(ADMIN_URL, timeout=3)
-    try:
-        await conn.execute(sql)
-    finally:
-        await conn.close()
-
-
-@pytest.fixture
-def pg_url() -> Iterator[str]:
-    """A fresh, empty database, dropped afterwards."""
-    name = f"ridecast_wh_{uuid.uuid4().hex[:10]}"
-    try:
-        asyncio.run(_admin(f'CREATE DATABASE "{name}"'))
-    except (TimeoutError, OSError) as exc:
-        pytest.skip(f"no PostgreSQL on 127.0.0.1:5432: {exc}")
-    yield f"postgresql+asyncpg://postgres@127.0.0.1:5432/{name}"
-    asyncio.run(_admin(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
 
 
 def test_serve_and_worker_share_the_outbox_on_postgres(

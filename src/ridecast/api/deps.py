@@ -13,7 +13,9 @@ from ..errors import BadRequest
 from ..runtime import Runtime
 
 
-def get_runtime(request: Request) -> Runtime:
+async def get_runtime(request: Request) -> Runtime:
+    # async on purpose: FastAPI runs a plain ``def`` dependency in a thread pool, a thread
+    # hop on every request for one attribute read.
     runtime: Runtime = request.app.state.runtime
     return runtime
 
