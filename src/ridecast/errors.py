@@ -8,7 +8,6 @@ Every error a client can meet has a stable ``code``. The same table gives its HT
      │                                 simulation_id_mismatch, invalid_simulation_data,
      │                                 webhook_target_refused, invalid_cursor, ...
      ├── Unauthorized             401: not_authenticated, invalid_credentials
-     ├── Forbidden                403: forbidden
      ├── NotFound                 404: not_found, simulation_not_found, ...
      ├── Conflict                 409: conflict, user_exists, invalid_state
      ├── PreconditionFailed       412: precondition_failed
@@ -64,7 +63,6 @@ _ROWS: tuple[ErrorSpec, ...] = (
     ErrorSpec("simulation_not_found", 404, 4006,
               "No simulation with this id is visible to you (it may not exist)."),
     ErrorSpec("malformed_path", 404, 4007, "The websocket path is not one of the five shapes."),
-    ErrorSpec("forbidden", 403, 4009, "You may not do this (admin only)."),
     ErrorSpec("cursor_expired", 410, 4010,
               "since= points before the oldest retained event: the gap cannot be replayed."),
     ErrorSpec("not_found", 404, None, "No such resource."),
@@ -79,7 +77,6 @@ _ROWS: tuple[ErrorSpec, ...] = (
     ErrorSpec("precondition_failed", 412, None,
               "If-Match does not match the simulation's current ETag: read it again and retry."),
     ErrorSpec("payload_too_large", 413, None, "The request body exceeds RIDECAST_MAX_BODY_BYTES."),
-    ErrorSpec("unsupported_media_type", 415, None, "Send the body as application/json."),
     ErrorSpec("slow_consumer", None, 4100,
               "The client did not read fast enough and its send queue filled; "
               "reconnect with since=<last event_id> to resume without loss."),
@@ -137,12 +134,6 @@ class Unauthorized(RidecastError):
     """Raised when credentials or a token are missing, wrong or expired (401)."""
 
     default_code = "not_authenticated"
-
-
-class Forbidden(RidecastError):
-    """Raised when an authenticated user may not perform the operation (403)."""
-
-    default_code = "forbidden"
 
 
 class NotFound(RidecastError):

@@ -38,7 +38,7 @@ def test_non_json_error_body() -> None:
     [(4001, e.StreamAuthError, "not_authenticated"), (4004, e.StreamAuthError, "token_expired"),
      (4005, e.StreamNotFound, "unknown_event_type"),
      (4006, e.StreamNotFound, "simulation_not_found"), (4010, e.CursorExpired, "cursor_expired"),
-     (4009, e.StreamClosed, "forbidden")],
+     (4008, e.StreamClosed, "invalid_cursor")],
 )
 def test_stream_errors(close: int, cls: type[e.StreamClosed], code: str) -> None:
     """A do-not-reconnect close code becomes a typed StreamClosed with the table's code."""
