@@ -89,6 +89,13 @@ class Settings(BaseSettings):
         description="Also serve the websocket paths on this port, with a dedicated listener "
         "(faster per frame than the HTTP port's ASGI path); unset: HTTP port only.",
     )
+    tls_cert_file: str | None = Field(
+        None, description="PEM certificate: serve https and wss on every port "
+        "(also `ridecast serve --tls-cert`)."
+    )
+    tls_key_file: str | None = Field(
+        None, description="PEM private key of the certificate (also `--tls-key`)."
+    )
     ws_host: str = Field("127.0.0.1", description="Address of the dedicated websocket listener.")
     ws_send_queue: int = Field(
         1024, gt=0, description="Frames buffered per websocket connection before it is closed "

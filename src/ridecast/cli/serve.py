@@ -19,6 +19,13 @@ def run_server(
     from ..config import get_settings
 
     settings = get_settings()
+    if tls_cert is not None and tls_key is not None:
+        # In the settings, so the dedicated websocket listener serves wss too.
+        settings = settings.model_copy(
+            update={"tls_cert_file": str(tls_cert), "tls_key_file": str(tls_key)}
+        )
+    if (settings.tls_cert_file is None) != (settings.tls_key_file is None):
+        raise SystemExit("RIDECAST_TLS_CERT_FILE and RIDECAST_TLS_KEY_FILE go together")
     logging.basicConfig(
         level=settings.log_level.upper(),
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
@@ -33,8 +40,8 @@ def run_server(
         host=host,
         port=port,
         log_level=settings.log_level,
-        ssl_certfile=str(tls_cert) if tls_cert else None,
-        ssl_keyfile=str(tls_key) if tls_key else None,
+        ssl_certfile=settings.tls_cert_file,
+        ssl_keyfile=settings.tls_key_file,
         ws="websockets",
         ws_ping_interval=settings.ws_ping_interval_s,
         ws_ping_timeout=settings.ws_ping_interval_s,

@@ -6,6 +6,8 @@ its dedicated listener; the main HTTP port serves the same paths through ``asgi.
 
 from __future__ import annotations
 
+import ssl
+
 from ..runtime import Runtime
 from .asgi import ShutdownFirstServer, websocket_routes
 from .hub import Hub
@@ -18,8 +20,13 @@ async def start_hub(runtime: Runtime) -> Hub:
     hub = Hub(runtime)
     settings = runtime.settings
     if settings.ws_port is not None:
+        tls = None
+        if settings.tls_cert_file and settings.tls_key_file:
+            tls = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+            tls.load_cert_chain(settings.tls_cert_file, settings.tls_key_file)
         hub.listener = await start_listener(
-            hub, settings.ws_host, settings.ws_port, ping_interval=settings.ws_ping_interval_s
+            hub, settings.ws_host, settings.ws_port, ping_interval=settings.ws_ping_interval_s,
+            tls=tls,
         )
     runtime.components["hub"] = hub
     return hub

@@ -9,6 +9,7 @@ differs. Frames are written straight into the connection, the way
 from __future__ import annotations
 
 import contextlib
+import ssl
 from urllib.parse import parse_qs, urlsplit
 
 from websockets.asyncio.server import Server, ServerConnection, serve
@@ -78,7 +79,7 @@ def _first(query: dict[str, list[str]], name: str) -> str | None:
 
 
 async def start_listener(
-    hub: Hub, host: str, port: int, *, ping_interval: float
+    hub: Hub, host: str, port: int, *, ping_interval: float, tls: ssl.SSLContext | None = None
 ) -> Server:
     """Listen on ``host:port`` for the websocket paths; ``server.close()`` stops it."""
 
@@ -118,4 +119,5 @@ async def start_listener(
         ping_timeout=ping_interval,
         close_timeout=2,
         max_size=MAX_INCOMING,
+        ssl=tls,
     )
