@@ -8,6 +8,8 @@ from typing import Annotated
 
 import typer
 
+from .process import exit_despite_lingering_threads
+
 
 def run_server(
     host: str, port: int, *, tls_cert: Path | None = None, tls_key: Path | None = None
@@ -49,6 +51,7 @@ def run_server(
         lifespan="on",
     )
     ShutdownFirstServer(config, app).run()
+    exit_despite_lingering_threads()
 
 
 def serve(

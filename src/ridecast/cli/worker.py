@@ -11,6 +11,8 @@ import contextlib
 import logging
 import signal
 
+from .process import exit_despite_lingering_threads
+
 
 async def run_worker() -> None:
     """Deliver webhooks until SIGINT or SIGTERM."""
@@ -30,7 +32,12 @@ async def run_worker() -> None:
     try:
         await stop.wait()
     finally:
-        await runtime.close()
+        try:
+            # Bounded: whatever is not recorded by then is still leased in the outbox and
+            # is delivered again after the lease, so nothing is lost by giving up.
+            await asyncio.wait_for(runtime.close(), timeout=10)
+        except TimeoutError:
+            logging.getLogger(__name__).warning("shutdown took over 10 s; exiting anyway")
 
 
 def worker() -> None:
@@ -42,3 +49,4 @@ def worker() -> None:
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
     asyncio.run(run_worker())
+    exit_despite_lingering_threads()
