@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import resource
 import socket
 import statistics
 import subprocess
@@ -15,6 +16,12 @@ import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+
+
+def raise_nofile() -> None:
+    """Lift this process's open-file limit to the hard limit (thousands of sockets)."""
+    _soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
 
 
 def free_port() -> int:

@@ -15,7 +15,6 @@ import argparse
 import asyncio
 import multiprocessing as mp
 import os
-import resource
 import socket
 import subprocess
 import sys
@@ -26,19 +25,9 @@ from typing import Any
 
 import httpx
 import psutil
+from _load import free_port, raise_nofile
 
 PROCS = 2
-
-
-def raise_nofile() -> None:
-    _soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
-    resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def client_main(url: str, n: int, opened: Any, stop: Any) -> None:

@@ -25,7 +25,6 @@ import argparse
 import asyncio
 import multiprocessing as mp
 import os
-import resource
 import socket
 import subprocess
 import sys
@@ -40,6 +39,7 @@ from typing import Any
 import httpx
 import orjson
 import psutil
+from _load import free_port, raise_nofile
 
 INFLIGHT = 8  # POSTs the one publisher keeps in flight (HTTP keep-alive connections)
 SETTLE_S = 0.5  # after the handshakes, time for every stream to be subscribed
@@ -64,17 +64,6 @@ def reference_frame(seq: int, ts_us: int) -> bytes:
     """A frame as ridecast sends it (envelope plus event_id), for the references."""
     now = datetime.fromtimestamp(ts_us / 1e6, UTC).isoformat()
     return orjson.dumps({**envelope(1, seq, ts_us), "server_ts": now, "event_id": str(seq + 1)})
-
-
-def raise_nofile() -> None:
-    _soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
-    resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 # ---- subscriber processes ----------------------------------------------------------------
