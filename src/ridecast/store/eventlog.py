@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -54,7 +55,9 @@ class EventLog:
         self._engine = engine
         self._bus = bus
         self._max_batch = max_batch
-        self._queue: list[tuple[Sequence[NewEvent], asyncio.Future[list[StoredEvent]]]] = []
+        self._queue: deque[tuple[Sequence[NewEvent], asyncio.Future[list[StoredEvent]]]] = (
+            deque()
+        )
         self._wake = asyncio.Event()
         self._writer: asyncio.Task[None] | None = None
         self._conn: AsyncConnection | None = None
@@ -132,10 +135,10 @@ class EventLog:
         self,
     ) -> list[tuple[Sequence[NewEvent], asyncio.Future[list[StoredEvent]]]]:
         # A request's batch is never split: it commits whole or not at all.
-        group = [self._queue.pop(0)]
+        group = [self._queue.popleft()]
         count = len(group[0][0])
         while self._queue and count + len(self._queue[0][0]) <= self._max_batch:
-            item = self._queue.pop(0)
+            item = self._queue.popleft()
             group.append(item)
             count += len(item[0])
         return group
