@@ -15,7 +15,8 @@ from .api import events as events_api
 from .api import health, simulations, token
 from .api import simulator as simulator_api
 from .api import webhooks as webhooks_api
-from .api.errors import BodySizeLimit, install_error_handlers
+from .api.errors import BodyGuard, UnexpectedErrors, install_error_handlers
+from .api.jsonlimits import JsonLimits
 from .config import Settings, get_settings
 from .dashboard import mount_dashboard
 from .hub import start_hub, websocket_routes
@@ -51,7 +52,11 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     )
     app.state.settings = settings
     install_error_handlers(app)
-    app.add_middleware(BodySizeLimit, max_bytes=settings.max_body_bytes)
+    limits = JsonLimits(max_depth=settings.max_json_depth, max_string=settings.max_json_string,
+                        max_items=settings.max_json_items)
+    app.add_middleware(BodyGuard, max_bytes=settings.max_body_bytes, limits=limits)
+    # Added last, so outermost of ours: it also catches what the body guard raises.
+    app.add_middleware(UnexpectedErrors)
     # Routes are matched in order: the ingest hot path first.
     for router in (events_api.router, token.router, simulations.router, health.router,
                    simulator_api.router):

@@ -35,6 +35,18 @@ class Settings(BaseSettings):
     max_body_bytes: int = Field(
         1024 * 1024, gt=0, description="Largest accepted HTTP request body; larger is a 413."
     )
+    max_json_depth: int = Field(
+        32, gt=0, le=200, description="Deepest nesting of objects and arrays accepted in a JSON "
+        "body (simulation data, templates, events); deeper is a 400 json_limit_exceeded.",
+    )
+    max_json_string: int = Field(
+        65536, gt=0, description="Longest string (or object key) accepted in a JSON body, in "
+        "characters; longer is a 400 json_limit_exceeded.",
+    )
+    max_json_items: int = Field(
+        100_000, gt=0, description="Most values (objects, arrays, strings, numbers) in one JSON "
+        "body; more is a 400 json_limit_exceeded.",
+    )
     max_batch_events: int = Field(
         1000, gt=0, description="Most events accepted in one POST .../events batch."
     )

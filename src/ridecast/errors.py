@@ -50,6 +50,10 @@ _ROWS: tuple[ErrorSpec, ...] = (
               "reserved; loopback/private unless RIDECAST_WEBHOOK_ALLOW_PRIVATE)."),
     ErrorSpec("invalid_cursor", 400, 4008, "after= or since= is not an event_id."),
     ErrorSpec("invalid_query", 400, None, "A query parameter has a wrong value."),
+    ErrorSpec("json_limit_exceeded", 400, None,
+              "A JSON body is nested too deep, holds too long a string or too many values, or "
+              "an integer outside the signed 64-bit range (RIDECAST_MAX_JSON_*); details name "
+              "the field. Nothing was stored."),
     ErrorSpec("not_authenticated", 401, 4001,
               "No credentials: send HTTP Basic (user name, API key), "
               "'Authorization: Token <api_key>', or a websocket ?token=."),

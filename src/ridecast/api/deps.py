@@ -32,8 +32,17 @@ async def current_user(request: Request, runtime: RuntimeDep) -> Principal:
 CurrentUser = Annotated[Principal, Depends(current_user)]
 
 
+_MISSING = object()
+
+
 async def json_body(request: Request) -> Any:
-    """The request body parsed as JSON; a precise 400 when it is not."""
+    """The request body parsed as JSON; a precise 400 when it is not.
+
+    ``BodyGuard`` has usually parsed and checked it already (``state.json_body``).
+    """
+    parsed = request.scope.get("state", {}).get("json_body", _MISSING)
+    if parsed is not _MISSING:
+        return parsed
     raw = await request.body()
     if not raw.strip():
         raise BadRequest("the request body is empty; send JSON", code="invalid_json")

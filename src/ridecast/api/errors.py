@@ -1,13 +1,20 @@
 """Error responses: every failure becomes ``{"error": {"code", "message", "details"}}``.
 
-Also the body-size guard, which refuses an oversized body with 413 before reading it whole.
+Also the two guards at the edge: ``BodyGuard`` refuses an oversized body with 413 before
+reading it whole and a body that breaks the JSON limits (depth, string length, 64-bit
+integers) with 400, before any handler sees it; ``UnexpectedErrors`` turns any exception
+that escapes a handler into one well-formed 500 with a request id, logged with its
+traceback, and keeps the keep-alive connection usable.
 """
 
 from __future__ import annotations
 
+import json
 import logging
+import uuid
 from typing import Any
 
+import orjson
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from starlette.exceptions import HTTPException as StarletteHTTPException
@@ -16,6 +23,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from ..errors import BadRequest, NotFound, PayloadTooLarge, RidecastError
 from ..metrics import INGEST_REJECTED
+from .jsonlimits import JsonLimits, Violation, find_violation
 
 log = logging.getLogger(__name__)
 
@@ -67,18 +75,57 @@ def install_error_handlers(app: FastAPI) -> None:
                           "details": []}}
         return JSONResponse(body, status_code=exc.status_code)
 
-    @app.exception_handler(Exception)
-    async def _unexpected(_request: Request, exc: Exception) -> Response:
-        log.exception("unhandled error", exc_info=exc)
-        return error_response(RidecastError("internal error; it has been logged"))
 
 
-class BodySizeLimit:
-    """ASGI middleware: a body over ``max_bytes`` gets 413 and never reaches a handler."""
+class UnexpectedErrors:
+    """ASGI middleware: an exception that escapes a handler becomes one 500, not a reset.
 
-    def __init__(self, app: ASGIApp, max_bytes: int) -> None:
+    Starlette's own catch-all answers and then re-raises, and the server then drops the
+    keep-alive connection; here the error is logged with its traceback and a request id,
+    the client gets our error body with that id, and the connection stays usable.
+    """
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        started = False
+
+        async def tracking_send(message: Message) -> None:
+            nonlocal started
+            if message["type"] == "http.response.start":
+                started = True
+            await send(message)
+
+        try:
+            await self.app(scope, receive, tracking_send)
+        except Exception:
+            request_id = uuid.uuid4().hex
+            log.exception("unhandled error in %s %s (request_id %s)", scope.get("method"),
+                          scope.get("path"), request_id)
+            if started:  # the response is half sent: nothing well-formed can follow
+                raise
+            error = RidecastError(
+                f"internal error; it has been logged with request_id {request_id}",
+                details=[{"request_id": request_id}],
+            )
+            await error_response(error, {"X-Request-Id": request_id})(scope, receive, send)
+
+
+class BodyGuard:
+    """ASGI middleware: a body over ``max_bytes`` gets 413, one breaking ``limits`` 400.
+
+    Either way it never reaches a handler, so nothing is stored. The parsed JSON is kept in
+    ``scope["state"]["json_body"]`` so that ``deps.json_body`` does not parse it again.
+    """
+
+    def __init__(self, app: ASGIApp, max_bytes: int, limits: JsonLimits | None = None) -> None:
         self.app = app
         self.max_bytes = max_bytes
+        self.limits = limits or JsonLimits()
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -116,6 +163,10 @@ class BodySizeLimit:
         body = b"".join(chunks)
         if body:
             scope = _as_json(scope)
+            refused = self._check_json(scope, body)
+            if refused is not None:
+                await error_response(refused)(scope, receive, send)
+                return
         replayed = False
 
         async def replay() -> Message:
@@ -126,6 +177,37 @@ class BodySizeLimit:
             return await receive()
 
         await self.app(scope, replay, send)
+
+
+    def _check_json(self, scope: Scope, body: bytes) -> RidecastError | None:
+        """Parse ``body`` as the handler will and check the limits; the error, if any.
+
+        Ingest parses with orjson (the hot path; it stores what orjson parsed), every other
+        route with the standard library, as FastAPI does, so both see the same integers.
+        A body that is not JSON is left to the handler, which says so precisely.
+        """
+        ingest = scope.get("method") == "POST" and scope.get("path", "").rstrip("/").endswith(
+            "/events"
+        )
+        violation: Violation | None
+        try:
+            parsed = orjson.loads(body) if ingest else json.loads(body)
+        except RecursionError:
+            parsed, violation = None, Violation("", "nested too deep to parse")
+        except ValueError:
+            return None
+        else:
+            violation = find_violation(parsed, self.limits)
+        if violation is not None:
+            field = f"body.{violation.field}" if violation.field else "body"
+            return BadRequest(
+                f"{field}: {violation.reason} (limits: RIDECAST_MAX_JSON_DEPTH, "
+                "RIDECAST_MAX_JSON_STRING, RIDECAST_MAX_JSON_ITEMS; integers are 64-bit)",
+                code="json_limit_exceeded",
+                details=[{"field": field, "message": violation.reason}],
+            )
+        scope.setdefault("state", {})["json_body"] = parsed
+        return None
 
 
 _NOT_JSON = (b"", b"application/x-www-form-urlencoded", b"text/plain")

@@ -12,6 +12,8 @@ from ..errors import BadRequest
 from ..events import ALL_TYPES, EVENT_ADAPTER
 from ..metrics import INGEST_LATENCY
 from .deps import CurrentUser, JsonBody, RuntimeDep
+from .jsonlimits import INT64_MAX
+from .params import Id
 from .routing import SlashRouter
 
 router = SlashRouter(tags=["events"])
@@ -37,7 +39,7 @@ _INGEST_BODY = {
     openapi_extra=_INGEST_BODY,
 )
 async def post_events(
-    simulation_id: int, body: JsonBody, user: CurrentUser, runtime: RuntimeDep
+    simulation_id: Id, body: JsonBody, user: CurrentUser, runtime: RuntimeDep
 ) -> Response:
     """Append one event or an array of events, all or nothing.
 
@@ -65,7 +67,7 @@ def parse_cursor(value: str | None, name: str) -> int:
         cursor = int(value)
     except ValueError:
         cursor = -1
-    if cursor < 0:
+    if not 0 <= cursor <= INT64_MAX:
         raise BadRequest(
             f"{name}={value!r} is not an event_id", code="invalid_cursor",
             details=[{"field": f"query.{name}", "value": value}],
@@ -91,7 +93,7 @@ def parse_types(values: list[str] | None) -> list[str] | None:
 
 @router.get("/api/v2/simulation/{simulation_id}/events")
 async def get_events(
-    simulation_id: int,
+    simulation_id: Id,
     user: CurrentUser,
     runtime: RuntimeDep,
     after: Annotated[str | None, Query(description="Return events after this event_id.")] = None,

@@ -10,6 +10,8 @@ from pydantic import BaseModel, ConfigDict, Field
 from ..errors import BadRequest
 from ..simulations import simulation_json, template_json
 from .deps import CurrentUser, RuntimeDep
+from .jsonlimits import INT64_MAX, INT64_MIN
+from .params import Id, Offset
 from .routing import SlashRouter
 
 router = SlashRouter(tags=["simulations"])
@@ -29,7 +31,9 @@ class SimulationCreate(BaseModel):
 
     name: str = Field(min_length=1, max_length=200)
     data: Any = Field(None, description="Free-form settings object (webhook keys, simulator).")
-    template_id: int | None = Field(None, description="Start from this template's data.")
+    template_id: int | None = Field(
+        None, ge=INT64_MIN, le=INT64_MAX, description="Start from this template's data."
+    )
 
 
 class SimulationPatch(BaseModel):
@@ -70,7 +74,7 @@ async def list_simulations(
     user: CurrentUser,
     runtime: RuntimeDep,
     limit: Annotated[int, Query(ge=1, le=1000)] = 100,
-    offset: Annotated[int, Query(ge=0)] = 0,
+    offset: Offset = 0,
 ) -> dict[str, Any]:
     """The simulations visible to you (yours, your organisation's; all for admins)."""
     records, total = await runtime.simulations.list_visible(user, limit=limit, offset=offset)
@@ -82,7 +86,7 @@ async def list_simulations(
 
 @router.get("/api/v2/simulation/{simulation_id}")
 async def get_simulation(
-    simulation_id: int, user: CurrentUser, runtime: RuntimeDep, response: Response
+    simulation_id: Id, user: CurrentUser, runtime: RuntimeDep, response: Response
 ) -> dict[str, Any]:
     """One simulation, with its ``ETag`` for a later ``If-Match``."""
     record = await runtime.simulations.get(user, simulation_id)
@@ -92,7 +96,7 @@ async def get_simulation(
 
 @router.patch("/api/v2/simulation/{simulation_id}")
 async def patch_simulation(
-    simulation_id: int,
+    simulation_id: Id,
     body: SimulationPatch,
     user: CurrentUser,
     runtime: RuntimeDep,
@@ -123,7 +127,7 @@ async def patch_simulation(
 
 
 @router.delete("/api/v2/simulation/{simulation_id}", status_code=status.HTTP_204_NO_CONTENT)
-async def delete_simulation(simulation_id: int, user: CurrentUser, runtime: RuntimeDep) -> Response:
+async def delete_simulation(simulation_id: Id, user: CurrentUser, runtime: RuntimeDep) -> Response:
     """Delete a simulation: its streams close and it stops producing events."""
     await runtime.simulations.delete(user, simulation_id)
     return Response(status_code=status.HTTP_204_NO_CONTENT)
@@ -145,6 +149,6 @@ async def list_templates(user: CurrentUser, runtime: RuntimeDep) -> dict[str, An
 
 
 @router.get("/api/v2/simulation_template/{template_id}")
-async def get_template(template_id: int, user: CurrentUser, runtime: RuntimeDep) -> dict[str, Any]:
+async def get_template(template_id: Id, user: CurrentUser, runtime: RuntimeDep) -> dict[str, Any]:
     """One template."""
     return template_json(await runtime.simulations.get_template(user, template_id))

@@ -23,6 +23,7 @@ from ..simulator.manager import SimulatorManager
 from ..simulator.operations import Result
 from ..simulator.settings import read_settings
 from .deps import CurrentUser, RuntimeDep
+from .params import Id
 from .routing import SlashRouter
 
 router = SlashRouter(tags=["simulator"])
@@ -111,39 +112,39 @@ async def _operate(runtime: Runtime, user: Any, simulation_id: int,
 
 
 @router.post(_SIM + "/simulator/start")
-async def start(simulation_id: int, user: CurrentUser, runtime: RuntimeDep) -> dict[str, Any]:
+async def start(simulation_id: Id, user: CurrentUser, runtime: RuntimeDep) -> dict[str, Any]:
     """Start the simulator with the simulation's ``data.simulator`` settings."""
     record = await runtime.simulations.get(user, simulation_id)
     return await manager_of(runtime).start(simulation_id, record.data)
 
 
 @router.post(_SIM + "/simulator/pause")
-async def pause(simulation_id: int, user: CurrentUser, runtime: RuntimeDep) -> dict[str, Any]:
+async def pause(simulation_id: Id, user: CurrentUser, runtime: RuntimeDep) -> dict[str, Any]:
     """Freeze simulated time; operations still apply at the frozen time."""
     return await (await _control(runtime, user, simulation_id)).pause(simulation_id)
 
 
 @router.post(_SIM + "/simulator/resume")
-async def resume(simulation_id: int, user: CurrentUser, runtime: RuntimeDep) -> dict[str, Any]:
+async def resume(simulation_id: Id, user: CurrentUser, runtime: RuntimeDep) -> dict[str, Any]:
     """Continue a paused simulator."""
     return await (await _control(runtime, user, simulation_id)).resume(simulation_id)
 
 
 @router.post(_SIM + "/simulator/stop")
-async def stop(simulation_id: int, user: CurrentUser, runtime: RuntimeDep) -> dict[str, Any]:
+async def stop(simulation_id: Id, user: CurrentUser, runtime: RuntimeDep) -> dict[str, Any]:
     """Stop the simulator for good (start begins a new run)."""
     return await (await _control(runtime, user, simulation_id)).stop(simulation_id)
 
 
 @router.get(_SIM + "/simulator")
-async def get_status(simulation_id: int, user: CurrentUser,
+async def get_status(simulation_id: Id, user: CurrentUser,
                      runtime: RuntimeDep) -> dict[str, Any]:
     """``{"status", "sim_ts", "kpis", ...}``, live."""
     return (await _control(runtime, user, simulation_id)).status(simulation_id)
 
 
 @router.post(_SIM + "/bookings", status_code=status.HTTP_201_CREATED)
-async def create_booking(simulation_id: int, body: BookingCreate, user: CurrentUser,
+async def create_booking(simulation_id: Id, body: BookingCreate, user: CurrentUser,
                          runtime: RuntimeDep) -> dict[str, Any]:
     """A booking: bookings, calc_started, then scheduler_result and offers, or no_offer."""
     return await _operate(runtime, user, simulation_id, lambda e: e.create_booking(
@@ -152,28 +153,28 @@ async def create_booking(simulation_id: int, body: BookingCreate, user: CurrentU
 
 
 @router.post(_SIM + "/bookings/{booking_id}/cancel")
-async def cancel_booking(simulation_id: int, booking_id: int, user: CurrentUser,
+async def cancel_booking(simulation_id: Id, booking_id: Id, user: CurrentUser,
                          runtime: RuntimeDep) -> dict[str, Any]:
     """bookings_cancellation, and the new route of the vehicle that was to serve it."""
     return await _operate(runtime, user, simulation_id, lambda e: e.cancel_booking(booking_id))
 
 
 @router.post(_SIM + "/offers/{offer_id}/accept")
-async def accept_offer(simulation_id: int, offer_id: int, user: CurrentUser,
+async def accept_offer(simulation_id: Id, offer_id: Id, user: CurrentUser,
                        runtime: RuntimeDep) -> dict[str, Any]:
     """offer_accepted, then assignment and vehicle_state_changed."""
     return await _operate(runtime, user, simulation_id, lambda e: e.accept_offer(offer_id))
 
 
 @router.post(_SIM + "/offers/{offer_id}/reject")
-async def reject_offer(simulation_id: int, offer_id: int, user: CurrentUser,
+async def reject_offer(simulation_id: Id, offer_id: Id, user: CurrentUser,
                        runtime: RuntimeDep) -> dict[str, Any]:
     """offer_rejected."""
     return await _operate(runtime, user, simulation_id, lambda e: e.reject_offer(offer_id))
 
 
 @router.post(_SIM + "/vehicles/{vehicle_id}/enable")
-async def enable_vehicle(simulation_id: int, vehicle_id: int, user: CurrentUser,
+async def enable_vehicle(simulation_id: Id, vehicle_id: Id, user: CurrentUser,
                          runtime: RuntimeDep) -> dict[str, Any]:
     """vehicle_use (enabled)."""
     return await _operate(runtime, user, simulation_id,
@@ -181,7 +182,7 @@ async def enable_vehicle(simulation_id: int, vehicle_id: int, user: CurrentUser,
 
 
 @router.post(_SIM + "/vehicles/{vehicle_id}/disable")
-async def disable_vehicle(simulation_id: int, vehicle_id: int, user: CurrentUser,
+async def disable_vehicle(simulation_id: Id, vehicle_id: Id, user: CurrentUser,
                           runtime: RuntimeDep) -> dict[str, Any]:
     """vehicle_use (disabled); its waiting bookings move to other vehicles."""
     return await _operate(runtime, user, simulation_id,
@@ -189,7 +190,7 @@ async def disable_vehicle(simulation_id: int, vehicle_id: int, user: CurrentUser
 
 
 @router.post(_SIM + "/vehicles/{vehicle_id}/position")
-async def push_position(simulation_id: int, vehicle_id: int, body: PositionPush,
+async def push_position(simulation_id: Id, vehicle_id: Id, body: PositionPush,
                         user: CurrentUser, runtime: RuntimeDep) -> dict[str, Any]:
     """A driver app's GPS fix: vehicle_state_changed (new path), gps_data."""
     return await _operate(runtime, user, simulation_id, lambda e: e.push_position(
@@ -197,7 +198,7 @@ async def push_position(simulation_id: int, vehicle_id: int, body: PositionPush,
 
 
 @router.post(_SIM + "/nodes/{node_id}/status")
-async def node_status(simulation_id: int, node_id: int, body: NodeStatusUpdate,
+async def node_status(simulation_id: Id, node_id: Id, body: NodeStatusUpdate,
                       user: CurrentUser, runtime: RuntimeDep) -> dict[str, Any]:
     """A driver app at a node: node_status, or fail_to_board for a no-show."""
     return await _operate(runtime, user, simulation_id, lambda e: e.node_status(

@@ -11,6 +11,7 @@ from ..events.types import ALL_TYPES
 from ..webhooks.outbox import STATES
 from ..webhooks.service import WebhookService
 from .deps import CurrentUser, RuntimeDep
+from .params import Id, Offset
 from .routing import SlashRouter
 
 router = SlashRouter(tags=["webhooks"])
@@ -23,14 +24,14 @@ def _service(runtime: RuntimeDep) -> WebhookService:
 
 @router.get("/api/v2/simulation/{simulation_id}/webhook_deliveries")
 async def list_deliveries(
-    simulation_id: int,
+    simulation_id: Id,
     user: CurrentUser,
     runtime: RuntimeDep,
     status: str | None = Query(None, description="pending, delivering, succeeded, failed, "
                                "disabled"),
     message_type: str | None = Query(None, description="Only deliveries of this event type."),
     limit: int = Query(100, ge=1, le=1000),
-    offset: int = Query(0, ge=0),
+    offset: Offset = 0,
 ) -> dict[str, Any]:
     """The simulation's webhook deliveries, newest first, each with its attempts."""
     await runtime.simulations.get(user, simulation_id)
@@ -55,7 +56,7 @@ async def list_deliveries(
 
 @router.post("/api/v2/simulation/{simulation_id}/webhook_deliveries/retry_failed")
 async def retry_failed(
-    simulation_id: int, user: CurrentUser, runtime: RuntimeDep
+    simulation_id: Id, user: CurrentUser, runtime: RuntimeDep
 ) -> dict[str, Any]:
     """Queue every failed or disabled delivery of the simulation again (bulk replay)."""
     await runtime.simulations.get(user, simulation_id)
@@ -64,7 +65,7 @@ async def retry_failed(
 
 @router.post("/api/v2/simulation/{simulation_id}/webhook_deliveries/{delivery_id}/retry")
 async def retry_delivery(
-    simulation_id: int, delivery_id: int, user: CurrentUser, runtime: RuntimeDep
+    simulation_id: Id, delivery_id: Id, user: CurrentUser, runtime: RuntimeDep
 ) -> dict[str, Any]:
     """Queue one delivery again, now (whatever its status, unless it is being sent)."""
     await runtime.simulations.get(user, simulation_id)
@@ -73,7 +74,7 @@ async def retry_delivery(
 
 @router.post("/api/v2/simulation/{simulation_id}/webhook_test")
 async def webhook_test(
-    simulation_id: int, user: CurrentUser, runtime: RuntimeDep
+    simulation_id: Id, user: CurrentUser, runtime: RuntimeDep
 ) -> dict[str, Any]:
     """Send a ``webhook_test`` event to the configured URL now and return the outcome."""
     record = await runtime.simulations.get(user, simulation_id)

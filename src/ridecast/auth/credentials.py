@@ -70,7 +70,8 @@ def parse_ws_token(query_token: str | None, header: str | None) -> str:
     Raises ``Unauthorized`` with code ``not_authenticated`` (none given) or
     ``token_malformed`` (not a UUID).
     """
-    raw = query_token
+    # An empty ?token= is no token: it must not hide a valid Authorization header.
+    raw = query_token or None
     if raw is None and header:
         scheme, _, value = header.strip().partition(" ")
         if scheme.lower() in ("bearer", "token"):

@@ -50,6 +50,10 @@ def run_server(
         timeout_graceful_shutdown=5,
         lifespan="on",
     )
+    # After uvicorn.Config, which installs uvicorn's logging configuration.
+    from .. import logredact
+
+    logredact.install()
     ShutdownFirstServer(config, app).run()
     exit_despite_lingering_threads()
 

@@ -1,0 +1,82 @@
+"""Limits on the shape of every JSON body, checked once at the edge (pure, no I/O).
+
+A free-form field (a simulation's ``data``, an event's extra keys) can hold anything JSON
+can, and what is stored is later serialised for every reader: a value 300 levels deep or an
+integer of 100 digits would be accepted once and then fail every listing that contains it.
+So every body is checked before any handler sees it, and refused whole with the JSON path of
+the first offending value. The walk is iterative, so a hostile depth cannot exhaust the stack.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+INT64_MIN = -(2**63)
+INT64_MAX = 2**63 - 1
+
+
+@dataclass(frozen=True, slots=True)
+class JsonLimits:
+    """The bounds a JSON value must respect (see ``RIDECAST_MAX_JSON_*``)."""
+
+    max_depth: int = 32
+    max_string: int = 65536
+    max_items: int = 100_000
+
+
+@dataclass(frozen=True, slots=True)
+class Violation:
+    """Where a value breaks a limit: its JSON path (``data.a.b[3]``) and why."""
+
+    field: str
+    reason: str
+
+
+def _path(parts: tuple[str | int, ...]) -> str:
+    out = ""
+    for part in parts:
+        if isinstance(part, int):
+            out += f"[{part}]"
+        else:
+            out += f".{part}" if out else part
+    return out
+
+
+def find_violation(value: Any, limits: JsonLimits) -> Violation | None:
+    """The first place where ``value`` (parsed JSON) breaks ``limits``, or None.
+
+    Depth counts containers: ``{}`` is depth 1, ``{"a": []}`` depth 2. Integers must fit in
+    a signed 64-bit integer (every id and number ridecast stores does); strings, keys
+    included, are bounded in length; the total count of values is bounded too.
+    """
+    stack: list[tuple[Any, tuple[str | int, ...], int]] = [(value, (), 0)]
+    seen = 0
+    while stack:
+        item, path, depth = stack.pop()
+        seen += 1
+        if seen > limits.max_items:
+            return Violation(_path(path), f"the body holds more than {limits.max_items} values")
+        if isinstance(item, dict):
+            if depth + 1 > limits.max_depth:
+                return Violation(_path(path), f"nested deeper than {limits.max_depth} levels")
+            for key, child in item.items():
+                if len(key) > limits.max_string:
+                    return Violation(
+                        _path(path), f"a key is longer than {limits.max_string} characters"
+                    )
+                stack.append((child, (*path, key), depth + 1))
+        elif isinstance(item, list):
+            if depth + 1 > limits.max_depth:
+                return Violation(_path(path), f"nested deeper than {limits.max_depth} levels")
+            stack.extend((child, (*path, i), depth + 1) for i, child in enumerate(item))
+        elif isinstance(item, str):
+            if len(item) > limits.max_string:
+                return Violation(_path(path), f"longer than {limits.max_string} characters")
+        elif (
+            isinstance(item, int)
+            and not isinstance(item, bool)
+            and not INT64_MIN <= item <= INT64_MAX
+        ):
+            return Violation(_path(path), "an integer outside the signed 64-bit range")
+    return None
