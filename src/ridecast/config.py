@@ -50,6 +50,11 @@ class Settings(BaseSettings):
     max_batch_events: int = Field(
         1000, gt=0, description="Most events accepted in one POST .../events batch."
     )
+    revocation_poll_s: float = Field(
+        0.5, gt=0, le=60, description="How often each process checks the store for revoked "
+        "users, keys and tokens; a revocation made in another process (the CLI, another "
+        "node) takes effect, open streams included, within this time.",
+    )
     event_retention_s: int = Field(
         7 * 24 * 3600,
         gt=0,

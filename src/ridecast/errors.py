@@ -60,6 +60,9 @@ _ROWS: tuple[ErrorSpec, ...] = (
     ErrorSpec("invalid_credentials", 401, None, "The user name or API key is wrong or revoked."),
     ErrorSpec("token_malformed", 401, 4002, "The websocket token is not a UUID."),
     ErrorSpec("token_unknown", 401, 4003, "The websocket token was never issued or was revoked."),
+    ErrorSpec("access_revoked", 401, 4011,
+              "The stream's user, API key or token was revoked while it was open; do not "
+              "reconnect with the same token."),
     ErrorSpec("token_expired", 401, 4004,
               "The websocket token has expired: get a new one from /api/v2/user/token/."),
     ErrorSpec("unknown_event_type", 404, 4005,

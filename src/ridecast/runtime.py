@@ -18,6 +18,7 @@ from .simulations import SimulationCatalog, SimulationService
 from .store.accounts import AccountStore
 from .store.engine import create_engine, upgrade
 from .store.eventlog import EventLog
+from .store.revocations import RevocationWatcher
 from .store.simulations import SimulationStore
 
 log = logging.getLogger(__name__)
@@ -35,6 +36,7 @@ class Runtime:
     simulations: SimulationService
     catalog: SimulationCatalog
     ingest: Ingest
+    revocations: RevocationWatcher
     # Parts that plug in (websocket hub, webhook dispatcher, simulator manager) register
     # their start/stop here so that start-up and shutdown order stays in one place.
     components: dict[str, Any] = field(default_factory=dict)
@@ -52,15 +54,19 @@ class Runtime:
         await event_log.start()
         sim_store = SimulationStore(engine)
         catalog = SimulationCatalog(sim_store, bus)
+        accounts = AccountStore(engine)
+        revocations = RevocationWatcher(accounts, interval_s=settings.revocation_poll_s)
+        await revocations.start()
         runtime = cls(
             settings=settings,
             engine=engine,
             bus=bus,
             log=event_log,
-            accounts=AccountStore(engine),
+            accounts=accounts,
             simulations=SimulationService(sim_store, bus, catalog),
             catalog=catalog,
             ingest=Ingest(catalog, event_log, max_batch=settings.max_batch_events),
+            revocations=revocations,
         )
         runtime._tasks.append(asyncio.create_task(runtime._retention_loop()))
         return runtime
@@ -79,6 +85,7 @@ class Runtime:
 
     async def close(self) -> None:
         """Stop in reverse order of dependency: consumers, then the log, then the bus."""
+        await self.revocations.close()
         for task in self._tasks:
             task.cancel()
         for task in self._tasks:

@@ -13,6 +13,9 @@ class Principal:
     name: str
     org_id: int
     is_admin: bool = False
+    # The API key the request authenticated with (None for a websocket token's user):
+    # a token issued on this request remembers it, so revoking the key revokes the token.
+    key_id: int | None = None
 
 
 def can_see(principal: Principal, *, org_id: int, owner_id: int) -> bool:

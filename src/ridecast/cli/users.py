@@ -72,6 +72,41 @@ def revoke(name: Annotated[str, typer.Argument(help="User name.")]) -> None:
     err.print(f"revoked user [bold]{name}[/bold]")
 
 
+@app.command("revoke-key")
+def revoke_key(
+    name: Annotated[str, typer.Argument(help="User name.")],
+    key: Annotated[str, typer.Argument(help="The key's id or display prefix "
+                                           "(from `ridecast users keys NAME`).")],
+) -> None:
+    """Revoke one API key (and the tokens issued with it); the user's other keys keep working."""
+    info = with_accounts(lambda accounts: accounts.revoke_key(name, key))
+    err.print(f"revoked key {info.id} ({info.prefix}...) of [bold]{name}[/bold]")
+
+
+def _when(ts: float | None) -> str:
+    return datetime.fromtimestamp(ts, UTC).strftime("%Y-%m-%d %H:%M:%S") if ts else ""
+
+
+@app.command("keys")
+def list_keys(
+    name: Annotated[str, typer.Argument(help="User name.")],
+    as_json: Annotated[bool, typer.Option("--json", help="One JSON array on stdout.")] = False,
+) -> None:
+    """List a user's API keys: id, display prefix, created, last used (to the minute), status."""
+    keys = with_accounts(lambda accounts: accounts.list_keys(name))
+    if as_json:
+        typer.echo(json.dumps([
+            {"id": k.id, "prefix": k.prefix, "created_at": k.created_at,
+             "last_used_at": k.last_used_at, "revoked_at": k.revoked_at} for k in keys
+        ]))
+        return
+    table = Table("id", "prefix", "created", "last used", "status")
+    for k in keys:
+        table.add_row(str(k.id), k.prefix, _when(k.created_at), _when(k.last_used_at) or "never",
+                      "revoked" if k.revoked_at else "active")
+    Console().print(table)
+
+
 @app.command("list")
 def list_users(
     as_json: Annotated[bool, typer.Option("--json", help="One JSON array on stdout.")] = False,

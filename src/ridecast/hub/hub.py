@@ -13,12 +13,14 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+import weakref
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 
 from websockets.asyncio.server import Server
 
 from ..auth.credentials import parse_ws_token
+from ..auth.secrets import hash_secret
 from ..auth.visibility import Principal, can_see
 from ..bus import BusMessage, SimulationChanged, StoredEvent
 from ..errors import NotFound, RidecastError, Unauthorized
@@ -67,6 +69,13 @@ class Hub:
         # The dedicated listener (``listener.py``), when RIDECAST_WS_PORT is set.
         self.listener: Server | None = None
         self._unsubscribe = runtime.bus.subscribe(self._on_bus)
+        # The hash of the token each open stream was authorised with, to re-check them all
+        # when a revocation happens anywhere (``_on_revocation``).
+        self._stream_tokens: weakref.WeakKeyDictionary[Stream, str] = (
+            weakref.WeakKeyDictionary()
+        )
+        runtime.revocations.subscribe(self._on_revocation)
+        self._rechecks: set[asyncio.Task[None]] = set()
 
     def __len__(self) -> int:
         return len(self._index)
@@ -112,6 +121,18 @@ class Hub:
             raise Unauthorized("the token has expired", code="token_expired")
         return principal, expires_at
 
+    async def _on_revocation(self) -> None:
+        """Someone revoked a user, key or token: close the streams it authorised, at once."""
+        self._tokens.clear()
+        held = {stream: token for stream, token in self._stream_tokens.items()
+                if not stream.closed}
+        if not held:
+            return
+        revoked = await self._runtime.accounts.revoked_tokens(set(held.values()))
+        for stream, token in held.items():
+            if token in revoked:
+                stream.abort("access_revoked", "access revoked: the user, key or token")
+
     async def authorise(
         self, path: str, query_token: str | None, header: str | None, since: str | None
     ) -> tuple[Principal, float, Route, int | None]:
@@ -141,10 +162,12 @@ class Hub:
         if self._closing:
             return Prepared(sink, None, None, RidecastError("shutting down",
                                                             code="server_going_away"))
+        epoch = self._runtime.revocations.epoch
         try:
             principal, expires_at, route, cursor = await self.authorise(
                 path, query_token, header, since
             )
+            token_hash = hash_secret(parse_ws_token(query_token, header))
         except RidecastError as exc:
             return Prepared(sink, None, None, exc)
         if self._closing:  # shutdown began while the token was being checked
@@ -155,6 +178,12 @@ class Hub:
         )
         loop = asyncio.get_running_loop()
         stream.expire_at(loop.time() + (expires_at - time.time()))
+        self._stream_tokens[stream] = token_hash
+        if self._runtime.revocations.epoch != epoch:
+            # A revocation was seen while this token was being checked: check again.
+            task = loop.create_task(self._on_revocation())
+            self._rechecks.add(task)
+            task.add_done_callback(self._rechecks.discard)
         # Held until ``run``: nothing may be written before the handshake answer, and
         # with since= the replay must come first. Indexed before the replay reads the
         # log, so an event is either committed before the read (replayed) or published

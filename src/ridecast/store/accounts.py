@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import hmac
 import time
+from collections.abc import Iterable
 from dataclasses import dataclass
 
-from sqlalchemy import insert, select, update
+from sqlalchemy import insert, or_, select, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
@@ -14,7 +15,7 @@ from ..auth.credentials import ApiCredentials, BasicCredentials
 from ..auth.secrets import display_prefix, hash_secret, new_api_key, new_token
 from ..auth.visibility import Principal
 from ..errors import Conflict, NotFound, Unauthorized
-from .tables import api_keys, organisations, tokens, users
+from .tables import api_keys, auth_state, organisations, tokens, users
 
 
 @dataclass(frozen=True, slots=True)
@@ -37,9 +38,25 @@ class UserInfo:
     revoked_at: float | None
 
 
+@dataclass(frozen=True, slots=True)
+class KeyInfo:
+    """An API key as ``ridecast users keys`` lists it (never the key itself)."""
+
+    id: int
+    prefix: str
+    created_at: float
+    last_used_at: float | None
+    revoked_at: float | None
+
+
 AUTH_CACHE_S = 5.0
-"""How long a successful credential check is reused in a process (revocation takes effect
-within this time in other processes, at once in the one that revoked)."""
+"""How long a successful credential check is reused in a process. A revocation clears the
+cache at once in the process that revoked, and in every other process as soon as it sees
+the revocation epoch move (``RIDECAST_REVOCATION_POLL_S``)."""
+
+LAST_USE_EVERY_S = 60.0
+"""A key's ``last_used_at`` is written at most this often per process (a write per request
+would compete with the event log for the database)."""
 
 
 class AccountStore:
@@ -49,6 +66,46 @@ class AccountStore:
         self._engine = engine
         # (key hash, user name or None) -> (principal, checked at); saves a query per request.
         self._auth_cache: dict[tuple[str, str | None], tuple[Principal, float]] = {}
+        self._last_use_written: dict[int, float] = {}
+
+    def clear_cache(self) -> None:
+        """Forget every cached credential check (a revocation happened somewhere)."""
+        self._auth_cache.clear()
+
+    @staticmethod
+    async def _bump_epoch(conn: AsyncConnection) -> None:
+        await conn.execute(
+            update(auth_state).where(auth_state.c.id == 1)
+            .values(revocation_epoch=auth_state.c.revocation_epoch + 1)
+        )
+
+    async def revocation_epoch(self) -> int:
+        """The store's revocation counter: it moves with every revocation, in any process."""
+        async with self._engine.connect() as conn:
+            value = await conn.scalar(
+                select(auth_state.c.revocation_epoch).where(auth_state.c.id == 1)
+            )
+        return int(value or 0)
+
+    async def revoked_tokens(self, token_hashes: Iterable[str]) -> set[str]:
+        """Those of ``token_hashes`` that no longer authorise a stream (revoked, expired)."""
+        wanted = list(token_hashes)
+        found: set[str] = set()
+        now = time.time()
+        async with self._engine.connect() as conn:
+            for start in range(0, len(wanted), 500):
+                chunk = wanted[start:start + 500]
+                valid = await conn.execute(
+                    select(tokens.c.token_hash)
+                    .join(users, users.c.id == tokens.c.user_id)
+                    .where(
+                        tokens.c.token_hash.in_(chunk),
+                        tokens.c.expires_at > now,
+                        users.c.revoked_at.is_(None),
+                    )
+                )
+                found.update(set(chunk) - {row[0] for row in valid})
+        return found
 
     async def _org_id(self, conn: AsyncConnection, name: str) -> int:
         found = await conn.scalar(select(organisations.c.id).where(organisations.c.name == name))
@@ -106,7 +163,7 @@ class AccountStore:
         return key
 
     async def revoke_user(self, name: str) -> None:
-        """Revoke a user: its keys and tokens stop working at once."""
+        """Revoke a user: its keys, tokens and open streams stop working at once."""
         self._auth_cache.clear()
         now = time.time()
         async with self._engine.begin() as conn:
@@ -122,6 +179,55 @@ class AccountStore:
             await conn.execute(
                 update(tokens).where(tokens.c.user_id == user_id).values(expires_at=now)
             )
+            await self._bump_epoch(conn)
+
+    async def revoke_key(self, name: str, key: str) -> KeyInfo:
+        """Revoke one API key of user ``name`` (by id or display prefix) and its tokens.
+
+        The user and its other keys keep working.
+        """
+        self._auth_cache.clear()
+        now = time.time()
+        async with self._engine.begin() as conn:
+            user_id = await conn.scalar(select(users.c.id).where(users.c.name == name))
+            if user_id is None:
+                raise NotFound(f"no user named {name!r}")
+            match = api_keys.c.prefix == key
+            if key.isdigit():
+                match = or_(match, api_keys.c.id == int(key))
+            rows = (await conn.execute(
+                select(api_keys.c.id).where(api_keys.c.user_id == user_id, match)
+            )).all()
+            if len(rows) != 1:
+                raise NotFound(
+                    f"user {name!r} has no key {key!r}" if not rows else
+                    f"{key!r} names {len(rows)} keys of {name!r}: give the key id",
+                    code="not_found",
+                )
+            key_id = int(rows[0][0])
+            await conn.execute(
+                update(api_keys).where(api_keys.c.id == key_id, api_keys.c.revoked_at.is_(None))
+                .values(revoked_at=now)
+            )
+            await conn.execute(
+                update(tokens).where(tokens.c.key_id == key_id, tokens.c.expires_at > now)
+                .values(expires_at=now)
+            )
+            await self._bump_epoch(conn)
+        return next(k for k in await self.list_keys(name) if k.id == key_id)
+
+    async def list_keys(self, name: str) -> list[KeyInfo]:
+        """The API keys of user ``name``: display prefix, creation, last use, revocation."""
+        async with self._engine.connect() as conn:
+            user_id = await conn.scalar(select(users.c.id).where(users.c.name == name))
+            if user_id is None:
+                raise NotFound(f"no user named {name!r}")
+            rows = (await conn.execute(
+                select(api_keys.c.id, api_keys.c.prefix, api_keys.c.created_at,
+                       api_keys.c.last_used_at, api_keys.c.revoked_at)
+                .where(api_keys.c.user_id == user_id).order_by(api_keys.c.id)
+            )).all()
+        return [KeyInfo(*row) for row in rows]
 
     async def list_users(self) -> list[UserInfo]:
         query = select(
@@ -163,7 +269,8 @@ class AccountStore:
 
     async def _authenticate(self, creds: ApiCredentials, key_hash: str) -> Principal:
         query = (
-            select(users.c.id, users.c.name, users.c.org_id, users.c.is_admin)
+            select(users.c.id, users.c.name, users.c.org_id, users.c.is_admin,
+                   api_keys.c.id.label("key_id"))
             .join(api_keys, api_keys.c.user_id == users.c.id)
             .where(
                 api_keys.c.key_hash == key_hash,
@@ -179,7 +286,20 @@ class AccountStore:
             and not hmac.compare_digest(row.name.encode(), creds.username.encode())
         ):
             raise Unauthorized("unknown user name or API key", code="invalid_credentials")
-        return Principal(row.id, row.name, row.org_id, bool(row.is_admin))
+        await self._note_use(int(row.key_id))
+        return Principal(row.id, row.name, row.org_id, bool(row.is_admin), int(row.key_id))
+
+    async def _note_use(self, key_id: int) -> None:
+        now = time.time()
+        if now - self._last_use_written.get(key_id, 0.0) < LAST_USE_EVERY_S:
+            return
+        if len(self._last_use_written) > 10_000:
+            self._last_use_written.clear()
+        self._last_use_written[key_id] = now
+        async with self._engine.begin() as conn:
+            await conn.execute(
+                update(api_keys).where(api_keys.c.id == key_id).values(last_used_at=now)
+            )
 
     async def issue_token(self, principal: Principal, ttl_s: float) -> IssuedToken:
         """A new websocket token for ``principal``, valid for ``ttl_s`` seconds."""
@@ -190,6 +310,7 @@ class AccountStore:
                 insert(tokens).values(
                     token_hash=hash_secret(token),
                     user_id=principal.user_id,
+                    key_id=principal.key_id,
                     created_at=now,
                     expires_at=now + ttl_s,
                 )

@@ -55,6 +55,8 @@ api_keys = Table(
     Column("prefix", String(16), nullable=False),
     Column("created_at", Float, nullable=False),
     Column("revoked_at", Float, nullable=True),
+    # Recorded at most once a minute per key and process (``ridecast users keys``).
+    Column("last_used_at", Float, nullable=True),
 )
 
 tokens = Table(
@@ -65,6 +67,17 @@ tokens = Table(
     Column("user_id", Integer, ForeignKey("users.id"), nullable=False, index=True),
     Column("created_at", Float, nullable=False),
     Column("expires_at", Float, nullable=False),
+    # The API key the token was issued with: revoking that key revokes the token too.
+    Column("key_id", Integer, nullable=True),
+)
+
+# One row. ``revocation_epoch`` goes up with every revocation (user or key): every process
+# polls it cheaply and, when it moves, drops its auth caches and re-checks its open streams.
+auth_state = Table(
+    "auth_state",
+    metadata,
+    Column("id", Integer, primary_key=True),
+    Column("revocation_epoch", BigInteger, nullable=False),
 )
 
 simulation_templates = Table(
