@@ -8,7 +8,6 @@ from contextlib import asynccontextmanager
 from typing import Any
 
 from fastapi import FastAPI
-from fastapi.openapi.utils import get_openapi
 
 from . import __version__
 from .api import events as events_api
@@ -17,6 +16,7 @@ from .api import simulator as simulator_api
 from .api import webhooks as webhooks_api
 from .api.errors import BodyGuard, UnexpectedErrors, install_error_handlers
 from .api.jsonlimits import JsonLimits
+from .api.openapi import build_openapi
 from .config import Settings, get_settings
 from .dashboard import mount_dashboard
 from .hub import start_hub, websocket_routes
@@ -68,15 +68,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
 
     def openapi() -> dict[str, Any]:
         if app.openapi_schema is None:
-            schema = get_openapi(
-                title=app.title, version=app.version, description=app.description,
-                routes=app.routes,
-            )
-            event = events_api.event_json_schema()
-            components = schema.setdefault("components", {}).setdefault("schemas", {})
-            components.update(event.pop("$defs", {}))
-            components["Event"] = event
-            app.openapi_schema = schema
+            app.openapi_schema = build_openapi(app, max_batch_events=settings.max_batch_events)
         return app.openapi_schema
 
     app.openapi = openapi  # type: ignore[method-assign]

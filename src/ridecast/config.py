@@ -50,6 +50,18 @@ class Settings(BaseSettings):
     max_batch_events: int = Field(
         1000, gt=0, description="Most events accepted in one POST .../events batch."
     )
+    auth_failures_per_user: int = Field(
+        20, gt=0, description="Failed authentications of one user name per window; beyond "
+        "it, that name's requests are answered 429 with Retry-After until the window ends.",
+    )
+    auth_failures_per_address: int = Field(
+        100, gt=0, description="Failed authentications from one client address per window; "
+        "beyond it, that address's requests are answered 429 with Retry-After.",
+    )
+    auth_failure_window_s: float = Field(
+        60.0, gt=0, description="Length of the window of RIDECAST_AUTH_FAILURES_PER_*, "
+        "in seconds.",
+    )
     revocation_poll_s: float = Field(
         0.5, gt=0, le=60, description="How often each process checks the store for revoked "
         "users, keys and tokens; a revocation made in another process (the CLI, another "

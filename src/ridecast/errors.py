@@ -12,6 +12,7 @@ Every error a client can meet has a stable ``code``. The same table gives its HT
      ├── Conflict                 409: conflict, user_exists, invalid_state
      ├── PreconditionFailed       412: precondition_failed
      ├── PayloadTooLarge          413: payload_too_large
+     ├── TooManyRequests          429: too_many_requests
      └── ServiceUnavailable       503: service_unavailable
 
 Websocket close codes follow Pusher's ranges: 4000-4099 "do not reconnect" (fix the request
@@ -84,6 +85,9 @@ _ROWS: tuple[ErrorSpec, ...] = (
     ErrorSpec("precondition_failed", 412, None,
               "If-Match does not match the simulation's current ETag: read it again and retry."),
     ErrorSpec("payload_too_large", 413, None, "The request body exceeds RIDECAST_MAX_BODY_BYTES."),
+    ErrorSpec("too_many_requests", 429, None,
+              "Too many failed authentications for this user name or from this address "
+              "(RIDECAST_AUTH_FAILURES_*); wait for Retry-After seconds."),
     ErrorSpec("slow_consumer", None, 4100,
               "The client did not read fast enough and its send queue filled; "
               "reconnect with since=<last event_id> to resume without loss."),
@@ -110,6 +114,7 @@ class RidecastError(Exception):
         *,
         code: str | None = None,
         details: list[dict[str, Any]] | None = None,
+        retry_after: float | None = None,
     ) -> None:
         super().__init__(message)
         self.code = code or self.default_code
@@ -117,6 +122,8 @@ class RidecastError(Exception):
             raise KeyError(f"unknown error code {self.code!r}")
         self.message = message
         self.details = details or []
+        # Seconds a client should wait before retrying (the Retry-After header of a 429/503).
+        self.retry_after = retry_after
 
     @property
     def spec(self) -> ErrorSpec:
@@ -165,6 +172,12 @@ class PayloadTooLarge(RidecastError):
     """Raised when a body exceeds the configured limit (413)."""
 
     default_code = "payload_too_large"
+
+
+class TooManyRequests(RidecastError):
+    """Raised when a client must slow down: too many failed authentications (429)."""
+
+    default_code = "too_many_requests"
 
 
 class ServiceUnavailable(RidecastError):

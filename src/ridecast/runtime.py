@@ -11,6 +11,7 @@ from typing import Any
 
 from sqlalchemy.ext.asyncio import AsyncEngine
 
+from .auth.throttle import FailureThrottle, LoginThrottle
 from .bus import Bus, create_bus
 from .config import Settings
 from .ingest import Ingest
@@ -37,6 +38,7 @@ class Runtime:
     catalog: SimulationCatalog
     ingest: Ingest
     revocations: RevocationWatcher
+    login_throttle: LoginThrottle
     # Parts that plug in (websocket hub, webhook dispatcher, simulator manager) register
     # their start/stop here so that start-up and shutdown order stays in one place.
     components: dict[str, Any] = field(default_factory=dict)
@@ -67,6 +69,11 @@ class Runtime:
             catalog=catalog,
             ingest=Ingest(catalog, event_log, max_batch=settings.max_batch_events),
             revocations=revocations,
+            login_throttle=LoginThrottle(
+                FailureThrottle(settings.auth_failures_per_user, settings.auth_failure_window_s),
+                FailureThrottle(settings.auth_failures_per_address,
+                                settings.auth_failure_window_s),
+            ),
         )
         runtime._tasks.append(asyncio.create_task(runtime._retention_loop()))
         return runtime

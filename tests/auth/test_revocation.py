@@ -61,13 +61,14 @@ def test_cli_revoke_closes_streams_and_refuses_the_key(start_server: Any) -> Non
     token = srv.token(user)
 
     async def scenario() -> int | None:
-        async with connect(f"{srv.ws_url}/simulation_events/{sim}?token={token}") as ws:
-            async with httpx.AsyncClient(base_url=srv.base_url, auth=user.auth) as http:
-                await http.post(f"/api/v2/simulation/{sim}/events",
-                                json=example_event("vehicle_use", sim))
-                assert json.loads(await asyncio.wait_for(ws.recv(), WAIT_S))["data"]
-                await asyncio.to_thread(cli, srv, "revoke", user.name)
-                return await closed_code(ws)
+        url = f"{srv.ws_url}/simulation_events/{sim}?token={token}"
+        async with connect(url) as ws, httpx.AsyncClient(base_url=srv.base_url,
+                                                         auth=user.auth) as http:
+            await http.post(f"/api/v2/simulation/{sim}/events",
+                            json=example_event("vehicle_use", sim))
+            assert json.loads(await asyncio.wait_for(ws.recv(), WAIT_S))["data"]
+            await asyncio.to_thread(cli, srv, "revoke", user.name)
+            return await closed_code(ws)
 
     assert asyncio.run(scenario()) == 4011
     with srv.client(user) as http:

@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
+import math
+import time
 from typing import Annotated, Any
 
 import orjson
 from fastapi import Depends, Request
 
-from ..auth.credentials import parse_authorization
+from ..auth.credentials import BasicCredentials, parse_authorization
 from ..auth.visibility import Principal
-from ..errors import BadRequest
+from ..errors import BadRequest, TooManyRequests, Unauthorized
 from ..runtime import Runtime
 
 
@@ -26,7 +28,20 @@ RuntimeDep = Annotated[Runtime, Depends(get_runtime)]
 async def current_user(request: Request, runtime: RuntimeDep) -> Principal:
     """The user whose HTTP Basic or ``Token`` credentials the request carries (else 401)."""
     creds = parse_authorization(request.headers.get("authorization"))
-    return await runtime.accounts.authenticate(creds)
+    user = creds.username if isinstance(creds, BasicCredentials) else None
+    address = request.client.host if request.client else None
+    throttle, now = runtime.login_throttle, time.monotonic()
+    wait = throttle.retry_after(user, address, now)
+    if wait is not None:
+        raise TooManyRequests(
+            "too many failed authentications for this user name or from this address; "
+            f"retry in {math.ceil(wait)} s", retry_after=wait,
+        )
+    try:
+        return await runtime.accounts.authenticate(creds)
+    except Unauthorized:
+        throttle.failed(user, address, now)
+        raise
 
 
 CurrentUser = Annotated[Principal, Depends(current_user)]

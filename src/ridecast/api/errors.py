@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 import uuid
 from typing import Any
 
@@ -19,6 +20,7 @@ from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.responses import JSONResponse, Response
+from starlette.routing import BaseRoute, Match
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from ..errors import BadRequest, NotFound, PayloadTooLarge, RidecastError
@@ -56,25 +58,39 @@ def install_error_handlers(app: FastAPI) -> None:
     async def _ridecast(request: Request, exc: RidecastError) -> Response:
         if request.url.path.endswith("/events") and request.method == "POST":
             INGEST_REJECTED.labels(exc.code).inc()
-        headers = {"WWW-Authenticate": 'Basic realm="ridecast"'} if exc.http_status == 401 else None
-        return error_response(exc, headers)
+        headers: dict[str, str] = {}
+        if exc.http_status == 401:
+            headers["WWW-Authenticate"] = 'Basic realm="ridecast"'
+        if exc.retry_after is not None:
+            headers["Retry-After"] = str(max(1, math.ceil(exc.retry_after)))
+        return error_response(exc, headers or None)
 
     @app.exception_handler(RequestValidationError)
     async def _validation(_request: Request, exc: RequestValidationError) -> Response:
         return error_response(_from_request_validation(exc))
 
     @app.exception_handler(StarletteHTTPException)
-    async def _http(_request: Request, exc: StarletteHTTPException) -> Response:
+    async def _http(request: Request, exc: StarletteHTTPException) -> Response:
         if exc.status_code == 404:
             return error_response(NotFound("no such endpoint"))
         if exc.status_code == 405:
             return error_response(
-                RidecastError("method not allowed on this path", code="method_not_allowed")
+                RidecastError("method not allowed on this path", code="method_not_allowed"),
+                {"Allow": ", ".join(_allowed_methods(request))},
             )
         body = {"error": {"code": f"http_{exc.status_code}", "message": str(exc.detail),
                           "details": []}}
         return JSONResponse(body, status_code=exc.status_code)
 
+
+
+def _allowed_methods(request: Request) -> list[str]:
+    """Every method some route takes on this path (a route holds one method here)."""
+    methods: set[str] = set()
+    for route in request.app.router.routes:
+        if isinstance(route, BaseRoute) and route.matches(request.scope)[0] != Match.NONE:
+            methods.update(getattr(route, "methods", None) or ())
+    return sorted(methods)
 
 
 class UnexpectedErrors:

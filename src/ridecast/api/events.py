@@ -97,7 +97,10 @@ async def get_events(
     user: CurrentUser,
     runtime: RuntimeDep,
     after: Annotated[str | None, Query(description="Return events after this event_id.")] = None,
-    message_type: Annotated[list[str] | None, Query(description="Only these types.")] = None,
+    message_type: Annotated[list[str] | None, Query(
+        description="Only these types (repeat the parameter, or separate with commas).",
+        json_schema_extra={"items": {"type": "string", "enum": sorted(ALL_TYPES)}},
+    )] = None,
     limit: Annotated[int, Query(ge=1, le=1000)] = 100,
 ) -> Response:
     """The simulation's events in order, after the cursor; page with ``meta.next_after``."""

@@ -24,25 +24,41 @@ _READ_ONLY = {
 }
 
 
+# ``data`` is any JSON object (anything else is a 400 invalid_simulation_data).
+_OBJECT: dict[str, Any] = {"type": ["object", "null"]}
+
+
 class SimulationCreate(BaseModel):
     """Body of ``POST /api/v2/simulation``."""
 
     model_config = ConfigDict(extra="forbid")
 
     name: str = Field(min_length=1, max_length=200)
-    data: Any = Field(None, description="Free-form settings object (webhook keys, simulator).")
+    data: Any = Field(None, description="Free-form settings object (webhook keys, simulator).",
+                      json_schema_extra=_OBJECT)
     template_id: int | None = Field(
         None, ge=INT64_MIN, le=INT64_MAX, description="Start from this template's data."
     )
 
 
+def _patch_schema(schema: dict[str, Any]) -> None:
+    # Extra fields are allowed only to ignore the read-only ones a read-merge-PATCH sends
+    # back; any other is a 400, so the schema names them and allows nothing else.
+    props = schema.setdefault("properties", {})
+    for name in sorted(_READ_ONLY):
+        props.setdefault(name, {"description": "Read-only: sent back by a read-merge-PATCH, "
+                                               "ignored."})
+    schema["additionalProperties"] = False
+
+
 class SimulationPatch(BaseModel):
     """Body of ``PATCH /api/v2/simulation/{id}``: ``data`` replaces the whole object."""
 
-    model_config = ConfigDict(extra="allow")
+    model_config = ConfigDict(extra="allow", json_schema_extra=_patch_schema)
 
     name: str | None = Field(None, min_length=1, max_length=200)
-    data: Any = None
+    data: Any = Field(None, description="Free-form settings object; replaces the whole data.",
+                      json_schema_extra=_OBJECT)
 
 
 class TemplateCreate(BaseModel):
@@ -51,7 +67,7 @@ class TemplateCreate(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     name: str = Field(min_length=1, max_length=200)
-    data: Any = None
+    data: Any = Field(None, description="Free-form settings object.", json_schema_extra=_OBJECT)
 
 
 def _with_etag(response: Response, etag: str) -> None:

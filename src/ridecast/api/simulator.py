@@ -23,6 +23,7 @@ from ..simulator.manager import SimulatorManager
 from ..simulator.operations import Result
 from ..simulator.settings import read_settings
 from .deps import CurrentUser, RuntimeDep
+from .jsonlimits import INT64_MAX, INT64_MIN
 from .params import Id
 from .routing import SlashRouter
 
@@ -62,7 +63,8 @@ class NodeStatusUpdate(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     action: Literal["pickup_success", "dropoff_success", "no_show"]
-    vehicle_id: int | None = Field(None, description="When given, must own the node.")
+    vehicle_id: int | None = Field(None, ge=INT64_MIN, le=INT64_MAX,
+                                   description="When given, must own the node.")
     driver_note: str | None = Field(None, max_length=2000)
 
 

@@ -28,8 +28,9 @@ async def list_deliveries(
     user: CurrentUser,
     runtime: RuntimeDep,
     status: str | None = Query(None, description="pending, delivering, succeeded, failed, "
-                               "disabled"),
-    message_type: str | None = Query(None, description="Only deliveries of this event type."),
+                               "disabled", json_schema_extra={"enum": list(STATES)}),
+    message_type: str | None = Query(None, description="Only deliveries of this event type.",
+                                     json_schema_extra={"enum": sorted(ALL_TYPES)}),
     limit: int = Query(100, ge=1, le=1000),
     offset: Offset = 0,
 ) -> dict[str, Any]:

@@ -1,0 +1,139 @@
+"""The OpenAPI document, generated from the routes and made to tell the whole truth.
+
+FastAPI documents each operation's success and a 422 that ridecast never sends (its
+validation errors are 400s). ``build_openapi`` adds what the server really answers: the
+error responses every operation can give, each with the one error schema and the codes of
+the error table behind that status; both authentication schemes; the limits of the ingest
+body; and the plain-text content type of ``/metrics``. A test walks every operation with
+hostile input (schemathesis) and fails on any status or body this document does not allow.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import FastAPI
+from fastapi.openapi.utils import get_openapi
+
+from ..errors import ERRORS
+from .events import event_json_schema
+
+ERROR_SCHEMA = {
+    "type": "object",
+    "required": ["error"],
+    "properties": {
+        "error": {
+            "type": "object",
+            "required": ["code", "message", "details"],
+            "properties": {
+                "code": {"type": "string", "description": "A code of docs/errors.md."},
+                "message": {"type": "string"},
+                "details": {"type": "array", "items": {}},
+            },
+        }
+    },
+}
+
+SECURITY_SCHEMES = {
+    "basicAuth": {
+        "type": "http",
+        "scheme": "basic",
+        "description": "HTTP Basic with the user name and one of its API keys (what clients "
+        "of the original service send).",
+    },
+    "tokenAuth": {
+        "type": "apiKey",
+        "in": "header",
+        "name": "Authorization",
+        "description": "`Authorization: Token <api_key>`.",
+    },
+}
+
+# Statuses every authenticated operation can answer, whatever it does.
+_API_STATUSES = (400, 401, 413, 429, 500, 503)
+# Operations that change state the simulator or the delivery log holds can meet a conflict.
+_CONFLICT_MARKERS = ("/simulator/", "/bookings", "/offers/", "/vehicles/", "/nodes/",
+                     "/webhook_deliveries/", "/webhook_test")
+
+
+def _describe(status: int) -> str:
+    codes = sorted(code for code, spec in ERRORS.items() if spec.http_status == status)
+    listed = ", ".join(f"`{code}`" for code in codes) or f"`http_{status}`"
+    return f"Error ({listed}); see docs/errors.md."
+
+
+def _error_response(status: int) -> dict[str, Any]:
+    response: dict[str, Any] = {
+        "description": _describe(status),
+        "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}},
+    }
+    if status in (429, 503):
+        response["headers"] = {"Retry-After": {
+            "description": "Seconds to wait before retrying.", "schema": {"type": "integer"},
+        }}
+    return response
+
+
+def _statuses(path: str, method: str) -> set[int]:
+    if not path.startswith("/api/v2/"):
+        return {500}
+    statuses = set(_API_STATUSES)
+    if "{" in path:
+        statuses.add(404)
+    if method == "patch":
+        statuses.update({404, 412})
+    if method == "post" and path.startswith("/api/v2/simulation") and "template_id" not in path:
+        statuses.add(404)  # a template_id or simulation that is not visible
+    if any(marker in path for marker in _CONFLICT_MARKERS):
+        statuses.add(409)
+    return statuses
+
+
+def build_openapi(app: FastAPI, *, max_batch_events: int) -> dict[str, Any]:
+    """The OpenAPI document of ``app`` (see the module docstring)."""
+    schema = get_openapi(
+        title=app.title, version=app.version, description=app.description, routes=app.routes,
+    )
+    components = schema.setdefault("components", {})
+    schemas = components.setdefault("schemas", {})
+    event = event_json_schema()
+    schemas.update(event.pop("$defs", {}))
+    schemas["Event"] = event
+    schemas["Error"] = ERROR_SCHEMA
+    for unused in ("HTTPValidationError", "ValidationError"):
+        schemas.pop(unused, None)
+    components["securitySchemes"] = SECURITY_SCHEMES
+    for path, operations in schema.get("paths", {}).items():
+        for method, operation in operations.items():
+            responses = operation.setdefault("responses", {})
+            responses.pop("422", None)
+            for status in sorted(_statuses(path, method)):
+                responses.setdefault(str(status), _error_response(status))
+            if path.startswith("/api/v2/"):
+                operation["security"] = [{"basicAuth": []}, {"tokenAuth": []}]
+    _ingest_limits(schema, max_batch_events)
+    _plain_text(schema, "/metrics")
+    healthz = schema["paths"].get("/healthz", {}).get("get")
+    if healthz is not None:
+        healthz["responses"]["503"] = {"description": "The store does not answer."}
+    return schema
+
+
+def _ingest_limits(schema: dict[str, Any], max_batch_events: int) -> None:
+    operation = schema["paths"].get("/api/v2/simulation/{simulation_id}/events", {}).get("post")
+    if operation is None:
+        return
+    body = operation["requestBody"]["content"]["application/json"]["schema"]
+    for option in body.get("oneOf", []):
+        if option.get("type") == "array":
+            option["minItems"] = 1
+            option["maxItems"] = max_batch_events
+
+
+def _plain_text(schema: dict[str, Any], path: str) -> None:
+    operation = schema["paths"].get(path, {}).get("get")
+    if operation is not None:
+        operation["responses"]["200"] = {
+            "description": "Prometheus text exposition format.",
+            "content": {"text/plain": {"schema": {"type": "string"}}},
+        }

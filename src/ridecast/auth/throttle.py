@@ -1,0 +1,80 @@
+"""Throttling of failed authentication (pure: the caller passes the clock).
+
+Guessing keys is hopeless (they are 256-bit random), but every failed attempt costs a
+hash and a store lookup, and a flood of them slowed healthy clients. So failures are
+counted per user name and per client address in fixed windows; once a name or an address
+has failed ``max_failures`` times in a window, its next attempts are answered 429 with
+``Retry-After`` before any lookup, until the window ends. A different user, from another
+address, is never affected; a correct key is refused only while its own name or its own
+address is throttled.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+
+@dataclass
+class FailureThrottle:
+    """Failure counts per key (a user name or an address) in fixed windows."""
+
+    max_failures: int
+    window_s: float
+    max_keys: int = 100_000
+    _windows: dict[str, tuple[float, int]] = field(default_factory=dict)
+
+    def retry_after(self, key: str, now: float) -> float | None:
+        """Seconds until ``key`` may try again, or None when it is not throttled."""
+        window = self._windows.get(key)
+        if window is None:
+            return None
+        started, failures = window
+        if now - started >= self.window_s:
+            del self._windows[key]
+            return None
+        if failures < self.max_failures:
+            return None
+        return self.window_s - (now - started)
+
+    def record_failure(self, key: str, now: float) -> None:
+        """Count one failed attempt of ``key``."""
+        started, failures = self._windows.get(key, (now, 0))
+        if now - started >= self.window_s:
+            started, failures = now, 0
+        if key not in self._windows and len(self._windows) >= self.max_keys:
+            self._evict(now)
+        self._windows[key] = (started, failures + 1)
+
+    def _evict(self, now: float) -> None:
+        # Bounded memory under a flood of distinct names: drop finished windows, and if
+        # that is not enough, forget everything (failing open for a window, never closed).
+        for key in [k for k, (started, _) in self._windows.items()
+                    if now - started >= self.window_s]:
+            del self._windows[key]
+        if len(self._windows) >= self.max_keys:
+            self._windows.clear()
+
+
+@dataclass
+class LoginThrottle:
+    """The two throttles of a process: by user name and by client address."""
+
+    by_user: FailureThrottle
+    by_address: FailureThrottle
+
+    def retry_after(self, user: str | None, address: str | None, now: float) -> float | None:
+        """Seconds to wait if the name or the address is throttled, else None."""
+        waits = [
+            wait for wait in (
+                self.by_user.retry_after(user, now) if user is not None else None,
+                self.by_address.retry_after(address, now) if address is not None else None,
+            ) if wait is not None
+        ]
+        return max(waits) if waits else None
+
+    def failed(self, user: str | None, address: str | None, now: float) -> None:
+        """Count a failed authentication of ``user`` from ``address``."""
+        if user is not None:
+            self.by_user.record_failure(user, now)
+        if address is not None:
+            self.by_address.record_failure(address, now)
