@@ -62,6 +62,18 @@ class Settings(BaseSettings):
         60.0, gt=0, description="Length of the window of RIDECAST_AUTH_FAILURES_PER_*, "
         "in seconds.",
     )
+    simulation_cache_size: int = Field(
+        10_000, gt=0, description="Simulations (existing or not) whose owner and webhook "
+        "settings each process keeps in memory; the least recently used are dropped.",
+    )
+    simulation_cache_ttl_s: float = Field(
+        30.0, gt=0, description="A cached simulation is read again from the store after this "
+        "long, even without a change notice (a safety net behind the bus).",
+    )
+    simulator_max_finished_runs: int = Field(
+        100, ge=0, description="Finished or stopped simulator runs kept in memory with their "
+        "KPIs; beyond it the oldest are dropped (their status reads idle again).",
+    )
     revocation_poll_s: float = Field(
         0.5, gt=0, le=60, description="How often each process checks the store for revoked "
         "users, keys and tokens; a revocation made in another process (the CLI, another "
@@ -75,6 +87,10 @@ class Settings(BaseSettings):
     )
     retention_interval_s: float = Field(
         300.0, gt=0, description="How often the retention sweep runs, in seconds."
+    )
+    ingest_max_pending_events: int = Field(
+        50_000, gt=0, description="Most events accepted and waiting to be written to the log; "
+        "beyond it, ingest answers 503 ingest_saturated with Retry-After (nothing stored).",
     )
     group_commit_max_events: int = Field(
         2000, gt=0, description="Most events written to the log in one transaction."

@@ -96,7 +96,11 @@ _ROWS: tuple[ErrorSpec, ...] = (
               "since=<last event_id>."),
     ErrorSpec("internal_error", 500, 1011, "An unexpected error; it has been logged."),
     ErrorSpec("service_unavailable", 503, 4101,
-              "The service is starting or stopping; retry with back-off."),
+              "The service is starting or stopping, or its store does not answer; retry "
+              "after Retry-After seconds (streams: reconnect with back-off and since=)."),
+    ErrorSpec("ingest_saturated", 503, None,
+              "More events are waiting to be written than RIDECAST_INGEST_MAX_PENDING_EVENTS; "
+              "nothing of this request was stored: retry after Retry-After seconds."),
 )
 
 ERRORS: dict[str, ErrorSpec] = {row.code: row for row in _ROWS}

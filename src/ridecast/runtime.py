@@ -52,10 +52,12 @@ class Runtime:
         engine = create_engine(settings.database_url)
         bus = create_bus(settings.bus_url)
         await bus.start()
-        event_log = EventLog(engine, bus, max_batch=settings.group_commit_max_events)
+        event_log = EventLog(engine, bus, max_batch=settings.group_commit_max_events,
+                             max_pending=settings.ingest_max_pending_events)
         await event_log.start()
         sim_store = SimulationStore(engine)
-        catalog = SimulationCatalog(sim_store, bus)
+        catalog = SimulationCatalog(sim_store, bus, max_entries=settings.simulation_cache_size,
+                                    ttl_s=settings.simulation_cache_ttl_s)
         accounts = AccountStore(engine)
         revocations = RevocationWatcher(accounts, interval_s=settings.revocation_poll_s)
         await revocations.start()

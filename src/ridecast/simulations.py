@@ -8,6 +8,8 @@ what ingest needs on every event: owner, organisation and webhook settings.
 
 from __future__ import annotations
 
+import time
+from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -46,9 +48,17 @@ def _meta(record: SimulationRecord) -> SimulationMeta:
 class SimulationCatalog:
     """Cache of ``SimulationMeta`` by id, emptied for a simulation when the bus says it changed."""
 
-    def __init__(self, store: SimulationStore, bus: Bus) -> None:
+    def __init__(
+        self, store: SimulationStore, bus: Bus, *, max_entries: int = 10_000,
+        ttl_s: float = 30.0,
+    ) -> None:
         self._store = store
-        self._cache: dict[int, SimulationMeta | None] = {}
+        # Least recently used first; each entry with when it was read. Bounded, since a
+        # client may touch any number of ids (existing or not); the TTL is a safety net
+        # behind the bus's change notices.
+        self._cache: OrderedDict[int, tuple[SimulationMeta | None, float]] = OrderedDict()
+        self._max_entries = max_entries
+        self._ttl_s = ttl_s
         # Bumped on every change notice: a read that raced with a change is not cached.
         self._generation: dict[int, int] = {}
         self._unsubscribe = bus.subscribe(self._on_bus)
@@ -62,13 +72,20 @@ class SimulationCatalog:
 
     async def get(self, simulation_id: int) -> SimulationMeta | None:
         """The simulation's meta, or None when it does not exist or was deleted."""
-        if simulation_id in self._cache:
-            return self._cache[simulation_id]
+        now = time.monotonic()
+        cached = self._cache.get(simulation_id)
+        if cached is not None and now - cached[1] < self._ttl_s:
+            self._cache.move_to_end(simulation_id)
+            return cached[0]
         generation = self._generation.get(simulation_id, 0)
         record = await self._store.get(simulation_id)
         meta = _meta(record) if record else None
         if self._generation.get(simulation_id, 0) == generation:
-            self._cache[simulation_id] = meta
+            self._cache[simulation_id] = (meta, now)
+            self._cache.move_to_end(simulation_id)
+            while len(self._cache) > self._max_entries:
+                evicted, _ = self._cache.popitem(last=False)
+                self._generation.pop(evicted, None)
         return meta
 
     def close(self) -> None:

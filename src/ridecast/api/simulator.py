@@ -76,7 +76,8 @@ def manager_of(runtime: Runtime) -> SimulatorManager:
 def install_simulator(runtime: Runtime) -> SimulatorManager:
     """Create the simulator manager on ``runtime``: events go through ingest; bad
     ``data.simulator`` is refused when set; a deleted simulation's simulator stops."""
-    manager = SimulatorManager(runtime.ingest.submit, max_batch=runtime.ingest.max_batch)
+    manager = SimulatorManager(runtime.ingest.submit, max_batch=runtime.ingest.max_batch,
+                               max_finished=runtime.settings.simulator_max_finished_runs)
     runtime.components[COMPONENT] = manager
 
     async def check(data: dict[str, Any]) -> None:

@@ -23,7 +23,7 @@ from ..auth.credentials import parse_ws_token
 from ..auth.secrets import hash_secret
 from ..auth.visibility import Principal, can_see
 from ..bus import BusMessage, SimulationChanged, StoredEvent
-from ..errors import NotFound, RidecastError, Unauthorized
+from ..errors import NotFound, RidecastError, ServiceUnavailable, Unauthorized
 from ..metrics import WS_CLOSED, WS_CONNECTIONS, WS_FANOUT, WS_FRAMES_SENT
 from ..runtime import Runtime
 from .connection import Sink, Stream, close_reason
@@ -170,6 +170,10 @@ class Hub:
             token_hash = hash_secret(parse_ws_token(query_token, header))
         except RidecastError as exc:
             return Prepared(sink, None, None, exc)
+        except Exception:  # the store failed: a close code the client can act on, not a 500
+            log.exception("authorising a websocket failed")
+            return Prepared(sink, None, None, ServiceUnavailable(
+                "the store did not answer; reconnect with back-off"))
         if self._closing:  # shutdown began while the token was being checked
             return Prepared(sink, None, None, RidecastError("shutting down",
                                                             code="server_going_away"))
@@ -240,6 +244,16 @@ class Hub:
             WS_CONNECTIONS.dec()
 
     async def _replay(self, stream: Stream, since: int) -> None:
+        try:
+            await self._replay_from_log(stream, since)
+        except ServiceUnavailable:
+            # The store failed mid-replay: say so with a code the client acts on (reconnect
+            # with back-off and since=), rather than dropping the connection with 1006.
+            log.exception("replaying since=%d failed", since)
+            stream.abort("service_unavailable",
+                         "the replay failed; reconnect with back-off and since=")
+
+    async def _replay_from_log(self, stream: Stream, since: int) -> None:
         oldest, _newest = await self._runtime.log.bounds()
         if oldest and since < oldest - 1:
             stream.abort(

@@ -26,9 +26,13 @@ log = logging.getLogger(__name__)
 class SimulatorManager:
     """Runners by simulation id; ``close()`` stops them all."""
 
-    def __init__(self, sink: EventSink, *, max_batch: int = 1000) -> None:
+    def __init__(
+        self, sink: EventSink, *, max_batch: int = 1000, max_finished: int = 100
+    ) -> None:
         self.sink = sink
         self.max_batch = max_batch
+        # Finished and stopped runs keep their KPIs readable, up to this many (oldest out).
+        self.max_finished = max_finished
         self.runners: dict[int, Runner] = {}
 
     async def start(self, simulation_id: int, data: dict[str, Any] | None) -> dict[str, Any]:
@@ -42,8 +46,10 @@ class SimulatorManager:
         engine = Engine(simulation_id, settings, start)
         runner = Runner(simulation_id, engine, clock_for(settings.realtime_factor), self.sink,
                         self.max_batch)
+        self.runners.pop(simulation_id, None)  # re-inserted last: the newest run
         self.runners[simulation_id] = runner
         runner.start()
+        await self._drop_old_finished()
         log.info("simulator of simulation %s started (%d vehicles, speed %s)", simulation_id,
                  settings.vehicles, settings.speed)
         return self.status(simulation_id)
@@ -85,6 +91,12 @@ class SimulatorManager:
                       op: Callable[[Engine], Result]) -> dict[str, Any]:
         """Run an operation on the simulation's engine (see ``Runner.operate``)."""
         return await self._runner(simulation_id).operate(op)
+
+    async def _drop_old_finished(self) -> None:
+        done = [sim for sim, runner in self.runners.items()
+                if runner.status in (Status.FINISHED, Status.STOPPED)]
+        for sim in done[:max(0, len(done) - self.max_finished)]:  # oldest started first
+            await self.forget(sim)
 
     async def forget(self, simulation_id: int) -> None:
         """Stop and drop a simulation's runner (the simulation was deleted)."""

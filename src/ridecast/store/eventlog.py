@@ -17,6 +17,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from sqlalchemy import and_, delete, func, insert, select
+from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from ..bus import Bus, StoredEvent
@@ -43,6 +44,13 @@ class NewEvent:
     webhook_url: str | None = None
 
 
+def _unavailable(what: str, exc: Exception) -> ServiceUnavailable:
+    """A store failure as the error clients get (503 / close 4101), never the driver's."""
+    return ServiceUnavailable(
+        f"the event log could not {what} ({type(exc).__name__}); retry shortly", retry_after=1
+    )
+
+
 def make_frame(body: bytes, event_id: int) -> bytes:
     """The websocket frame: the envelope JSON with ``event_id`` appended as a string."""
     return b'%s,"event_id":"%d"}' % (body[:-1], event_id)
@@ -51,10 +59,16 @@ def make_frame(body: bytes, event_id: int) -> bytes:
 class EventLog:
     """Appends events (group commit), reads them back after a cursor, applies retention."""
 
-    def __init__(self, engine: AsyncEngine, bus: Bus, *, max_batch: int = 2000) -> None:
+    def __init__(
+        self, engine: AsyncEngine, bus: Bus, *, max_batch: int = 2000,
+        max_pending: int = 50_000,
+    ) -> None:
         self._engine = engine
         self._bus = bus
         self._max_batch = max_batch
+        # Back-pressure: events queued but not yet written; beyond it, append refuses.
+        self._max_pending = max_pending
+        self._pending = 0
         self._queue: deque[tuple[Sequence[NewEvent], asyncio.Future[list[StoredEvent]]]] = (
             deque()
         )
@@ -67,6 +81,22 @@ class EventLog:
 
     async def start(self) -> None:
         self._writer = asyncio.create_task(self._write_loop(), name="ridecast-eventlog-writer")
+        self._writer.add_done_callback(self._writer_done)
+
+    def _writer_done(self, task: asyncio.Task[None]) -> None:
+        # The loop only ends on close; if it died, nobody would answer the waiting
+        # requests: fail them now, and refuse new appends (``append`` checks the task).
+        if task.cancelled() or task.exception() is None:
+            return
+        log.error("the event log writer died", exc_info=task.exception())
+        while self._queue:
+            _batch, future = self._queue.popleft()
+            if not future.done():
+                future.set_exception(ServiceUnavailable(
+                    "the event log writer stopped; nothing of this request was stored",
+                    retry_after=5,
+                ))
+        self._pending = 0
 
     async def close(self) -> None:
         """Write what is queued, then stop the writer."""
@@ -89,11 +119,22 @@ class EventLog:
     async def append(self, batch: Sequence[NewEvent]) -> list[StoredEvent]:
         """Append ``batch`` atomically; returns the stored events once committed and published."""
         if self._closing or self._writer is None:
-            raise ServiceUnavailable("the event log is not accepting writes (shutting down)")
+            raise ServiceUnavailable("the event log is not accepting writes (shutting down)",
+                                     retry_after=5)
+        if self._writer.done():
+            raise ServiceUnavailable("the event log writer stopped; see the server log",
+                                     retry_after=5)
         if not batch:
             return []
+        if self._pending + len(batch) > self._max_pending and self._pending:
+            raise ServiceUnavailable(
+                f"{self._pending} events are waiting to be written "
+                f"(RIDECAST_INGEST_MAX_PENDING_EVENTS={self._max_pending}); retry shortly",
+                code="ingest_saturated", retry_after=1,
+            )
         future: asyncio.Future[list[StoredEvent]] = asyncio.get_running_loop().create_future()
         self._queue.append((batch, future))
+        self._pending += len(batch)
         self._wake.set()
         return await asyncio.shield(future)
 
@@ -103,14 +144,19 @@ class EventLog:
             self._wake.clear()
             while self._queue:
                 group = self._take_group()
+                self._pending -= sum(len(batch) for batch, _future in group)
                 try:
                     stored = await self._write(group)
                 except Exception as exc:
                     log.exception("event log write failed for %d requests", len(group))
                     await self._drop_connection()
+                    refused = ServiceUnavailable(
+                        f"the store could not write the events ({type(exc).__name__}); "
+                        "nothing of this request was stored", retry_after=1,
+                    )
                     for _batch, future in group:
                         if not future.done():
-                            future.set_exception(exc)
+                            future.set_exception(refused)
                     continue
                 flat = [event for per_request in stored for event in per_request]
                 try:
@@ -240,8 +286,11 @@ class EventLog:
             .order_by(events.c.id)
             .limit(limit)
         )
-        async with self._engine.connect() as conn:
-            rows = (await conn.execute(query)).all()
+        try:
+            async with self._engine.connect() as conn:
+                rows = (await conn.execute(query)).all()
+        except SQLAlchemyError as exc:
+            raise _unavailable("read", exc) from exc
         return [
             StoredEvent(
                 event_id=row.id,
@@ -257,8 +306,13 @@ class EventLog:
 
     async def bounds(self) -> tuple[int, int]:
         """(oldest retained event_id, newest event_id); (0, 0) when the log is empty."""
-        async with self._engine.connect() as conn:
-            row = (await conn.execute(select(func.min(events.c.id), func.max(events.c.id)))).one()
+        try:
+            async with self._engine.connect() as conn:
+                row = (await conn.execute(
+                    select(func.min(events.c.id), func.max(events.c.id))
+                )).one()
+        except SQLAlchemyError as exc:
+            raise _unavailable("read", exc) from exc
         return (row[0] or 0, row[1] or 0)
 
     async def purge_older_than(self, cutoff: float) -> int:
