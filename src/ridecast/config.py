@@ -74,6 +74,21 @@ class Settings(BaseSettings):
         100, ge=0, description="Finished or stopped simulator runs kept in memory with their "
         "KPIs; beyond it the oldest are dropped (their status reads idle again).",
     )
+    rate_limit_per_key: float = Field(
+        2000.0, ge=0, description="Requests per second one API key may send on average "
+        "(0: no limit); beyond it (and the burst) requests are answered 429 with Retry-After.",
+    )
+    rate_limit_burst: float = Field(
+        4000.0, gt=0, description="Requests one API key may send at once above its rate.",
+    )
+    ws_max_streams_per_user: int = Field(
+        2000, gt=0, description="Open websocket streams of one user in one process; one more "
+        "is closed with 4102 too_many_streams.",
+    )
+    ws_max_streams_per_token: int = Field(
+        200, gt=0, description="Open websocket streams opened with one token in one process; "
+        "one more is closed with 4102 too_many_streams.",
+    )
     revocation_poll_s: float = Field(
         0.5, gt=0, le=60, description="How often each process checks the store for revoked "
         "users, keys and tokens; a revocation made in another process (the CLI, another "

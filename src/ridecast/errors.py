@@ -87,7 +87,11 @@ _ROWS: tuple[ErrorSpec, ...] = (
     ErrorSpec("payload_too_large", 413, None, "The request body exceeds RIDECAST_MAX_BODY_BYTES."),
     ErrorSpec("too_many_requests", 429, None,
               "Too many failed authentications for this user name or from this address "
-              "(RIDECAST_AUTH_FAILURES_*); wait for Retry-After seconds."),
+              "(RIDECAST_AUTH_FAILURES_*), or more requests per second than the API key may "
+              "send (RIDECAST_RATE_LIMIT_*); wait for Retry-After seconds."),
+    ErrorSpec("too_many_streams", 429, 4102,
+              "The user or token has as many open streams as RIDECAST_WS_MAX_STREAMS_PER_USER "
+              "or _PER_TOKEN allow; close one, then reconnect with back-off."),
     ErrorSpec("slow_consumer", None, 4100,
               "The client did not read fast enough and its send queue filled; "
               "reconnect with since=<last event_id> to resume without loss."),

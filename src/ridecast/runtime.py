@@ -11,7 +11,7 @@ from typing import Any
 
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from .auth.throttle import FailureThrottle, LoginThrottle
+from .auth.throttle import FailureThrottle, LoginThrottle, RateLimiter
 from .bus import Bus, create_bus
 from .config import Settings
 from .ingest import Ingest
@@ -39,6 +39,7 @@ class Runtime:
     ingest: Ingest
     revocations: RevocationWatcher
     login_throttle: LoginThrottle
+    key_rate: RateLimiter
     # Parts that plug in (websocket hub, webhook dispatcher, simulator manager) register
     # their start/stop here so that start-up and shutdown order stays in one place.
     components: dict[str, Any] = field(default_factory=dict)
@@ -76,6 +77,7 @@ class Runtime:
                 FailureThrottle(settings.auth_failures_per_address,
                                 settings.auth_failure_window_s),
             ),
+            key_rate=RateLimiter(settings.rate_limit_per_key, settings.rate_limit_burst),
         )
         runtime._tasks.append(asyncio.create_task(runtime._retention_loop()))
         return runtime

@@ -38,10 +38,18 @@ async def current_user(request: Request, runtime: RuntimeDep) -> Principal:
             f"retry in {math.ceil(wait)} s", retry_after=wait,
         )
     try:
-        return await runtime.accounts.authenticate(creds)
+        principal = await runtime.accounts.authenticate(creds)
     except Unauthorized:
         throttle.failed(user, address, now)
         raise
+    wait = runtime.key_rate.take(str(principal.key_id), now)
+    if wait is not None:
+        raise TooManyRequests(
+            f"more requests per second than this API key may send "
+            f"(RIDECAST_RATE_LIMIT_PER_KEY={runtime.key_rate.rate:g}); retry shortly",
+            retry_after=wait,
+        )
+    return principal
 
 
 CurrentUser = Annotated[Principal, Depends(current_user)]

@@ -78,3 +78,31 @@ class LoginThrottle:
             self.by_user.record_failure(user, now)
         if address is not None:
             self.by_address.record_failure(address, now)
+
+
+@dataclass
+class RateLimiter:
+    """Requests per second per key (a token bucket each), bounded in memory.
+
+    Each key may send ``rate`` requests a second on average and ``burst`` at once; the
+    request after that waits ``retry_after`` seconds. ``rate`` 0 turns limiting off.
+    """
+
+    rate: float
+    burst: float
+    max_keys: int = 100_000
+    _buckets: dict[str, tuple[float, float]] = field(default_factory=dict)
+
+    def take(self, key: str, now: float) -> float | None:
+        """Spend one request of ``key``: None when allowed, else seconds to wait."""
+        if self.rate <= 0:
+            return None
+        tokens, last = self._buckets.get(key, (self.burst, now))
+        tokens = min(self.burst, tokens + (now - last) * self.rate)
+        if tokens < 1:
+            self._buckets[key] = (tokens, now)
+            return (1 - tokens) / self.rate
+        if key not in self._buckets and len(self._buckets) >= self.max_keys:
+            self._buckets.clear()  # a full bucket is the default: forgetting only forgives
+        self._buckets[key] = (tokens - 1, now)
+        return None

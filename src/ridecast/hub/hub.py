@@ -14,8 +14,10 @@ import asyncio
 import logging
 import time
 import weakref
+from collections import Counter
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from websockets.asyncio.server import Server
 
@@ -56,6 +58,12 @@ class Prepared:
     error: RidecastError | None
 
 
+def _decrement(counter: Counter[Any], key: Any) -> None:
+    counter[key] -= 1
+    if counter[key] <= 0:
+        del counter[key]
+
+
 class Hub:
     """Every websocket stream of this process."""
 
@@ -75,6 +83,9 @@ class Hub:
             weakref.WeakKeyDictionary()
         )
         runtime.revocations.subscribe(self._on_revocation)
+        # Open streams per user and per token, against RIDECAST_WS_MAX_STREAMS_PER_*.
+        self._per_user: Counter[int] = Counter()
+        self._per_token: Counter[str] = Counter()
         self._rechecks: set[asyncio.Task[None]] = set()
 
     def __len__(self) -> int:
@@ -177,9 +188,18 @@ class Hub:
         if self._closing:  # shutdown began while the token was being checked
             return Prepared(sink, None, None, RidecastError("shutting down",
                                                             code="server_going_away"))
+        settings = self._runtime.settings
+        if (self._per_user[principal.user_id] >= settings.ws_max_streams_per_user
+                or self._per_token[token_hash] >= settings.ws_max_streams_per_token):
+            return Prepared(sink, None, None, RidecastError(
+                "too many open streams for this user or token "
+                f"(RIDECAST_WS_MAX_STREAMS_PER_USER={settings.ws_max_streams_per_user}, "
+                f"_PER_TOKEN={settings.ws_max_streams_per_token})", code="too_many_streams"))
         stream = Stream(
             sink, principal, route, queue_limit=self._queue_limit, on_close=self._forget
         )
+        self._per_user[principal.user_id] += 1
+        self._per_token[token_hash] += 1
         loop = asyncio.get_running_loop()
         stream.expire_at(loop.time() + (expires_at - time.time()))
         self._stream_tokens[stream] = token_hash
@@ -242,6 +262,10 @@ class Hub:
     def _forget(self, stream: Stream) -> None:
         if self._index.remove(stream):
             WS_CONNECTIONS.dec()
+        token = self._stream_tokens.pop(stream, None)
+        if token is not None:
+            _decrement(self._per_token, token)
+            _decrement(self._per_user, stream.principal.user_id)
 
     async def _replay(self, stream: Stream, since: int) -> None:
         try:
