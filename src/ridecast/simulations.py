@@ -72,11 +72,15 @@ class SimulationCatalog:
 
     async def get(self, simulation_id: int) -> SimulationMeta | None:
         """The simulation's meta, or None when it does not exist or was deleted."""
+        return (await self.lookup(simulation_id))[0]
+
+    async def lookup(self, simulation_id: int) -> tuple[SimulationMeta | None, bool]:
+        """``get``, and whether the answer came from the cache (no store read)."""
         now = time.monotonic()
         cached = self._cache.get(simulation_id)
         if cached is not None and now - cached[1] < self._ttl_s:
             self._cache.move_to_end(simulation_id)
-            return cached[0]
+            return cached[0], True
         generation = self._generation.get(simulation_id, 0)
         record = await self._store.get(simulation_id)
         meta = _meta(record) if record else None
@@ -86,7 +90,7 @@ class SimulationCatalog:
             while len(self._cache) > self._max_entries:
                 evicted, _ = self._cache.popitem(last=False)
                 self._generation.pop(evicted, None)
-        return meta
+        return meta, False
 
     def close(self) -> None:
         self._unsubscribe()
@@ -129,8 +133,13 @@ class SimulationService:
 
     async def visible_meta(self, principal: Principal, simulation_id: int) -> SimulationMeta:
         """Like ``get`` but from the per-process cache: for the hot paths (ingest, history)."""
-        meta = await self._catalog.get(simulation_id)
+        meta, cached = await self._catalog.lookup(simulation_id)
         if meta is None or not can_see(principal, org_id=meta.org_id, owner_id=meta.owner_id):
+            if cached:
+                # Every refusal costs exactly one store read, whether the id is another
+                # organisation's (usually cached: it is busy) or does not exist (a cache
+                # miss): the answer's timing must not tell the two apart.
+                await self.store.get(simulation_id)
             raise NotFound(
                 f"simulation {simulation_id} not found", code="simulation_not_found"
             )
