@@ -12,7 +12,7 @@ Every error a client can meet has a stable ``code``. The same table gives its HT
      ├── Conflict                 409: conflict, user_exists, invalid_state
      ├── PreconditionFailed       412: precondition_failed
      ├── PayloadTooLarge          413: payload_too_large
-     └── ServiceUnavailable       503: service_unavailable
+     └── ServiceUnavailable       503: service_unavailable, simulator_owner_unreachable
 
 Websocket close codes follow Pusher's ranges: 4000-4099 "do not reconnect" (fix the request
 first), 4100-4199 "reconnect with back-off"; 1001 when the server goes away.
@@ -86,6 +86,10 @@ _ROWS: tuple[ErrorSpec, ...] = (
     ErrorSpec("internal_error", 500, 1011, "An unexpected error; it has been logged."),
     ErrorSpec("service_unavailable", 503, 4101,
               "The service is starting or stopping; retry with back-off."),
+    ErrorSpec("simulator_owner_unreachable", 503, None,
+              "Another node runs this simulator and did not answer the forwarded command in "
+              "time (RIDECAST_SIMULATOR_FORWARD_TIMEOUT_S); retry after Retry-After seconds, "
+              "by when it answers or its run reads as interrupted and can be started again."),
 )
 
 ERRORS: dict[str, ErrorSpec] = {row.code: row for row in _ROWS}
@@ -161,6 +165,10 @@ class PayloadTooLarge(RidecastError):
 
 
 class ServiceUnavailable(RidecastError):
-    """Raised while the service cannot take the request (503)."""
+    """Raised while the service cannot take the request (503).
+
+    ``retry_after_s``, when set, becomes the response's ``Retry-After`` header.
+    """
 
     default_code = "service_unavailable"
+    retry_after_s: int | None = None

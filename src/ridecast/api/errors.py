@@ -14,7 +14,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.responses import JSONResponse, Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from ..errors import BadRequest, NotFound, PayloadTooLarge, RidecastError
+from ..errors import BadRequest, NotFound, PayloadTooLarge, RidecastError, ServiceUnavailable
 from ..metrics import INGEST_REJECTED
 
 log = logging.getLogger(__name__)
@@ -49,6 +49,8 @@ def install_error_handlers(app: FastAPI) -> None:
         if request.url.path.endswith("/events") and request.method == "POST":
             INGEST_REJECTED.labels(exc.code).inc()
         headers = {"WWW-Authenticate": 'Basic realm="ridecast"'} if exc.http_status == 401 else None
+        if isinstance(exc, ServiceUnavailable) and exc.retry_after_s is not None:
+            headers = {"Retry-After": str(exc.retry_after_s)}
         return error_response(exc, headers)
 
     @app.exception_handler(RequestValidationError)
