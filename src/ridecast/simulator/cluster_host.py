@@ -34,7 +34,7 @@ from typing import Any
 from ..bus import Bus, BusMessage, SimulationChanged, SimulatorCommand, SimulatorReply
 from ..errors import Conflict, RidecastError, ServiceUnavailable
 from .commands import Command, apply
-from .lease import ACTIVE, LeaseStore, RunRecord, effective_status, interrupted
+from .lease import ACTIVE, IDLE_STATUS, LeaseStore, RunRecord, effective_status, interrupted
 from .manager import SimulatorManager
 
 log = logging.getLogger(__name__)
@@ -174,13 +174,15 @@ class ClusterHost:
                           data: dict[str, Any] | None) -> dict[str, Any]:
         if self._active_here(simulation_id):
             return await self.manager.start(simulation_id, data)  # 409, as before
+        previous = await self.leases.read(simulation_id)
         if not await self.leases.acquire(simulation_id, self.node_id, self.lease_s):
             raise Conflict("the simulator is already running on another node; stop it first",
                            code="invalid_state")
         try:
             result = await self.manager.start(simulation_id, data)
         except BaseException:
-            await self.leases.release(simulation_id, self.node_id)
+            await self.leases.release(simulation_id, self.node_id,
+                                      previous.status_json if previous else IDLE_STATUS)
             raise
         await self._snapshot(simulation_id)
         return result
@@ -189,9 +191,11 @@ class ClusterHost:
         status = self.manager.status(simulation_id)
         if await self.leases.write(simulation_id, self.node_id, self.lease_s, status):
             self._written[simulation_id] = str(status["status"])
-        else:
-            log.warning("simulator of simulation %s: this node no longer owns the run",
-                        simulation_id)
+        else:  # another node took the run over: two runners must not publish for it
+            log.warning("simulator of simulation %s: this node no longer owns the run; "
+                        "stopping it here", simulation_id)
+            await self.manager.forget(simulation_id)
+            self._written.pop(simulation_id, None)
 
     async def _renew_loop(self) -> None:
         while True:

@@ -28,6 +28,9 @@ ACTIVE = (Status.RUNNING.value, Status.PAUSED.value)
 """Statuses that need a live owner; with an expired lease they read as ``interrupted``."""
 
 IDLE_STATUS: dict[str, Any] = {"status": Status.IDLE.value, "sim_ts": None, "kpis": {}}
+# What a run reads as between its start being claimed and the owner's first snapshot: taking
+# the lease marks the run running at once, so that a second start elsewhere is refused.
+CLAIMED_STATUS: dict[str, Any] = {"status": Status.RUNNING.value, "sim_ts": None, "kpis": {}}
 
 
 @dataclass(frozen=True, slots=True)
@@ -83,7 +86,9 @@ class LeaseStore:
         return RunRecord(*row) if row else None
 
     async def acquire(self, simulation_id: int, node: str, lease_s: float) -> bool:
-        """Own the run unless another node holds a live lease on a running or paused one."""
+        """Own the run, marked running, unless another node holds a live lease on a running
+        or paused one. The caller starts the simulator, then writes its status (or releases
+        the lease with the previous status when the start fails)."""
         now = self.now()
         try:
             async with self._engine.begin() as conn:
@@ -92,7 +97,8 @@ class LeaseStore:
                     .where(runs.c.simulation_id == simulation_id,
                            or_(runs.c.owner_node == node, runs.c.lease_until <= now,
                                runs.c.status.not_in(ACTIVE)))
-                    .values(owner_node=node, lease_until=now + lease_s, updated_at=now))
+                    .values(owner_node=node, lease_until=now + lease_s, updated_at=now,
+                            status=Status.RUNNING.value, status_json=CLAIMED_STATUS))
                 if taken.rowcount == 1:
                     return True
                 exists = await conn.scalar(
@@ -101,7 +107,7 @@ class LeaseStore:
                     return False
                 await conn.execute(insert(runs).values(
                     simulation_id=simulation_id, owner_node=node, lease_until=now + lease_s,
-                    status=Status.IDLE.value, status_json=IDLE_STATUS, updated_at=now))
+                    status=Status.RUNNING.value, status_json=CLAIMED_STATUS, updated_at=now))
         except IntegrityError:  # another node inserted the row first: it owns the run
             return False
         return True
