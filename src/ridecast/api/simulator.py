@@ -127,7 +127,9 @@ async def stop(simulation_id: int, user: CurrentUser, runtime: RuntimeDep) -> di
 @router.get(_SIM + "/simulator")
 async def get_status(simulation_id: int, user: CurrentUser,
                      runtime: RuntimeDep) -> dict[str, Any]:
-    """``{"status", "sim_ts", "kpis", ...}``, live."""
+    """``{"status", "sim_ts", "kpis", ...}``: status is idle, running, paused, finished,
+    stopped or interrupted (its node went away: start it again); live on the node that runs
+    it, its last snapshot on the others (docs/simulator-ownership.md)."""
     return await (await _control(runtime, user, simulation_id)).status(simulation_id)
 
 
