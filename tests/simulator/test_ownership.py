@@ -89,6 +89,32 @@ def test_killed_owner_leaves_an_interrupted_run_that_restarts_elsewhere(
         b.stop()
 
 
+def test_a_clean_shutdown_marks_the_run_interrupted_at_once(tmp_path: Path) -> None:
+    """One process on SQLite (the embedded default): SIGTERM while a run is running; the
+    next process on the same file reads it interrupted without waiting for the lease, and
+    starts it again."""
+    first_dir, second_dir = tmp_path / "first", tmp_path / "second"
+    first_dir.mkdir()
+    second_dir.mkdir()
+    url = f"sqlite+aiosqlite:///{tmp_path / 'one.db'}"
+    first = launch_server(first_dir, {"RIDECAST_SIMULATOR_LEASE_S": "3600"}, database_url=url)
+    try:
+        user = first.create_user()
+        sim = first.create_simulation(user, DATA)
+        base = f"/api/v2/simulation/{sim}/simulator"
+        assert _call(first, user, "POST", base + "/start").status_code == 200
+    finally:
+        first.stop()  # SIGTERM: uvicorn shuts down cleanly, then re-raises the signal
+    second = launch_server(second_dir, {"RIDECAST_SIMULATOR_LEASE_S": "3600"}, database_url=url)
+    try:
+        status = _status(second, user, sim)
+        assert status["status"] == "interrupted", status
+        assert "shut down" in status["error"]
+        assert _call(second, user, "POST", base + "/start").json()["status"] == "running"
+    finally:
+        second.stop()
+
+
 def test_a_run_started_on_a_is_controlled_through_b(tmp_path: Path, pg_url: str) -> None:
     """With the Redis bus: start through A; book, pause, resume and stop through B; status
     agrees on both nodes; the owner's errors come back through B unchanged."""
