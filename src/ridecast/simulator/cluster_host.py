@@ -236,16 +236,21 @@ class ClusterHost:
         self._pending[request_id] = reply_future
         message = SimulatorCommand(request_id, record.owner_node, record.simulation_id,
                                    command.name, command.args_json())
+        unreachable = ServiceUnavailable(
+            f"node {record.owner_node} runs this simulator and did not answer within "
+            f"{self.forward_timeout_s:g}s", code="simulator_owner_unreachable")
+        unreachable.retry_after_s = max(1, math.ceil(record.lease_until - self.leases.now()))
         try:
-            await self.bus.publish([message])
+            try:
+                await self.bus.publish([message])
+            except Exception as exc:  # the bus is down: the owner cannot be reached either
+                log.warning("forwarding %s on simulation %s failed: %s", command.name,
+                            record.simulation_id, exc)
+                raise unreachable from exc
             async with asyncio.timeout(self.forward_timeout_s):
                 reply = await reply_future
         except TimeoutError:
-            error = ServiceUnavailable(
-                f"node {record.owner_node} runs this simulator and did not answer within "
-                f"{self.forward_timeout_s:g}s", code="simulator_owner_unreachable")
-            error.retry_after_s = max(1, math.ceil(record.lease_until - self.leases.now()))
-            raise error from None
+            raise unreachable from None
         finally:
             self._pending.pop(request_id, None)
         body: dict[str, Any] = json.loads(reply.body_json)
