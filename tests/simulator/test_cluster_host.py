@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from ridecast.bus import MemoryBus
+from ridecast.bus import MemoryBus, SimulationChanged
 from ridecast.errors import RidecastError, ServiceUnavailable
 from ridecast.simulator.cluster_host import ClusterHost
 from ridecast.simulator.commands import Command
@@ -159,3 +159,15 @@ async def test_one_node_behaves_as_before(
     await a.host.start(SIM, DATA)
     await asyncio.sleep(0)
     assert (await a.host.status(SIM))["status"] == "running"
+
+
+async def test_a_deleted_simulation_stops_its_run_on_the_owner(
+        cluster: tuple[Node, Node, MemoryBus, Clock]) -> None:
+    """SimulationChanged(deleted) on the bus: the owner stops the runner and drops the row."""
+    a, b, bus, _clock = cluster
+    await a.host.start(SIM, DATA)
+    await bus.publish([SimulationChanged(SIM, org_id=1, owner_id=1, deleted=True)])
+    async with asyncio.timeout(10):
+        while SIM in a.host.manager.runners or await a.host.leases.read(SIM) is not None:
+            await asyncio.sleep(0.01)
+    assert await b.host.status(SIM) == {"status": "idle", "sim_ts": None, "kpis": {}}
