@@ -141,6 +141,15 @@ class Settings(BaseSettings):
         True, description="Run webhook delivery in the serve process (off when `ridecast worker` "
         "processes do it)."
     )
+    simulator_lease_s: float = Field(
+        15.0, gt=0, description="Lease of a node on the simulator runs it owns, renewed every "
+        "third of it; a running or paused run whose owner stops renewing reads as "
+        "`interrupted` after this long and may be started again on any node."
+    )
+    simulator_forward_timeout_s: float = Field(
+        5.0, gt=0, description="How long a node waits for the owner of a simulator run to "
+        "answer a forwarded command before a 503 simulator_owner_unreachable."
+    )
     ws_ping_interval_s: float = Field(
         20.0, gt=0, description="Websocket ping interval; a peer that misses a pong is closed."
     )

@@ -12,8 +12,9 @@ Every error a client can meet has a stable ``code``. The same table gives its HT
      ├── Conflict                 409: conflict, user_exists, invalid_state
      ├── PreconditionFailed       412: precondition_failed
      ├── PayloadTooLarge          413: payload_too_large
-     ├── TooManyRequests          429: too_many_requests
-     └── ServiceUnavailable       503: service_unavailable
+     ├── TooManyRequests          429: too_many_requests, too_many_streams
+     └── ServiceUnavailable       503: service_unavailable, ingest_saturated,
+                                       simulator_owner_unreachable
 
 Websocket close codes follow Pusher's ranges: 4000-4099 "do not reconnect" (fix the request
 first), 4100-4199 "reconnect with back-off"; 1001 when the server goes away.
@@ -105,6 +106,10 @@ _ROWS: tuple[ErrorSpec, ...] = (
     ErrorSpec("ingest_saturated", 503, None,
               "More events are waiting to be written than RIDECAST_INGEST_MAX_PENDING_EVENTS; "
               "nothing of this request was stored: retry after Retry-After seconds."),
+    ErrorSpec("simulator_owner_unreachable", 503, None,
+              "Another node runs this simulator and did not answer the forwarded command in "
+              "time (RIDECAST_SIMULATOR_FORWARD_TIMEOUT_S); retry after Retry-After seconds, "
+              "by when it answers or its run reads as interrupted and can be started again."),
 )
 
 ERRORS: dict[str, ErrorSpec] = {row.code: row for row in _ROWS}
@@ -189,6 +194,6 @@ class TooManyRequests(RidecastError):
 
 
 class ServiceUnavailable(RidecastError):
-    """Raised while the service cannot take the request (503)."""
+    """Raised while the service cannot take the request (503); ``retry_after`` says when."""
 
     default_code = "service_unavailable"

@@ -9,18 +9,16 @@ events it caused, in order; a refused operation publishes nothing.
 
 from __future__ import annotations
 
-import asyncio
-from collections.abc import Sequence
 from typing import Any, Literal
 
 from fastapi import status
 from pydantic import BaseModel, ConfigDict, Field
 
-from ..bus import BusMessage, SimulationChanged
 from ..runtime import Runtime
-from ..simulator.engine import Engine
+from ..simulator.cluster_host import ClusterHost
+from ..simulator.commands import Command
+from ..simulator.lease import LeaseStore
 from ..simulator.manager import SimulatorManager
-from ..simulator.operations import Result
 from ..simulator.settings import read_settings
 from .deps import CurrentUser, RuntimeDep
 from .jsonlimits import INT64_MAX, INT64_MIN
@@ -68,57 +66,48 @@ class NodeStatusUpdate(BaseModel):
     driver_note: str | None = Field(None, max_length=2000)
 
 
-def manager_of(runtime: Runtime) -> SimulatorManager:
-    manager: SimulatorManager = runtime.components[COMPONENT]
-    return manager
+def host_of(runtime: Runtime) -> ClusterHost:
+    host: ClusterHost = runtime.components[COMPONENT]
+    return host
 
 
-def install_simulator(runtime: Runtime) -> SimulatorManager:
-    """Create the simulator manager on ``runtime``: events go through ingest; bad
+def install_simulator(runtime: Runtime) -> ClusterHost:
+    """Create the simulator host on ``runtime``: events go through ingest; runs are leased in
+    the store and commands forwarded on the bus (``simulator/cluster_host.py``); bad
     ``data.simulator`` is refused when set; a deleted simulation's simulator stops."""
     manager = SimulatorManager(runtime.ingest.submit, max_batch=runtime.ingest.max_batch,
                                max_finished=runtime.settings.simulator_max_finished_runs)
-    runtime.components[COMPONENT] = manager
+    settings = runtime.settings
+    host = ClusterHost(manager, LeaseStore(runtime.engine), runtime.bus,
+                       lease_s=settings.simulator_lease_s,
+                       forward_timeout_s=settings.simulator_forward_timeout_s)
+    host.start_renewing()
+    runtime.components[COMPONENT] = host
 
     async def check(data: dict[str, Any]) -> None:
         if "simulator" in data:
             read_settings(data)
 
     runtime.simulations.add_data_check(check)
-    pending: set[Any] = set()
-
-    def on_bus(messages: Sequence[BusMessage]) -> None:
-        for message in messages:
-            if isinstance(message, SimulationChanged) and message.deleted:
-                task = asyncio.get_running_loop().create_task(manager.forget(message.simulation_id))
-                pending.add(task)
-                task.add_done_callback(pending.discard)
-
-    runtime.bus.subscribe(on_bus)
-    return manager
+    return host
 
 
-async def _control(runtime: Runtime, user: Any, simulation_id: int) -> SimulatorManager:
+async def _control(runtime: Runtime, user: Any, simulation_id: int) -> ClusterHost:
     await runtime.simulations.get(user, simulation_id)  # 404 unless visible
-    return manager_of(runtime)
+    return host_of(runtime)
 
 
-async def _operate(runtime: Runtime, user: Any, simulation_id: int,
-                   op: Any) -> dict[str, Any]:
-    manager = await _control(runtime, user, simulation_id)
-
-    def run(engine: Engine) -> Result:
-        body, events = op(engine)
-        return {**body, "published": [e["message_type"] for e in events]}, events
-
-    return await manager.operate(simulation_id, run)
+async def _operate(runtime: Runtime, user: Any, simulation_id: int, name: str,
+                   **args: Any) -> dict[str, Any]:
+    host = await _control(runtime, user, simulation_id)
+    return await host.operate(simulation_id, Command(name, args))
 
 
 @router.post(_SIM + "/simulator/start")
 async def start(simulation_id: Id, user: CurrentUser, runtime: RuntimeDep) -> dict[str, Any]:
     """Start the simulator with the simulation's ``data.simulator`` settings."""
     record = await runtime.simulations.get(user, simulation_id)
-    return await manager_of(runtime).start(simulation_id, record.data)
+    return await host_of(runtime).start(simulation_id, record.data)
 
 
 @router.post(_SIM + "/simulator/pause")
@@ -142,38 +131,39 @@ async def stop(simulation_id: Id, user: CurrentUser, runtime: RuntimeDep) -> dic
 @router.get(_SIM + "/simulator")
 async def get_status(simulation_id: Id, user: CurrentUser,
                      runtime: RuntimeDep) -> dict[str, Any]:
-    """``{"status", "sim_ts", "kpis", ...}``, live."""
-    return (await _control(runtime, user, simulation_id)).status(simulation_id)
+    """``{"status", "sim_ts", "kpis", ...}``: status is idle, running, paused, finished,
+    stopped or interrupted (its node went away: start it again); live on the node that runs
+    it, its last snapshot on the others (docs/simulator-ownership.md)."""
+    return await (await _control(runtime, user, simulation_id)).status(simulation_id)
 
 
 @router.post(_SIM + "/bookings", status_code=status.HTTP_201_CREATED)
 async def create_booking(simulation_id: Id, body: BookingCreate, user: CurrentUser,
                          runtime: RuntimeDep) -> dict[str, Any]:
     """A booking: bookings, calc_started, then scheduler_result and offers, or no_offer."""
-    return await _operate(runtime, user, simulation_id, lambda e: e.create_booking(
-        body.pickup_lat, body.pickup_lon, body.dropoff_lat, body.dropoff_lon, body.passengers,
-        body.max_wait_s))
+    return await _operate(runtime, user, simulation_id, "create_booking",
+                          **body.model_dump(mode="json"))
 
 
 @router.post(_SIM + "/bookings/{booking_id}/cancel")
 async def cancel_booking(simulation_id: Id, booking_id: Id, user: CurrentUser,
                          runtime: RuntimeDep) -> dict[str, Any]:
     """bookings_cancellation, and the new route of the vehicle that was to serve it."""
-    return await _operate(runtime, user, simulation_id, lambda e: e.cancel_booking(booking_id))
+    return await _operate(runtime, user, simulation_id, "cancel_booking", booking_id=booking_id)
 
 
 @router.post(_SIM + "/offers/{offer_id}/accept")
 async def accept_offer(simulation_id: Id, offer_id: Id, user: CurrentUser,
                        runtime: RuntimeDep) -> dict[str, Any]:
     """offer_accepted, then assignment and vehicle_state_changed."""
-    return await _operate(runtime, user, simulation_id, lambda e: e.accept_offer(offer_id))
+    return await _operate(runtime, user, simulation_id, "accept_offer", offer_id=offer_id)
 
 
 @router.post(_SIM + "/offers/{offer_id}/reject")
 async def reject_offer(simulation_id: Id, offer_id: Id, user: CurrentUser,
                        runtime: RuntimeDep) -> dict[str, Any]:
     """offer_rejected."""
-    return await _operate(runtime, user, simulation_id, lambda e: e.reject_offer(offer_id))
+    return await _operate(runtime, user, simulation_id, "reject_offer", offer_id=offer_id)
 
 
 @router.post(_SIM + "/vehicles/{vehicle_id}/enable")
@@ -181,7 +171,7 @@ async def enable_vehicle(simulation_id: Id, vehicle_id: Id, user: CurrentUser,
                          runtime: RuntimeDep) -> dict[str, Any]:
     """vehicle_use (enabled)."""
     return await _operate(runtime, user, simulation_id,
-                          lambda e: e.set_vehicle_enabled(vehicle_id, True))
+                          "set_vehicle_enabled", vehicle_id=vehicle_id, enabled=True)
 
 
 @router.post(_SIM + "/vehicles/{vehicle_id}/disable")
@@ -189,20 +179,20 @@ async def disable_vehicle(simulation_id: Id, vehicle_id: Id, user: CurrentUser,
                           runtime: RuntimeDep) -> dict[str, Any]:
     """vehicle_use (disabled); its waiting bookings move to other vehicles."""
     return await _operate(runtime, user, simulation_id,
-                          lambda e: e.set_vehicle_enabled(vehicle_id, False))
+                          "set_vehicle_enabled", vehicle_id=vehicle_id, enabled=False)
 
 
 @router.post(_SIM + "/vehicles/{vehicle_id}/position")
 async def push_position(simulation_id: Id, vehicle_id: Id, body: PositionPush,
                         user: CurrentUser, runtime: RuntimeDep) -> dict[str, Any]:
     """A driver app's GPS fix: vehicle_state_changed (new path), gps_data."""
-    return await _operate(runtime, user, simulation_id, lambda e: e.push_position(
-        vehicle_id, body.lat, body.lon, body.bearing, body.speed))
+    return await _operate(runtime, user, simulation_id, "push_position",
+                          vehicle_id=vehicle_id, **body.model_dump(mode="json"))
 
 
 @router.post(_SIM + "/nodes/{node_id}/status")
 async def node_status(simulation_id: Id, node_id: Id, body: NodeStatusUpdate,
                       user: CurrentUser, runtime: RuntimeDep) -> dict[str, Any]:
     """A driver app at a node: node_status, or fail_to_board for a no-show."""
-    return await _operate(runtime, user, simulation_id, lambda e: e.node_status(
-        node_id, body.action, body.vehicle_id, body.driver_note))
+    return await _operate(runtime, user, simulation_id, "node_status", node_id=node_id,
+                          action=body.action, vehicle_id=body.vehicle_id, note=body.driver_note)

@@ -2,7 +2,16 @@
 
 from __future__ import annotations
 
-from .base import Bus, BusMessage, Handler, SimulationChanged, StoredEvent, Unsubscribe
+from .base import (
+    Bus,
+    BusMessage,
+    Handler,
+    SimulationChanged,
+    SimulatorCommand,
+    SimulatorReply,
+    StoredEvent,
+    Unsubscribe,
+)
 from .memory import MemoryBus
 
 
@@ -26,6 +35,8 @@ __all__ = [
     "Handler",
     "MemoryBus",
     "SimulationChanged",
+    "SimulatorCommand",
+    "SimulatorReply",
     "StoredEvent",
     "Unsubscribe",
     "create_bus",

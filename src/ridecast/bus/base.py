@@ -5,7 +5,10 @@ A bus carries two kinds of message, in the order they were published:
 * ``StoredEvent``: an event that is in the log, with its cursor and the bytes of its
   websocket frame, serialised once;
 * ``SimulationChanged``: a simulation was updated or deleted, so caches of its owner and
-  webhook settings must be refreshed and, when deleted, its streams closed.
+  webhook settings must be refreshed and, when deleted, its streams closed;
+* ``SimulatorCommand`` and ``SimulatorReply``: a simulator command forwarded to the node that
+  owns the run, and that node's answer (see ``simulator/cluster_host.py``). Their fields are
+  plain values so that any bus can carry them.
 
 Handlers are called synchronously, in publication order, and must not block: the hub only
 enqueues frames, the webhook dispatcher only wakes up. That keeps the publishing path free
@@ -47,7 +50,35 @@ class SimulationChanged:
     deleted: bool = False
 
 
-BusMessage = StoredEvent | SimulationChanged
+@dataclass(frozen=True, slots=True)
+class SimulatorCommand:
+    """A simulator command for the node ``node_id`` that owns the run of ``simulation_id``.
+
+    ``command`` is a ``simulator.commands.Command`` name; ``args_json`` its arguments (JSON).
+    """
+
+    request_id: str
+    node_id: str
+    simulation_id: int
+    command: str
+    args_json: str
+
+
+@dataclass(frozen=True, slots=True)
+class SimulatorReply:
+    """The owner's answer to ``SimulatorCommand`` ``request_id``.
+
+    ``body_json`` is the JSON response body: the result when ``ok``, else the error body
+    (``{"error": {"code", "message", "details"}}``) with its HTTP ``status_code``.
+    """
+
+    request_id: str
+    ok: bool
+    status_code: int
+    body_json: str
+
+
+BusMessage = StoredEvent | SimulationChanged | SimulatorCommand | SimulatorReply
 Handler = Callable[[Sequence[BusMessage]], None]
 Unsubscribe = Callable[[], None]
 

@@ -39,6 +39,8 @@ class Status(StrEnum):
     PAUSED = "paused"
     FINISHED = "finished"
     STOPPED = "stopped"
+    # Never a runner's own state: a run whose owning node went away (see simulator/lease.py).
+    INTERRUPTED = "interrupted"
 
 
 class Runner:

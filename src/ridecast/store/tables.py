@@ -159,3 +159,18 @@ webhook_attempts = Table(
     Column("error", Text, nullable=True),
     Column("response_body", Text, nullable=True),
 )
+
+simulator_runs = Table(
+    "simulator_runs",
+    metadata,
+    # One row per simulation whose simulator was ever started: which node owns the run, until
+    # when (a lease the owner renews), and the last status it wrote, for the other nodes.
+    Column("simulation_id", Integer, primary_key=True, autoincrement=False),
+    Column("owner_node", String(64), nullable=False),
+    Column("lease_until", Float, nullable=False),
+    # idle | running | paused | finished | stopped | interrupted
+    Column("status", String(16), nullable=False),
+    Column("status_json", JSON, nullable=False),
+    Column("updated_at", Float, nullable=False),
+    Index("ix_simulator_runs_owner", "owner_node"),
+)

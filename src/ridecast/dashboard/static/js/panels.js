@@ -36,7 +36,7 @@ export function renderSimulator(parts, answer, problem = "") {
   parts.status.textContent = status;
   parts.status.dataset.state = status;
   parts.clock.textContent = answer && answer.sim_ts ? clock(answer.sim_ts) : "";
-  parts.buttons.start.hidden = !answer || !["idle", "stopped", "finished"].includes(status);
+  parts.buttons.start.hidden = !answer || !["idle", "stopped", "finished", "interrupted"].includes(status);
   parts.buttons.pause.hidden = status !== "running";
   parts.buttons.resume.hidden = status !== "paused";
   parts.error.textContent = (answer && answer.error) || problem;

@@ -1,0 +1,302 @@
+"""The simulator host of one node: runs what it owns, forwards the rest to the owner.
+
+Every process has a node id (a uuid per start). ``ClusterHost`` wraps this process's
+``SimulatorManager`` with a lease per run (``lease.py``):
+
+* ``start`` takes the lease (refused while another node holds a live one on a running or
+  paused run) and runs the simulator here;
+* every other command on a run owned by a live node elsewhere is forwarded on the bus as a
+  ``SimulatorCommand``; the owner runs it and answers with a ``SimulatorReply``, errors
+  included, which reach the client unchanged; no answer within the forward timeout is a 503
+  ``simulator_owner_unreachable`` with ``Retry-After``;
+* status is live on the owner and the owner's last snapshot elsewhere; a running or paused
+  run whose lease expired reads as ``interrupted`` and can be started again anywhere.
+
+The owner renews its leases every third of the lease and writes a snapshot whenever the
+status changes (and every renewal while running, for the KPIs). A node that cannot renew for
+a whole lease stops its runs itself, so that a node cut off from the database does not keep
+producing events for a run another node may have restarted. With the in-process bus there is
+one node, and everything runs here as before.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import math
+import uuid
+from collections.abc import Coroutine, Sequence
+from functools import partial
+from typing import Any
+
+from ..bus import Bus, BusMessage, SimulationChanged, SimulatorCommand, SimulatorReply
+from ..errors import Conflict, RidecastError, ServiceUnavailable
+from .commands import Command, apply
+from .lease import ACTIVE, IDLE_STATUS, LeaseStore, RunRecord, effective_status, interrupted
+from .manager import SimulatorManager
+
+log = logging.getLogger(__name__)
+
+# What the runner says when a command does not apply (kept word for word, so that a client
+# gets the same message from any node).
+_REFUSALS = {
+    "pause": "the simulator is {status}, not running",
+    "resume": "the simulator is {status}, not paused",
+    "stop": "the simulator is {status}, not running or paused",
+}
+_REFUSE_OPERATION = "the simulator is {status}: start it first"
+
+
+class ClusterHost:
+    """Start, pause, resume, stop, status and operations of simulator runs, from any node."""
+
+    def __init__(self, manager: SimulatorManager, leases: LeaseStore, bus: Bus, *,
+                 lease_s: float, forward_timeout_s: float, node_id: str | None = None) -> None:
+        self.manager = manager
+        self.leases = leases
+        self.bus = bus
+        self.lease_s = lease_s
+        self.forward_timeout_s = forward_timeout_s
+        self.node_id = node_id or uuid.uuid4().hex
+        self._pending: dict[str, asyncio.Future[SimulatorReply]] = {}
+        self._tasks: set[asyncio.Task[Any]] = set()
+        self._written: dict[int, str] = {}
+        self._renewer: asyncio.Task[None] | None = None
+        self._renewed_at = leases.now()
+        self._unsubscribe = bus.subscribe(self._on_bus)
+
+    # -- lifecycle -------------------------------------------------------------------------
+
+    def start_renewing(self) -> None:
+        """Start the lease renewal loop (call once, from the event loop)."""
+        self._renewer = asyncio.create_task(self._renew_loop(), name="simulator-leases")
+
+    async def close(self) -> None:
+        """Stop the runs of this node and mark them ``interrupted`` for the other nodes."""
+        self._unsubscribe()
+        if self._renewer is not None:
+            self._renewer.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._renewer
+        for task in list(self._tasks):
+            task.cancel()
+        active = {sim: self.manager.status(sim) for sim, runner in self.manager.runners.items()
+                  if runner.status.value in ACTIVE}
+        await self.manager.close()
+        for sim, status in active.items():
+            try:
+                await self.leases.release(sim, self.node_id, interrupted(
+                    status, str(status["status"]),
+                    "the node running this simulator shut down; start it again"))
+            except Exception:
+                log.exception("could not mark the simulator of simulation %s interrupted", sim)
+
+    # -- the host's API ----------------------------------------------------------------------
+
+    async def start(self, simulation_id: int, data: dict[str, Any] | None) -> dict[str, Any]:
+        """Start a fresh run from ``data.simulator`` on this node (see ``SimulatorManager``)."""
+        return await self.execute(simulation_id, Command("start", {"data": data}))
+
+    async def pause(self, simulation_id: int) -> dict[str, Any]:
+        return await self.execute(simulation_id, Command("pause"))
+
+    async def resume(self, simulation_id: int) -> dict[str, Any]:
+        return await self.execute(simulation_id, Command("resume"))
+
+    async def stop(self, simulation_id: int) -> dict[str, Any]:
+        return await self.execute(simulation_id, Command("stop"))
+
+    async def operate(self, simulation_id: int, command: Command) -> dict[str, Any]:
+        """Run an operation command on the run, wherever it is."""
+        return await self.execute(simulation_id, command)
+
+    async def status(self, simulation_id: int) -> dict[str, Any]:
+        """Live on the owner; elsewhere the owner's snapshot, or ``interrupted``."""
+        if self._active_here(simulation_id):
+            return self.manager.status(simulation_id)
+        record = await self.leases.read(simulation_id)
+        if record is None or (record.owner_node == self.node_id
+                              and simulation_id in self.manager.runners):
+            return self.manager.status(simulation_id)
+        return effective_status(record, self.leases.now())
+
+    async def forget(self, simulation_id: int) -> None:
+        """Stop and drop the run (its simulation was deleted)."""
+        if simulation_id in self.manager.runners:
+            await self.manager.forget(simulation_id)
+            self._written.pop(simulation_id, None)
+            await self.leases.delete(simulation_id)
+
+    async def execute(self, simulation_id: int, command: Command) -> dict[str, Any]:
+        """Run ``command`` here when this node owns the run (or nobody live does), else
+        forward it to the owner and return its answer."""
+        if self._active_here(simulation_id):
+            return await self._local(simulation_id, command)
+        record = await self.leases.read(simulation_id)
+        now = self.leases.now()
+        owned_elsewhere = (record is not None and record.owner_node != self.node_id
+                           and record.live(now))
+        if record is not None and owned_elsewhere and (
+                command.name != "start" or record.status in ACTIVE):
+            return await self._forward(record, command)
+        if (command.name != "start" and record is not None
+                and simulation_id not in self.manager.runners):
+            # Nobody live owns it: refuse as its runner would have, from its last status.
+            status = effective_status(record, now)["status"]
+            template = _REFUSALS.get(command.name, _REFUSE_OPERATION)
+            raise Conflict(template.format(status=status), code="invalid_state")
+        return await self._local(simulation_id, command)
+
+    # -- here --------------------------------------------------------------------------------
+
+    def _active_here(self, simulation_id: int) -> bool:
+        runner = self.manager.runners.get(simulation_id)
+        return runner is not None and runner.status.value in ACTIVE
+
+    async def _local(self, simulation_id: int, command: Command) -> dict[str, Any]:
+        manager = self.manager
+        if command.name == "start":
+            return await self._start_here(simulation_id, command.args.get("data"))
+        if command.name == "pause":
+            result = await manager.pause(simulation_id)
+        elif command.name == "resume":
+            result = await manager.resume(simulation_id)
+        elif command.name == "stop":
+            result = await manager.stop(simulation_id)
+        else:
+            return await manager.operate(simulation_id, partial(apply, command=command))
+        await self._snapshot(simulation_id)
+        return result
+
+    async def _start_here(self, simulation_id: int,
+                          data: dict[str, Any] | None) -> dict[str, Any]:
+        if self._active_here(simulation_id):
+            return await self.manager.start(simulation_id, data)  # 409, as before
+        previous = await self.leases.read(simulation_id)
+        if not await self.leases.acquire(simulation_id, self.node_id, self.lease_s):
+            raise Conflict("the simulator is already running on another node; stop it first",
+                           code="invalid_state")
+        try:
+            result = await self.manager.start(simulation_id, data)
+        except BaseException:
+            await self.leases.release(simulation_id, self.node_id,
+                                      previous.status_json if previous else IDLE_STATUS)
+            raise
+        await self._snapshot(simulation_id)
+        return result
+
+    async def _snapshot(self, simulation_id: int) -> None:
+        status = self.manager.status(simulation_id)
+        if await self.leases.write(simulation_id, self.node_id, self.lease_s, status):
+            self._written[simulation_id] = str(status["status"])
+        else:  # another node took the run over: two runners must not publish for it
+            log.warning("simulator of simulation %s: this node no longer owns the run; "
+                        "stopping it here", simulation_id)
+            await self.manager.forget(simulation_id)
+            self._written.pop(simulation_id, None)
+
+    async def _renew_loop(self) -> None:
+        while True:
+            await asyncio.sleep(self.lease_s / 3)
+            try:
+                await self.renew()
+            except Exception:
+                log.exception("renewing the simulator leases failed")
+                if self.leases.now() - self._renewed_at > self.lease_s:
+                    await self._stop_all("its lease could not be renewed")
+
+    async def renew(self) -> None:
+        """Extend this node's leases, drop runs it lost, and write changed snapshots."""
+        ids = set(self.manager.runners)
+        owned = await self.leases.renew(self.node_id, ids, self.lease_s)
+        self._renewed_at = self.leases.now()
+        for simulation_id in ids - owned:
+            log.warning("simulator of simulation %s: the run moved to another node; "
+                        "stopping it here", simulation_id)
+            await self.manager.forget(simulation_id)
+            self._written.pop(simulation_id, None)
+        for simulation_id in owned:
+            status = self.manager.status(simulation_id)
+            if status["status"] in ACTIVE or self._written.get(simulation_id) != status["status"]:
+                await self._snapshot(simulation_id)
+
+    async def _stop_all(self, why: str) -> None:
+        for simulation_id in list(self.manager.runners):
+            if self._active_here(simulation_id):
+                log.error("simulator of simulation %s stopped: %s", simulation_id, why)
+                await self.manager.forget(simulation_id)
+
+    # -- forwarding --------------------------------------------------------------------------
+
+    async def _forward(self, record: RunRecord, command: Command) -> dict[str, Any]:
+        request_id = uuid.uuid4().hex
+        reply_future: asyncio.Future[SimulatorReply] = asyncio.get_running_loop().create_future()
+        self._pending[request_id] = reply_future
+        message = SimulatorCommand(request_id, record.owner_node, record.simulation_id,
+                                   command.name, command.args_json())
+        unreachable = ServiceUnavailable(
+            f"node {record.owner_node} runs this simulator and did not answer within "
+            f"{self.forward_timeout_s:g}s", code="simulator_owner_unreachable")
+        unreachable.retry_after = max(1, math.ceil(record.lease_until - self.leases.now()))
+        try:
+            try:
+                await self.bus.publish([message])
+            except Exception as exc:  # the bus is down: the owner cannot be reached either
+                log.warning("forwarding %s on simulation %s failed: %s", command.name,
+                            record.simulation_id, exc)
+                raise unreachable from exc
+            async with asyncio.timeout(self.forward_timeout_s):
+                reply = await reply_future
+        except TimeoutError:
+            raise unreachable from None
+        finally:
+            self._pending.pop(request_id, None)
+        body: dict[str, Any] = json.loads(reply.body_json)
+        if reply.ok:
+            return body
+        raise _error_from(body, reply.status_code)
+
+    def _on_bus(self, messages: Sequence[BusMessage]) -> None:
+        for message in messages:
+            if isinstance(message, SimulatorReply):
+                future = self._pending.get(message.request_id)
+                if future is not None and not future.done():
+                    future.set_result(message)
+            elif isinstance(message, SimulatorCommand) and message.node_id == self.node_id:
+                self._spawn(self._serve(message))
+            elif isinstance(message, SimulationChanged) and message.deleted:
+                self._spawn(self.forget(message.simulation_id))
+
+    def _spawn(self, work: Coroutine[Any, Any, None]) -> None:
+        task = asyncio.get_running_loop().create_task(work)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def _serve(self, message: SimulatorCommand) -> None:
+        try:
+            command = Command.from_json(message.command, message.args_json)
+            body = await self._local(message.simulation_id, command)
+            reply = SimulatorReply(message.request_id, True, 200, json.dumps(body, default=str))
+        except RidecastError as exc:
+            reply = SimulatorReply(message.request_id, False, exc.http_status,
+                                   json.dumps(exc.to_body()))
+        except Exception:
+            log.exception("forwarded simulator command %s on simulation %s failed",
+                          message.command, message.simulation_id)
+            error = RidecastError("internal error; it has been logged")
+            reply = SimulatorReply(message.request_id, False, 500, json.dumps(error.to_body()))
+        await self.bus.publish([reply])
+
+
+def _error_from(body: dict[str, Any], status_code: int) -> RidecastError:
+    """The owner's error, raised again here with the same code, message and details."""
+    error = body.get("error", {})
+    code = str(error.get("code", "internal_error"))
+    kind = ServiceUnavailable if status_code == 503 else RidecastError
+    try:
+        return kind(str(error.get("message", "")), code=code,
+                    details=list(error.get("details", [])))
+    except KeyError:  # a code this node does not know (a newer owner): keep the message
+        return RidecastError(str(error.get("message", "")))

@@ -1,0 +1,157 @@
+"""Who runs which simulator: leases and status snapshots in the ``simulator_runs`` table.
+
+A run (a started simulator) is owned by one node, the process whose ``owner_node`` id is in
+its row, until ``lease_until``. The owner renews its leases and writes a status snapshot; any
+other node reads the snapshot. Taking a run is one conditional UPDATE (or the first INSERT),
+so two nodes can never both own it: the database, not a home-made protocol, decides.
+
+A row whose status is running or paused and whose lease has passed belongs to a node that
+died (or lost its database for longer than the lease): it reads as ``interrupted``, and any
+node may start it again. ``effective_status`` is that rule, pure.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Collection
+from dataclasses import dataclass
+from typing import Any
+
+from sqlalchemy import delete, insert, or_, select, update
+from sqlalchemy.exc import IntegrityError
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+from ..store.tables import simulator_runs as runs
+from .runner import Status
+
+ACTIVE = (Status.RUNNING.value, Status.PAUSED.value)
+"""Statuses that need a live owner; with an expired lease they read as ``interrupted``."""
+
+IDLE_STATUS: dict[str, Any] = {"status": Status.IDLE.value, "sim_ts": None, "kpis": {}}
+# What a run reads as between its start being claimed and the owner's first snapshot: taking
+# the lease marks the run running at once, so that a second start elsewhere is refused.
+CLAIMED_STATUS: dict[str, Any] = {"status": Status.RUNNING.value, "sim_ts": None, "kpis": {}}
+
+
+@dataclass(frozen=True, slots=True)
+class RunRecord:
+    """One ``simulator_runs`` row."""
+
+    simulation_id: int
+    owner_node: str
+    lease_until: float
+    status: str
+    status_json: dict[str, Any]
+    updated_at: float
+
+    def live(self, now: float) -> bool:
+        """Whether the owner's lease still holds (so commands go to the owner)."""
+        return self.lease_until > now
+
+
+def interrupted(snapshot: dict[str, Any], was: str, reason: str) -> dict[str, Any]:
+    """The status of a run whose owner went away: its last snapshot, marked ``interrupted``."""
+    return {**snapshot, "status": Status.INTERRUPTED.value, "interrupted_status": was,
+            "error": reason}
+
+
+def effective_status(record: RunRecord, now: float) -> dict[str, Any]:
+    """What ``GET .../simulator`` answers on a node that does not own the run."""
+    if record.status in ACTIVE and not record.live(now):
+        return interrupted(
+            record.status_json, record.status,
+            "the node running this simulator stopped renewing its lease; start it again",
+        )
+    return dict(record.status_json)
+
+
+_COLUMNS = (runs.c.simulation_id, runs.c.owner_node, runs.c.lease_until, runs.c.status,
+            runs.c.status_json, runs.c.updated_at)
+
+
+class LeaseStore:
+    """Reads, takes, renews and releases run leases; every write is conditional on the owner."""
+
+    def __init__(self, engine: AsyncEngine, clock: Callable[[], float] = time.time) -> None:
+        self._engine = engine
+        self._clock = clock
+
+    def now(self) -> float:
+        return self._clock()
+
+    async def read(self, simulation_id: int) -> RunRecord | None:
+        async with self._engine.connect() as conn:
+            row = (await conn.execute(
+                select(*_COLUMNS).where(runs.c.simulation_id == simulation_id))).first()
+        return RunRecord(*row) if row else None
+
+    async def acquire(self, simulation_id: int, node: str, lease_s: float) -> bool:
+        """Own the run, marked running, unless another node holds a live lease on a running
+        or paused one. The caller starts the simulator, then writes its status (or releases
+        the lease with the previous status when the start fails)."""
+        now = self.now()
+        try:
+            async with self._engine.begin() as conn:
+                taken = await conn.execute(
+                    update(runs)
+                    .where(runs.c.simulation_id == simulation_id,
+                           or_(runs.c.owner_node == node, runs.c.lease_until <= now,
+                               runs.c.status.not_in(ACTIVE)))
+                    .values(owner_node=node, lease_until=now + lease_s, updated_at=now,
+                            status=Status.RUNNING.value, status_json=CLAIMED_STATUS))
+                if taken.rowcount == 1:
+                    return True
+                exists = await conn.scalar(
+                    select(runs.c.simulation_id).where(runs.c.simulation_id == simulation_id))
+                if exists is not None:
+                    return False
+                await conn.execute(insert(runs).values(
+                    simulation_id=simulation_id, owner_node=node, lease_until=now + lease_s,
+                    status=Status.RUNNING.value, status_json=CLAIMED_STATUS, updated_at=now))
+        except IntegrityError:  # another node inserted the row first: it owns the run
+            return False
+        return True
+
+    async def write(self, simulation_id: int, node: str, lease_s: float,
+                    status: dict[str, Any]) -> bool:
+        """Renew one lease and store its status snapshot; False when ``node`` lost it."""
+        now = self.now()
+        async with self._engine.begin() as conn:
+            result = await conn.execute(
+                update(runs)
+                .where(runs.c.simulation_id == simulation_id, runs.c.owner_node == node)
+                .values(lease_until=now + lease_s, status=str(status["status"]),
+                        status_json=status, updated_at=now))
+        return bool(result.rowcount == 1)
+
+    async def renew(self, node: str, simulation_ids: Collection[int],
+                    lease_s: float) -> set[int]:
+        """Extend every lease of ``node`` among ``simulation_ids``; the ids it still owns."""
+        if not simulation_ids:
+            return set()
+        now = self.now()
+        ids = list(simulation_ids)
+        async with self._engine.begin() as conn:
+            await conn.execute(
+                update(runs)
+                .where(runs.c.owner_node == node, runs.c.simulation_id.in_(ids))
+                .values(lease_until=now + lease_s))
+            owned = (await conn.execute(
+                select(runs.c.simulation_id)
+                .where(runs.c.owner_node == node, runs.c.simulation_id.in_(ids)))).scalars()
+            return set(owned)
+
+    async def release(self, simulation_id: int, node: str,
+                      status: dict[str, Any] | None = None) -> None:
+        """End ``node``'s lease now (with a final status, when given)."""
+        values: dict[str, Any] = {"lease_until": 0.0, "updated_at": self.now()}
+        if status is not None:
+            values.update(status=str(status["status"]), status_json=status)
+        async with self._engine.begin() as conn:
+            await conn.execute(update(runs).where(runs.c.simulation_id == simulation_id,
+                                                  runs.c.owner_node == node).values(**values))
+
+    async def delete(self, simulation_id: int) -> None:
+        """Forget the run (its simulation was deleted)."""
+        async with self._engine.begin() as conn:
+            await conn.execute(delete(runs).where(runs.c.simulation_id == simulation_id))
