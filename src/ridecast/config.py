@@ -29,6 +29,18 @@ class Settings(BaseSettings):
         "memory://",
         description="Event bus between processes: memory:// (one process) or redis://host:port/db.",
     )
+    bus_prefix: str = Field(
+        "ridecast", min_length=1, description="Prefix of the Redis keys of the bus "
+        "(one stream, <prefix>:bus); processes of one cluster share it.",
+    )
+    bus_stream_maxlen: int = Field(
+        100_000, gt=0, description="The Redis stream is trimmed to about this many entries; "
+        "a node that falls further behind catches up from the event log.",
+    )
+    bus_catch_up_interval_s: float = Field(
+        1.0, gt=0, description="How often each node compares the log's newest event id with "
+        "the last it delivered and fills any gap from the log (Redis bus only).",
+    )
     token_ttl_s: int = Field(
         24 * 3600, gt=0, description="Lifetime of a websocket token, in seconds."
     )

@@ -51,10 +51,13 @@ class Runtime:
         """Migrate the database and start the event log and the bus."""
         await upgrade(settings.database_url)
         engine = create_engine(settings.database_url)
-        bus = create_bus(settings.bus_url)
-        await bus.start()
+        bus = create_bus(settings.bus_url, prefix=settings.bus_prefix,
+                         maxlen=settings.bus_stream_maxlen,
+                         catch_up_interval_s=settings.bus_catch_up_interval_s)
         event_log = EventLog(engine, bus, max_batch=settings.group_commit_max_events,
                              max_pending=settings.ingest_max_pending_events)
+        bus.attach_log(event_log)
+        await bus.start()
         await event_log.start()
         sim_store = SimulationStore(engine)
         catalog = SimulationCatalog(sim_store, bus, max_entries=settings.simulation_cache_size,

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import signal
 import time
+import uuid
 from pathlib import Path
 from typing import Any
 
@@ -121,6 +122,7 @@ def test_a_run_started_on_a_is_controlled_through_b(tmp_path: Path, pg_url: str)
     pytest.importorskip("ridecast.bus.redis",
                         reason="needs the Redis bus (ridecast.bus.redis), not on this branch")
     a, b = _two_nodes(tmp_path, pg_url, {"RIDECAST_BUS_URL": "redis://127.0.0.1:6379/0",
+                                          "RIDECAST_BUS_PREFIX": f"test-{uuid.uuid4().hex}",
                                           "RIDECAST_SIMULATOR_FORWARD_TIMEOUT_S": "10"})
     try:
         user = a.create_user()

@@ -15,16 +15,22 @@ from .base import (
 from .memory import MemoryBus
 
 
-def create_bus(url: str) -> Bus:
+def create_bus(
+    url: str, *, prefix: str = "ridecast", maxlen: int = 100_000,
+    catch_up_interval_s: float = 1.0,
+) -> Bus:
     """The bus for ``RIDECAST_BUS_URL``: ``memory://`` or ``redis://...``."""
     if url.startswith("memory:"):
         return MemoryBus()
     if url.startswith(("redis://", "rediss://", "unix://")):
         try:
-            from .redis import RedisBus  # type: ignore[import-not-found,unused-ignore]
-        except ImportError as exc:  # pragma: no cover - until the Redis bus lands
-            raise ValueError(f"the Redis bus is not available: {exc}") from exc
-        bus: Bus = RedisBus(url)
+            from .redis import RedisBus
+        except ImportError as exc:  # redis-py is the 'redis' extra
+            raise ValueError(
+                f"the Redis bus needs redis-py: pip install 'ridecast[redis]' ({exc})"
+            ) from exc
+        bus: Bus = RedisBus(url, prefix=prefix, maxlen=maxlen,
+                            catch_up_interval_s=catch_up_interval_s)
         return bus
     raise ValueError(f"unsupported RIDECAST_BUS_URL {url!r} (memory:// or redis://)")
 
@@ -33,6 +39,7 @@ __all__ = [
     "Bus",
     "BusMessage",
     "Handler",
+    "LogReader",
     "MemoryBus",
     "SimulationChanged",
     "SimulatorCommand",

@@ -83,8 +83,21 @@ Handler = Callable[[Sequence[BusMessage]], None]
 Unsubscribe = Callable[[], None]
 
 
+class LogReader(Protocol):
+    """What a distributed bus reads from the event log to fill gaps (``EventLog`` has it)."""
+
+    async def newest_id(self) -> int:
+        """The newest committed event id (0 when none)."""
+
+    async def read_range(self, after: int, upto: int) -> Sequence[StoredEvent]:
+        """Every event with ``after < event_id <= upto``, in order."""
+
+
 class Bus(Protocol):
     """Fan-out of bus messages to every subscriber in every process."""
+
+    def attach_log(self, reader: LogReader) -> None:
+        """Give the bus the event log, to fill gaps from (before ``start``)."""
 
     async def start(self) -> None:
         """Connect; after this, ``publish`` and delivery to handlers work."""

@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Sequence
 
-from .base import BusMessage, Handler, Unsubscribe
+from .base import BusMessage, Handler, LogReader, Unsubscribe
 
 log = logging.getLogger(__name__)
 
@@ -15,6 +15,9 @@ class MemoryBus:
 
     def __init__(self) -> None:
         self._handlers: list[Handler] = []
+
+    def attach_log(self, reader: LogReader) -> None:
+        """Nothing to fill: in one process every message is delivered as it is published."""
 
     async def start(self) -> None:
         return None

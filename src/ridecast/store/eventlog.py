@@ -16,13 +16,13 @@ from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from sqlalchemy import and_, delete, func, insert, select
+from sqlalchemy import and_, delete, func, insert, select, update
 from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from ..bus import Bus, StoredEvent
 from ..errors import ServiceUnavailable
-from .tables import events, simulations, webhook_deliveries
+from .tables import event_counter, events, simulations, webhook_deliveries
 
 log = logging.getLogger(__name__)
 
@@ -194,22 +194,28 @@ class EventLog:
     ) -> list[list[StoredEvent]]:
         now = time.time()
         flat = [event for batch, _future in group for event in batch]
-        rows = [
-            {
-                "simulation_id": e.simulation_id,
-                "message_type": e.message_type,
-                "created_at": now,
-                "body": e.body,
-            }
-            for e in flat
-        ]
         conn = await self._writer_connection()
         async with conn.begin():
-            result = await conn.execute(insert(events).returning(events.c.id), rows)
-            # Ids rise in row order within one INSERT (SQLite holds the write lock; a
-            # PostgreSQL sequence hands out values row by row), so sorting maps them back to
-            # rows. sort_by_parameter_order would do the same 8x slower on SQLite.
-            ids = sorted(row[0] for row in result)
+            # Ids come from the one counter row, in this transaction: its lock makes every
+            # other writer (another process, another node) wait until this one commits, so
+            # ids are contiguous and rise in commit order. A reader that has seen id n has
+            # seen every id below it, which is what cursors and the Redis bus rely on.
+            last = int(await conn.scalar(
+                update(event_counter).where(event_counter.c.id == 1)
+                .values(last_id=event_counter.c.last_id + len(flat))
+                .returning(event_counter.c.last_id)
+            ) or 0)
+            ids = list(range(last - len(flat) + 1, last + 1))
+            await conn.execute(insert(events), [
+                {
+                    "id": event_id,
+                    "simulation_id": e.simulation_id,
+                    "message_type": e.message_type,
+                    "created_at": now,
+                    "body": e.body,
+                }
+                for e, event_id in zip(flat, ids, strict=True)
+            ])
             outbox = [
                 {
                     "event_id": event_id,
@@ -259,6 +265,7 @@ class EventLog:
         simulation_id: int | None = None,
         message_types: Sequence[str] | None = None,
         org_id: int | None = None,
+        upto: int | None = None,
     ) -> list[StoredEvent]:
         """Events with ``event_id > after`` in order, optionally filtered.
 
@@ -266,6 +273,8 @@ class EventLog:
         non-admin); deleted simulations are never returned.
         """
         conds = [events.c.id > after, simulations.c.deleted_at.is_(None)]
+        if upto is not None:
+            conds.append(events.c.id <= upto)
         if simulation_id is not None:
             conds.append(events.c.simulation_id == simulation_id)
         if message_types:
@@ -303,6 +312,28 @@ class EventLog:
             )
             for row in rows
         ]
+
+    async def newest_id(self) -> int:
+        """The newest committed event id: the counter row, as committed (0 when none)."""
+        try:
+            async with self._engine.connect() as conn:
+                value = await conn.scalar(
+                    select(event_counter.c.last_id).where(event_counter.c.id == 1)
+                )
+        except SQLAlchemyError as exc:
+            raise _unavailable("read", exc) from exc
+        return int(value or 0)
+
+    async def read_range(self, after: int, upto: int) -> list[StoredEvent]:
+        """Every event with ``after < event_id <= upto`` (of live simulations), in order."""
+        out: list[StoredEvent] = []
+        while after < upto:
+            page = await self.read(after=after, limit=1000, upto=upto)
+            out.extend(page)
+            if len(page) < 1000:
+                break
+            after = page[-1].event_id
+        return out
 
     async def bounds(self) -> tuple[int, int]:
         """(oldest retained event_id, newest event_id); (0, 0) when the log is empty."""

@@ -125,6 +125,17 @@ events = Table(
     sqlite_autoincrement=True,
 )
 
+# One row: the last event id handed out. The group commit takes its ids with
+# ``UPDATE ... SET last_id = last_id + n RETURNING last_id`` inside its transaction, so the
+# row lock orders writers across processes: ids are contiguous and in commit order, and a
+# rolled-back transaction gives its ids back (docs/deployment.md, "Order").
+event_counter = Table(
+    "event_counter",
+    metadata,
+    Column("id", Integer, primary_key=True),
+    Column("last_id", BigInteger, nullable=False),
+)
+
 webhook_deliveries = Table(
     "webhook_deliveries",
     metadata,

@@ -1,0 +1,47 @@
+"""A cluster on the real Redis and PostgreSQL of the machine: several ``ridecast serve``
+processes on one database and one Redis stream (its own key prefix per test)."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import Server, launch_server
+
+REDIS_URL = "redis://127.0.0.1:6379/0"
+
+
+def _redis_answers() -> bool:
+    import redis
+
+    try:
+        return bool(redis.Redis.from_url(REDIS_URL, socket_timeout=2).ping())
+    except (redis.RedisError, OSError):
+        return False
+
+
+@pytest.fixture
+def cluster(tmp_path: Path, pg_url: str) -> Iterator[Callable[..., Server]]:
+    """``node(**env)`` starts one more API node of the same cluster; all stop afterwards."""
+    if not _redis_answers():
+        pytest.skip(f"no Redis at {REDIS_URL}")
+    prefix = f"test-{uuid.uuid4().hex[:12]}"
+    nodes: list[Server] = []
+
+    def node(env: dict[str, str] | None = None) -> Server:
+        folder = tmp_path / f"node{len(nodes)}"
+        folder.mkdir()
+        srv = launch_server(folder, {"RIDECAST_BUS_URL": REDIS_URL, "RIDECAST_BUS_PREFIX": prefix,
+                                     **(env or {})}, database_url=pg_url)
+        nodes.append(srv)
+        return srv
+
+    yield node
+    for srv in nodes:
+        srv.stop()
+    import redis
+
+    redis.Redis.from_url(REDIS_URL).delete(f"{prefix}:bus")
