@@ -41,6 +41,7 @@ class NewEvent:
     message_type: str
     body: bytes
     webhook_url: str | None = None
+    webhook_ordered: bool = True
 
 
 def make_frame(body: bytes, event_id: int) -> bytes:
@@ -175,6 +176,7 @@ class EventLog:
                     "next_attempt_at": now,
                     "created_at": now,
                     "updated_at": now,
+                    "ordered": e.webhook_ordered,
                 }
                 for e, event_id in zip(flat, ids, strict=True)
                 if e.webhook_url
