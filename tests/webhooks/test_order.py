@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import itertools
+
 import httpx
 
 from ridecast.cli.receiver import ReceiverThread, Reply, Request
@@ -20,7 +22,7 @@ def _arrivals(recorder: Recorder) -> dict[int, list[int]]:
 
 
 def _inversions(seq: list[int]) -> int:
-    return sum(1 for a, b in zip(seq, seq[1:], strict=False) if b < a)
+    return sum(1 for a, b in itertools.pairwise(seq) if b < a)
 
 
 def _post_many(http: httpx.Client, sim: int, count: int) -> list[int]:
@@ -71,7 +73,7 @@ def test_a_retry_holds_later_events_behind_it(fast_server: Server) -> None:
             wait_for(lambda: len(recorder.requests) == 22)
             log = {int(d["event_id"]): d for d in deliveries(http, sim)}
     arrived = _arrivals(recorder)[sim]
-    assert arrived == ids[:5] + [ids[4], ids[4]] + ids[5:]
+    assert arrived == [*ids[:5], ids[4], ids[4], *ids[5:]]
     assert [a["status_code"] for a in log[ids[4]]["attempts"]] == [500, 500, 204]
 
 
