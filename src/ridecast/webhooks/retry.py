@@ -30,6 +30,7 @@ class ErrorClass(enum.StrEnum):
     BLOCKED_ADDRESS = "blocked_address"
     HTTP_STATUS = "http_status"
     REDIRECT = "redirect"
+    PROTOCOL = "protocol"  # the answer is not valid HTTP/1.1
     OTHER = "other"
 
 
