@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 
 import pytest
@@ -67,13 +67,14 @@ async def _statuses(engine: AsyncEngine) -> list[tuple[str, str | None]]:
         return [(r[0], r[1]) for r in rows]
 
 
-async def _until(predicate: object, timeout: float = 20.0) -> None:
-    deadline = time.monotonic() + timeout
+async def _until(predicate: Callable[[], Awaitable[bool]]) -> None:
+    """Poll ``predicate`` for up to 20 s."""
+    deadline = time.monotonic() + 20
     while time.monotonic() < deadline:
-        if await predicate():  # type: ignore[operator]
+        if await predicate():
             return
         await asyncio.sleep(0.05)
-    raise AssertionError("condition not met")
+    raise AssertionError("condition not met within 20 s")
 
 
 async def test_finished_units_leave_nothing_held(engine: AsyncEngine) -> None:
