@@ -33,7 +33,7 @@ async def engine(tmp_path: Path) -> AsyncIterator[AsyncEngine]:
     await eng.dispose()
 
 
-async def _setup(engine: AsyncEngine, url: str, count: int) -> tuple[Dispatcher, Outbox, int]:
+async def _setup(engine: AsyncEngine, url: str, count: int) -> tuple[Dispatcher, Sender, int]:
     principal, _key = await AccountStore(engine).create_user("u", "o")
     store = SimulationStore(engine)
     sim = (await store.create(principal, "s", {
@@ -57,7 +57,7 @@ async def _setup(engine: AsyncEngine, url: str, count: int) -> tuple[Dispatcher,
         return None
 
     outbox = Outbox(engine)
-    return Dispatcher(settings, outbox, sender, store, MemoryBus(), disable), outbox, sim
+    return Dispatcher(settings, outbox, sender, store, MemoryBus(), disable), sender, sim
 
 
 async def _statuses(engine: AsyncEngine) -> list[tuple[str, str | None]]:
@@ -81,7 +81,7 @@ async def test_finished_units_leave_nothing_held(engine: AsyncEngine) -> None:
     """After 150 deliveries succeed, no unit task is left and no delivery is held in memory."""
     receiver = Receiver(lambda _r: Reply(204))
     await receiver.start()
-    dispatcher, _outbox, _sim = await _setup(engine, receiver.url, 150)
+    dispatcher, sender, _sim = await _setup(engine, receiver.url, 150)
     dispatcher.start()
     try:
         async def done() -> bool:
@@ -91,7 +91,9 @@ async def test_finished_units_leave_nothing_held(engine: AsyncEngine) -> None:
         await _until(lambda: _idle(dispatcher))
     finally:
         await dispatcher.close()
+        await sender.close()
         await receiver.close()
+        await asyncio.sleep(0.05)  # let the closed transports finish closing
     assert all(token is None for _s, token in await _statuses(engine))
 
 
@@ -111,12 +113,14 @@ async def test_close_gives_back_what_was_not_sent(engine: AsyncEngine) -> None:
 
     receiver = Receiver(stall)
     await receiver.start()
-    dispatcher, _outbox, _sim = await _setup(engine, receiver.url, 5)
+    dispatcher, sender, _sim = await _setup(engine, receiver.url, 5)
     dispatcher.start()
     try:
         await asyncio.wait_for(started.wait(), 10)
     finally:
         await dispatcher.close()
+        await sender.close()
         await receiver.close()
+        await asyncio.sleep(0.05)  # let the closed transports finish closing
     assert dispatcher.in_memory == 0 and dispatcher.units_running == 0
     assert sorted(await _statuses(engine)) == [("pending", None)] * 5
