@@ -190,6 +190,12 @@ class Dispatcher:
                 jobs = [job for job in unit.jobs if job.delivery_id not in self._held]
                 if not jobs:
                     continue
+                if len(jobs) < len(unit.jobs) and unit.jobs[0].ordered:
+                    # Part of this lane is still being sent here: a second task would put
+                    # two requests of one simulation in flight. Give the rest back; the
+                    # lane stays held by the task that is sending it.
+                    await self._outbox.release([job.delivery_id for job in jobs])
+                    continue
                 for job in jobs:
                     self._held[job.delivery_id] = job
                 task = asyncio.create_task(
