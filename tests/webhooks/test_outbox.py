@@ -135,3 +135,30 @@ async def test_purge_removes_old_finished_deliveries_with_attempts(engine: Async
         left = (await conn.execute(select(webhook_deliveries.c.status))).scalars().all()
         attempts = await conn.scalar(select(func.count()).select_from(webhook_attempts))
     assert left == ["pending"] and attempts == 1
+
+
+async def test_racing_claims_on_postgres_respect_the_limit_and_never_share(pg_url: str) -> None:
+    """Two engines (two worker processes) claim at once on PostgreSQL: no delivery twice,
+    and never more units of one URL in flight than the limit."""
+    await upgrade(pg_url)
+    engines = [create_engine(pg_url), create_engine(pg_url)]
+    try:
+        for sim in range(1, 11):
+            await _enqueue(engines[0], 5, "http://same/", sim=sim)
+        await _enqueue(engines[0], 40, "http://loose/", sim=99, ordered=False)
+        outboxes = [Outbox(engine) for engine in engines]
+        got = await asyncio.gather(*(
+            outboxes[i % 2].claim(max_units=3, unit_rows=4, per_endpoint=3, lease_s=30)
+            for i in range(12)))
+    finally:
+        for engine in engines:
+            await engine.dispose()
+    units = [unit for batch in got for unit in batch]
+    ids = [job.delivery_id for unit in units for job in unit.jobs]
+    assert len(ids) == len(set(ids))
+    per_url: dict[str, int] = {}
+    for unit in units:
+        per_url[unit.jobs[0].url] = per_url.get(unit.jobs[0].url, 0) + 1
+    assert per_url == {"http://same/": 3, "http://loose/": 3}
+    lanes = [unit.jobs[0].simulation_id for unit in units if unit.jobs[0].ordered]
+    assert len(lanes) == len(set(lanes))
