@@ -25,8 +25,8 @@ from tests.conftest import Server
 from .helpers import post_events, vehicle_use, wait_for
 
 LIMIT = 2
+FIRST_LEASE_S, SECOND_LEASE_S = 1.0, 1.5
 WORKER_ENV = {
-    "RIDECAST_WEBHOOK_LEASE_S": "1",
     "RIDECAST_WEBHOOK_TIMEOUT_S": "0.5",
     "RIDECAST_WEBHOOK_CONCURRENCY_PER_ENDPOINT": str(LIMIT),
     "RIDECAST_WEBHOOK_RETRY_SCHEDULE_S": "[0.2, 0.2, 0.2, 0.2, 0.2]",
@@ -57,20 +57,37 @@ class Counting:
         return {event for _sim, event in self.arrivals}
 
 
-def _worker(pg_url: str) -> subprocess.Popen[bytes]:
+def _worker(pg_url: str, lease_s: float) -> subprocess.Popen[bytes]:
     env = {**os.environ, "RIDECAST_DATABASE_URL": pg_url, "RIDECAST_WEBHOOK_ALLOW_PRIVATE": "true",
-           "RIDECAST_LOG_LEVEL": "warning", **WORKER_ENV}
+           "RIDECAST_LOG_LEVEL": "warning", **WORKER_ENV, "RIDECAST_WEBHOOK_LEASE_S": str(lease_s)}
     return subprocess.Popen([sys.executable, "-m", "ridecast.cli.main", "worker"], env=env,
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 
 
-def _leased(pg_url: str) -> int:
-    async def run() -> int:
+def _leased_by(pg_url: str, lease_s: float) -> set[int]:
+    """Deliveries leased by the worker whose lease is ``lease_s`` (each worker has its own,
+    and a claim or renewal sets lease_until = updated_at + lease)."""
+    async def run() -> set[int]:
         engine = create_engine(pg_url)
         try:
             async with engine.connect() as conn:
-                return int(await conn.scalar(
-                    select(func.count()).select_from(D).where(D.c.status == "delivering")) or 0)
+                return set(await conn.scalars(select(D.c.id).where(
+                    D.c.status == "delivering",
+                    func.abs(D.c.lease_until - D.c.updated_at - lease_s) < 0.05)))
+        finally:
+            await engine.dispose()
+
+    return asyncio.run(run())
+
+
+def _succeeded(pg_url: str, ids: set[int]) -> bool:
+    async def run() -> bool:
+        engine = create_engine(pg_url)
+        try:
+            async with engine.connect() as conn:
+                done = await conn.scalar(select(func.count()).select_from(D).where(
+                    D.c.id.in_(sorted(ids)), D.c.status == "succeeded"))
+                return done == len(ids)
         finally:
             await engine.dispose()
 
@@ -83,7 +100,7 @@ def test_two_workers_order_limit_and_takeover_after_sigkill(
     """4 simulations x 250 events through two workers; one is killed mid-burst."""
     counting = Counting()
     server = start_server({"RIDECAST_WEBHOOK_WORKERS": "false"}, database_url=pg_url)
-    first = _worker(pg_url)
+    first = _worker(pg_url, FIRST_LEASE_S)
     second: subprocess.Popen[bytes] | None = None
     try:
         with ReceiverThread(counting) as receiver:
@@ -99,19 +116,22 @@ def test_two_workers_order_limit_and_takeover_after_sigkill(
                         sent[sim] += map(int, post_events(
                             http, sim, [vehicle_use(i) for i in range(start, start + 50)]))
             wait_for(lambda: len(counting.distinct()) >= 100, timeout=60)
-            second = _worker(pg_url)
+            second = _worker(pg_url, SECOND_LEASE_S)
             seen = len(counting.distinct())
             wait_for(lambda: len(counting.distinct()) >= seen + 100, timeout=60)
-            wait_for(lambda: _leased(pg_url) > 0, timeout=10)
+            wait_for(lambda: bool(_leased_by(pg_url, FIRST_LEASE_S)), timeout=10, step=0.005)
             first.send_signal(signal.SIGKILL)
             first.wait(10)
+            orphans = _leased_by(pg_url, FIRST_LEASE_S)  # held by the dead worker
             every = {e for ids in sent.values() for e in ids}
             wait_for(lambda: counting.distinct() >= every, timeout=90)
+            wait_for(lambda: _succeeded(pg_url, orphans), timeout=30)
     finally:
         for proc in (first, second):
             if proc is not None and proc.poll() is None:
                 proc.terminate()
                 proc.wait(15)
+    assert orphans, "the killed worker held no lease at the kill: nothing was taken over"
     assert counting.max_inflight <= LIMIT
     for sim in sims:
         firsts = [e for s, e in counting.arrivals if s == sim]
