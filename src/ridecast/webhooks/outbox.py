@@ -23,8 +23,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import bindparam, delete, func, insert, select, update
-from sqlalchemy.ext.asyncio import AsyncEngine
+from sqlalchemy import and_, bindparam, delete, func, insert, or_, select, update
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from ..store.tables import events, webhook_attempts, webhook_deliveries, webhook_endpoints
 from .claims import Row, plan_claim
@@ -116,15 +116,7 @@ class Outbox:
             else:
                 # SQLite: a write first takes the database's write lock for the transaction.
                 await conn.execute(update(D).where(D.c.id == -1).values(claim_token=None))
-            active = [
-                Row(r.id, r.simulation_id, r.url, r.event_id, bool(r.ordered), r.status,
-                    r.next_attempt_at, r.lease_until, r.claim_token)
-                for r in await conn.execute(
-                    select(D.c.id, D.c.simulation_id, D.c.url, D.c.event_id, D.c.ordered,
-                           D.c.status, D.c.next_attempt_at, D.c.lease_until, D.c.claim_token)
-                    .where(D.c.status.in_(ACTIVE_STATES))
-                )
-            ]
+            active = await self._candidates(conn, now, unit_rows, per_endpoint * unit_rows)
             plan = plan_claim(active, now=now, per_endpoint=per_endpoint,
                               unit_rows=unit_rows, max_units=max_units)
             if not plan:
@@ -168,6 +160,35 @@ class Outbox:
                                 d.attempt_count, d.body, bool(d.ordered)))
             units.append(Unit(token, lease_until, jobs))
         return units
+
+    @staticmethod
+    async def _candidates(
+        conn: AsyncConnection, now: float, lane_rows: int, chunk_rows: int
+    ) -> list[Row]:
+        """The rows a plan can use, read with windows in SQL rather than every active row:
+        every leased row (for the in-flight counts and busy lanes), the first ``lane_rows``
+        of each simulation's ordered queue, and the oldest ``chunk_rows`` due unordered rows
+        of each URL. ``plan_claim`` gives the same plan on these as on all active rows."""
+        cols = [D.c.id, D.c.simulation_id, D.c.url, D.c.event_id, D.c.ordered, D.c.status,
+                D.c.next_attempt_at, D.c.lease_until, D.c.claim_token]
+        lanes = select(*cols, func.row_number().over(
+            partition_by=D.c.simulation_id, order_by=D.c.event_id).label("pos")
+        ).where(D.c.status.in_(ACTIVE_STATES), D.c.ordered.is_(True)).subquery()
+        due = or_(and_(D.c.status == "pending", D.c.next_attempt_at <= now),
+                  and_(D.c.status == "delivering", D.c.lease_until < now))
+        loose = select(*cols, func.row_number().over(
+            partition_by=D.c.url, order_by=D.c.event_id).label("pos")
+        ).where(due, D.c.ordered.is_(False)).subquery()
+        found: dict[int, Row] = {}
+        for query in (
+            select(*cols).where(D.c.status == "delivering"),
+            select(*[lanes.c[c.name] for c in cols]).where(lanes.c.pos <= lane_rows),
+            select(*[loose.c[c.name] for c in cols]).where(loose.c.pos <= chunk_rows),
+        ):
+            for r in await conn.execute(query):
+                found[r.id] = Row(r.id, r.simulation_id, r.url, r.event_id, bool(r.ordered),
+                                  r.status, r.next_attempt_at, r.lease_until, r.claim_token)
+        return list(found.values())
 
     async def renew(self, token: str, delivery_ids: Sequence[int], lease_until: float) -> bool:
         """Extend the lease of a unit's unsent deliveries; False if the unit is no longer ours
