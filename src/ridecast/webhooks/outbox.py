@@ -403,6 +403,9 @@ class Outbox:
         async with self._engine.begin() as conn:
             await conn.execute(delete(A).where(A.c.delivery_id.in_(old)))
             result = await conn.execute(delete(D).where(D.c.id.in_(old)))
+            # Failing clocks not moved since (a deleted simulation's, say) are stale anyway:
+            # a failure after that long a gap starts a new streak.
+            await conn.execute(delete(E).where(E.c.last_failure_at < cutoff))
         return int(result.rowcount or 0)
 
 
