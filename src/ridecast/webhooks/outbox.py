@@ -403,8 +403,9 @@ class Outbox:
         async with self._engine.begin() as conn:
             await conn.execute(delete(A).where(A.c.delivery_id.in_(old)))
             result = await conn.execute(delete(D).where(D.c.id.in_(old)))
-            # Failing clocks not moved since (a deleted simulation's, say) are stale anyway:
-            # a failure after that long a gap starts a new streak.
+            # Failing clocks not moved since (a deleted simulation's, say): with the default
+            # retention (a week) that is far past the quiet gap, so no decision changes; a
+            # retention shorter than the quiet gap would end such a streak early.
             await conn.execute(delete(E).where(E.c.last_failure_at < cutoff))
         return int(result.rowcount or 0)
 
