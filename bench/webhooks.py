@@ -2,8 +2,8 @@
 
 Runs on 127.0.0.1 only, bounded in count and time::
 
-    python bench/webhooks.py                 # 20,000 events, concurrency 16
-    python bench/webhooks.py --events 5000 --concurrency 8
+    python bench/webhooks.py                 # 20,000 events over 16 simulations, concurrency 16
+    python bench/webhooks.py --events 5000 --sims 8 --concurrency 8
 
 1. A fast receiver (``ridecast.cli.receiver.Receiver``) runs in its own process and
    records, per request, the time from the event's ``server_ts`` (stamped at ingest) to
@@ -15,12 +15,17 @@ Runs on 127.0.0.1 only, bounded in count and time::
    receiver; events are POSTed in batches; every one is a durable outbox delivery. Reported:
    deliveries/s (first ingest to last receipt, and to the last attempt committed as
    succeeded), p50/p99 ingest-to-receipt latency, and the ratio to the ceiling.
+4. Step 3 runs twice in the same server, side by side: ``ordered`` (the default: one
+   request in flight per simulation, so ``--sims`` lanes run in parallel) and ``unordered``
+   (``messaging_webhook_ordering: "unordered"``: chunks of one URL in parallel). The
+   receiver counts inversions of event order within each simulation.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import itertools
 import json
 import os
 import socket
@@ -56,20 +61,28 @@ def receiver_child(port: int) -> None:
     from ridecast.cli.receiver import Receiver, Reply, Request
 
     state: dict[str, list[float]] = {"latency": [], "times": []}
+    order: dict[int, list[int]] = {}
 
     def handle(request: Request) -> Reply:
         if request.target == "/stats":
+            inversions = sum(1 for seq in order.values()
+                             for a, b in itertools.pairwise(seq) if b < a)
             body = json.dumps({"count": len(state["times"]),
                                "last": max(state["times"], default=0.0),
-                               "latency": state["latency"]}).encode()
+                               "latency": state["latency"],
+                               "inversions": inversions}).encode()
             return Reply(200, body)
         if request.target == "/reset":
             state["latency"].clear()
             state["times"].clear()
+            order.clear()
             return Reply(204)
         now = time.time()
         state["times"].append(now)
-        ts = json.loads(request.body).get("server_ts")
+        envelope = json.loads(request.body)
+        event_id = int(request.headers.get("webhook-id", "msg_0").removeprefix("msg_"))
+        order.setdefault(int(envelope.get("simulation_id", 0)), []).append(event_id)
+        ts = envelope.get("server_ts")
         if ts:
             state["latency"].append(now - datetime.fromisoformat(ts).timestamp())
         return Reply(204)
@@ -149,16 +162,19 @@ async def create_user(database_url: str) -> tuple[str, str]:
     return "bench", key
 
 
-async def ingest(base: str, auth: tuple[str, str], sim: int, total: int, batch: int) -> float:
-    """POST ``total`` events in batches (4 requests in flight); returns the start time."""
-    batches = [[event(i) for i in range(s, min(s + batch, total))] for s in range(0, total, batch)]
+async def ingest(base: str, auth: tuple[str, str], sims: list[int], total: int,
+                 batch: int) -> float:
+    """POST ``total`` events in batches spread over ``sims`` (4 requests in flight); returns
+    the start time."""
+    batches = [(sims[n % len(sims)], [event(i) for i in range(s, min(s + batch, total))])
+               for n, s in enumerate(range(0, total, batch))]
     async with httpx.AsyncClient(base_url=base, auth=auth, timeout=60) as http:
         start = time.time()
 
         async def poster() -> None:
             while batches:
-                response = await http.post(f"/api/v2/simulation/{sim}/events",
-                                           json=batches.pop(0))
+                sim, items = batches.pop(0)
+                response = await http.post(f"/api/v2/simulation/{sim}/events", json=items)
                 response.raise_for_status()
 
         await asyncio.gather(*(poster() for _ in range(4)))
@@ -183,6 +199,7 @@ async def paced(base: str, auth: tuple[str, str], sim: int, rate: int, seconds: 
 
 
 async def succeeded_at(database_url: str, total: int, deadline: float) -> float | None:
+    # ``total``: succeeded deliveries in the whole store (phases add up).
     """When the last delivery was recorded as succeeded (polling the store)."""
     from sqlalchemy import func, select
 
@@ -203,19 +220,79 @@ async def succeeded_at(database_url: str, total: int, deadline: float) -> float 
     return None
 
 
+async def count_succeeded(database_url: str) -> int:
+    from sqlalchemy import func, select
+
+    from ridecast.store.engine import create_engine
+    from ridecast.store.tables import webhook_deliveries as d
+
+    engine = create_engine(database_url)
+    try:
+        async with engine.connect() as conn:
+            return int(await conn.scalar(
+                select(func.count()).select_from(d).where(d.c.status == "succeeded")) or 0)
+    finally:
+        await engine.dispose()
+
+
 def pct(values: list[float], q: float) -> float:
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
+
+
+def run_mode(base: str, auth: tuple[str, str], rport: int, hook: str, database_url: str,
+             args: argparse.Namespace, mode: str) -> dict[str, object]:
+    """One burst and one paced phase through ``args.sims`` simulations in ``mode``."""
+    done_before = asyncio.run(count_succeeded(database_url))
+    data: dict[str, object] = {"messaging_webhook_url": hook,
+                               "messaging_webhook_message_types": ["vehicle_use"],
+                               "messaging_webhook_ordering": mode}
+    sims = [httpx.post(f"{base}/api/v2/simulation", auth=auth,
+                       json={"name": f"bench-{mode}-{i}", "data": data}).json()["id"]
+            for i in range(args.sims)]
+    httpx.post(f"http://127.0.0.1:{rport}/reset")
+    deadline = time.time() + args.timeout
+    start = asyncio.run(ingest(base, auth, sims, args.events, args.batch))
+    ingested = time.time()
+    stats: dict[str, object] = {}
+    while time.time() < deadline:
+        stats = httpx.get(f"http://127.0.0.1:{rport}/stats", timeout=30).json()
+        if stats["count"] >= args.events:  # type: ignore[operator]
+            break
+        time.sleep(0.1)
+    committed = asyncio.run(succeeded_at(database_url, done_before + args.events, deadline))
+    httpx.post(f"http://127.0.0.1:{rport}/reset")
+    paced_sent = asyncio.run(paced(base, auth, sims[0], args.paced_rate, args.paced_s))
+    paced_stats: dict[str, object] = {}
+    while time.time() < deadline + 30:
+        paced_stats = httpx.get(f"http://127.0.0.1:{rport}/stats", timeout=30).json()
+        if paced_stats["count"] >= paced_sent:  # type: ignore[operator]
+            break
+        time.sleep(0.1)
+    count = int(stats.get("count", 0))  # type: ignore[call-overload]
+    last = float(stats.get("last", 0.0))  # type: ignore[arg-type]
+    return {
+        "mode": mode, "count": count, "start": start, "ingested": ingested,
+        "rate": count / (last - start) if last > start else 0.0,
+        "durable": args.events / (committed - start) if committed else None,
+        "latency": [float(x) for x in stats.get("latency", [])],  # type: ignore[attr-defined]
+        "inversions": stats.get("inversions"),
+        "paced": [float(x) for x in paced_stats.get("latency", [])],  # type: ignore[attr-defined]
+        "paced_inversions": paced_stats.get("inversions"),
+    }
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--events", type=int, default=20000)
     parser.add_argument("--concurrency", type=int, default=16)
+    parser.add_argument("--sims", type=int, default=16,
+                        help="simulations the events are spread over (ordered: one lane each)")
     parser.add_argument("--batch", type=int, default=500)
     parser.add_argument("--timeout", type=float, default=120.0)
     parser.add_argument("--paced-rate", type=int, default=1000,
                         help="events/s of the unsaturated latency phase")
+    parser.add_argument("--paced-s", type=float, default=3.0)
     parser.add_argument("--receiver-child", type=int, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.receiver_child:
@@ -229,6 +306,7 @@ def main() -> None:
     tmp = Path(tempfile.mkdtemp(prefix="ridecast-bench-"))
     database_url = f"sqlite+aiosqlite:///{tmp / 'bench.db'}"
     server: subprocess.Popen[bytes] | None = None
+    results: list[dict[str, object]] = []
     try:
         assert receiver.stdout is not None and receiver.stdout.readline().strip() == "READY"
         body = json.dumps({"simulation_id": 1, **event(1), "server_ts": NOW}).encode()
@@ -248,28 +326,8 @@ def main() -> None:
             env=env, cwd=tmp, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         base = f"http://127.0.0.1:{sport}"
         wait_http(f"{base}/healthz")
-        sim = httpx.post(f"{base}/api/v2/simulation", auth=auth, json={"name": "bench", "data": {
-            "messaging_webhook_url": hook, "messaging_webhook_message_types": ["vehicle_use"]}},
-        ).json()["id"]
-        deadline = time.time() + args.timeout
-        start = asyncio.run(ingest(base, auth, sim, args.events, args.batch))
-        ingested = time.time()
-        stats: dict[str, object] = {}
-        while time.time() < deadline:
-            stats = httpx.get(f"http://127.0.0.1:{rport}/stats", timeout=30).json()
-            if stats["count"] >= args.events:  # type: ignore[operator]
-                break
-            time.sleep(0.1)
-        committed = asyncio.run(succeeded_at(database_url, args.events, deadline))
-        # Latency below saturation: a steady --paced-rate for 3 s.
-        httpx.post(f"http://127.0.0.1:{rport}/reset")
-        paced_sent = asyncio.run(paced(base, auth, sim, args.paced_rate, 3.0))
-        paced_stats: dict[str, object] = {}
-        while time.time() < deadline + 30:
-            paced_stats = httpx.get(f"http://127.0.0.1:{rport}/stats", timeout=30).json()
-            if paced_stats["count"] >= paced_sent:  # type: ignore[operator]
-                break
-            time.sleep(0.1)
+        for mode in ("ordered", "unordered"):
+            results.append(run_mode(base, auth, rport, hook, database_url, args, mode))
     finally:
         if server is not None:
             server.terminate()
@@ -277,31 +335,36 @@ def main() -> None:
         receiver.terminate()
         receiver.wait(10)
 
-    count = int(stats.get("count", 0))  # type: ignore[call-overload]
-    latency = [float(x) for x in stats.get("latency", [])]  # type: ignore[attr-defined]
-    last = float(stats.get("last", 0.0))  # type: ignore[arg-type]
-    rate = count / (last - start) if last > start else 0.0
-    print(f"events: {args.events}  concurrency per endpoint: {args.concurrency}  "
-          f"cpus: {os.cpu_count()}")
+    print(f"events: {args.events} over {args.sims} simulations  concurrency per endpoint: "
+          f"{args.concurrency}  cpus: {os.cpu_count()}")
     print(f"receiver ceiling, plain keep-alive httpx client: {httpx_rps:,.0f} req/s")
     print(f"receiver ceiling, raw keep-alive asyncio client: {raw_rps:,.0f} req/s")
-    print(f"ingest: {args.events / (ingested - start):,.0f} events/s")
-    print(f"ridecast: {count}/{args.events} delivered, {rate:,.0f} deliveries/s "
-          "(first ingest to last receipt)")
-    if committed:
-        print(f"ridecast durable: {args.events / (committed - start):,.0f} deliveries/s "
-              "(first ingest to last attempt committed as succeeded)")
-    if latency:
-        print("latency ingest->receipt, saturated burst (queueing): "
-              f"p50 {pct(latency, 0.5) * 1000:,.1f} ms  "
-              f"p99 {pct(latency, 0.99) * 1000:,.1f} ms  mean "
-              f"{statistics.fmean(latency) * 1000:,.1f} ms")
-    paced_latency = [float(x) for x in paced_stats.get("latency", [])]  # type: ignore[attr-defined]
-    if paced_latency:
-        print(f"latency at a steady {args.paced_rate} events/s: p50 "
-              f"{pct(paced_latency, 0.5) * 1000:,.1f} ms  p99 "
-              f"{pct(paced_latency, 0.99) * 1000:,.1f} ms")
-    print(f"ratio to ceiling (the higher of the two): {rate / ceiling_rps:.2f}  (target >= 0.5)")
+    for r in results:
+        print(f"--- {r['mode']} ---")
+        start, ingested = float(r["start"]), float(r["ingested"])  # type: ignore[arg-type]
+        rate = float(r["rate"])  # type: ignore[arg-type]
+        print(f"ingest: {args.events / (ingested - start):,.0f} events/s")
+        print(f"ridecast: {r['count']}/{args.events} delivered, {rate:,.0f} deliveries/s "
+              f"(first ingest to last receipt); inversions within a simulation: "
+              f"{r['inversions']}")
+        if r["durable"]:
+            print(f"ridecast durable: {float(r['durable']):,.0f} deliveries/s "  # type: ignore[arg-type]
+                  "(first ingest to last attempt committed as succeeded)")
+        latency = r["latency"]
+        assert isinstance(latency, list)
+        if latency:
+            print("latency ingest->receipt, saturated burst (queueing): "
+                  f"p50 {pct(latency, 0.5) * 1000:,.1f} ms  "
+                  f"p99 {pct(latency, 0.99) * 1000:,.1f} ms  mean "
+                  f"{statistics.fmean(latency) * 1000:,.1f} ms")
+        paced_latency = r["paced"]
+        assert isinstance(paced_latency, list)
+        if paced_latency:
+            print(f"latency at a steady {args.paced_rate} events/s (one simulation): p50 "
+                  f"{pct(paced_latency, 0.5) * 1000:,.1f} ms  p99 "
+                  f"{pct(paced_latency, 0.99) * 1000:,.1f} ms; inversions "
+                  f"{r['paced_inversions']}")
+        print(f"ratio to ceiling (the higher of the two): {rate / ceiling_rps:.2f}")
 
 
 if __name__ == "__main__":

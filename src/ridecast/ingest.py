@@ -128,6 +128,7 @@ class Ingest:
                     message_type=message_type,
                     body=body,
                     webhook_url=webhook.url if webhook and webhook.wants(message_type) else None,
+                    webhook_ordered=webhook.ordered if webhook else True,
                 )
             )
         if errors:

@@ -22,6 +22,8 @@ def test_patch_without_webhook_keys_stops_deliveries(server: Server) -> None:
         sim = server.create_simulation(user, hook)
         with server.client(user) as http:
             first = post_events(http, sim, [vehicle_use(1)])
+            # Sent before the PATCH: a delivery still queued then would be cancelled.
+            wait_for(lambda: len(recorder.ids()) == 1)
             assert http.patch(f"/api/v2/simulation/{sim}", json={"data": {"k": 1}}).is_success
             silent = post_events(http, sim, [vehicle_use(2)])
             assert http.patch(f"/api/v2/simulation/{sim}", json={"data": hook}).is_success

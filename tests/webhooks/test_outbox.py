@@ -13,7 +13,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from ridecast.store.engine import create_engine, upgrade
 from ridecast.store.tables import events, webhook_attempts, webhook_deliveries
-from ridecast.webhooks.outbox import Outbox, Result
+from ridecast.webhooks.outbox import Job, Outbox, Result
 
 
 @pytest.fixture
@@ -25,57 +25,104 @@ async def engine(tmp_path: Path) -> AsyncIterator[AsyncEngine]:
     await eng.dispose()
 
 
-async def _enqueue(engine: AsyncEngine, count: int, url: str = "http://a/") -> None:
+async def _enqueue(engine: AsyncEngine, count: int, url: str = "http://a/", *,
+                   sim: int = 1, ordered: bool = True) -> None:
     now = time.time()
     async with engine.begin() as conn:
         for i in range(count):
             event_id = (await conn.execute(insert(events).values(
-                simulation_id=1, message_type="bookings", created_at=now, body=b'{"i":%d}' % i,
+                simulation_id=sim, message_type="bookings", created_at=now,
+                body=b'{"i":%d}' % i,
             ))).inserted_primary_key[0]
             await conn.execute(insert(webhook_deliveries).values(
-                event_id=event_id, simulation_id=1, message_type="bookings", url=url,
+                event_id=event_id, simulation_id=sim, message_type="bookings", url=url,
                 status="pending", attempt_count=0, next_attempt_at=now, created_at=now,
-                updated_at=now))
+                updated_at=now, ordered=ordered))
+
+
+async def claim(outbox: Outbox, *, units: int = 10, rows: int = 64, per_endpoint: int = 8,
+                lease_s: float = 30) -> list[Job]:
+    got = await outbox.claim(max_units=units, unit_rows=rows, per_endpoint=per_endpoint,
+                             lease_s=lease_s)
+    return [job for unit in got for job in unit.jobs]
 
 
 async def test_claimed_rows_are_leased_and_reclaimed_after_expiry(engine: AsyncEngine) -> None:
     """A claimed row is not claimed again until its lease runs out (a dead worker's rows)."""
     await _enqueue(engine, 3)
     outbox = Outbox(engine)
-    first = await outbox.claim(10, lease_s=0.3)
+    first = await claim(outbox, lease_s=0.3)
     assert [job.body for job in first] == [b'{"i":0}', b'{"i":1}', b'{"i":2}']
-    assert await outbox.claim(10, lease_s=0.3) == []
+    assert await claim(outbox, lease_s=0.3) == []
     await asyncio.sleep(0.4)
-    assert len(await outbox.claim(10, lease_s=30)) == 3
+    assert len(await claim(outbox)) == 3
 
 
 async def test_concurrent_claims_never_share_a_row(engine: AsyncEngine) -> None:
     """Claims racing on one database split the rows between them."""
-    await _enqueue(engine, 200)
+    await _enqueue(engine, 200, ordered=False)
     outbox = Outbox(engine)
-    batches = await asyncio.gather(*(outbox.claim(30, lease_s=30) for _ in range(10)))
+    batches = await asyncio.gather(*(claim(outbox, units=2, rows=10, per_endpoint=100)
+                                     for _ in range(10)))
     ids = [job.delivery_id for batch in batches for job in batch]
     assert len(ids) == len(set(ids)) == 200
 
 
-async def test_saturated_endpoints_are_skipped_and_release_makes_rows_due(
-    engine: AsyncEngine,
-) -> None:
-    """exclude_urls leaves a busy endpoint's rows; release hands leased rows back at once."""
-    await _enqueue(engine, 2, "http://busy/")
-    await _enqueue(engine, 2, "http://idle/")
+async def test_an_ordered_lane_is_held_by_one_claim_at_a_time(engine: AsyncEngine) -> None:
+    """One simulation's ordered deliveries: the head run goes to one claim; the rest waits."""
+    await _enqueue(engine, 5, sim=1)
+    await _enqueue(engine, 5, sim=2)
     outbox = Outbox(engine)
-    jobs = await outbox.claim(10, lease_s=30, exclude_urls=["http://busy/"])
-    assert {job.url for job in jobs} == {"http://idle/"}
+    first = await claim(outbox, rows=3)
+    assert [(j.simulation_id, j.body) for j in first] == [
+        (1, b'{"i":0}'), (1, b'{"i":1}'), (1, b'{"i":2}'),
+        (2, b'{"i":0}'), (2, b'{"i":1}'), (2, b'{"i":2}')]
+    assert await claim(outbox, rows=3) == []  # both lanes are held
+    await outbox.record([Result(j.delivery_id, "succeeded", 1, time.time(), None)
+                         for j in first])
+    rest = await claim(outbox, rows=3)
+    assert sorted(j.body for j in rest) == [b'{"i":3}', b'{"i":3}', b'{"i":4}', b'{"i":4}']
+
+
+async def test_per_endpoint_limit_counts_units_in_the_store(engine: AsyncEngine) -> None:
+    """Two outboxes (two workers) together never hold more units of one URL than the limit."""
+    for sim in range(1, 7):
+        await _enqueue(engine, 2, "http://same/", sim=sim)
+    a, b = Outbox(engine), Outbox(engine)
+    first = await a.claim(max_units=10, unit_rows=64, per_endpoint=4, lease_s=30)
+    second = await b.claim(max_units=10, unit_rows=64, per_endpoint=4, lease_s=30)
+    assert len(first) == 4 and second == []
+
+
+async def test_release_makes_rows_due_again(engine: AsyncEngine) -> None:
+    """release hands leased rows back at once."""
+    await _enqueue(engine, 2, "http://idle/", ordered=False)
+    outbox = Outbox(engine)
+    jobs = await claim(outbox)
     await outbox.release([job.delivery_id for job in jobs])
-    assert len(await outbox.claim(10, lease_s=30)) == 4
+    assert len(await claim(outbox)) == 2
+
+
+async def test_a_pending_retry_blocks_its_lane_only(engine: AsyncEngine) -> None:
+    """A lane head waiting for its retry holds the lane; another simulation goes on."""
+    await _enqueue(engine, 3, sim=1)
+    await _enqueue(engine, 1, sim=2)
+    outbox = Outbox(engine)
+    first = await claim(outbox, rows=1)
+    head = next(j for j in first if j.simulation_id == 1)
+    other = next(j for j in first if j.simulation_id == 2)
+    await outbox.record([
+        Result(head.delivery_id, "pending", 1, time.time() + 60, "HTTP 500"),
+        Result(other.delivery_id, "succeeded", 1, time.time(), None),
+    ])
+    assert await claim(outbox) == []
 
 
 async def test_purge_removes_old_finished_deliveries_with_attempts(engine: AsyncEngine) -> None:
     """Retention removes finished deliveries and their attempts, never waiting ones."""
     await _enqueue(engine, 3)
     outbox = Outbox(engine)
-    jobs = await outbox.claim(3, lease_s=30)
+    jobs = await claim(outbox)
     attempt = {"started_at": 1.0, "latency_ms": 1.0, "status_code": 204, "error_class": None,
                "error": None, "response_body": ""}
     await outbox.record([
@@ -88,3 +135,30 @@ async def test_purge_removes_old_finished_deliveries_with_attempts(engine: Async
         left = (await conn.execute(select(webhook_deliveries.c.status))).scalars().all()
         attempts = await conn.scalar(select(func.count()).select_from(webhook_attempts))
     assert left == ["pending"] and attempts == 1
+
+
+async def test_racing_claims_on_postgres_respect_the_limit_and_never_share(pg_url: str) -> None:
+    """Two engines (two worker processes) claim at once on PostgreSQL: no delivery twice,
+    and never more units of one URL in flight than the limit."""
+    await upgrade(pg_url)
+    engines = [create_engine(pg_url), create_engine(pg_url)]
+    try:
+        for sim in range(1, 11):
+            await _enqueue(engines[0], 5, "http://same/", sim=sim)
+        await _enqueue(engines[0], 40, "http://loose/", sim=99, ordered=False)
+        outboxes = [Outbox(engine) for engine in engines]
+        got = await asyncio.gather(*(
+            outboxes[i % 2].claim(max_units=3, unit_rows=4, per_endpoint=3, lease_s=30)
+            for i in range(12)))
+    finally:
+        for engine in engines:
+            await engine.dispose()
+    units = [unit for batch in got for unit in batch]
+    ids = [job.delivery_id for unit in units for job in unit.jobs]
+    assert len(ids) == len(set(ids))
+    per_url: dict[str, int] = {}
+    for unit in units:
+        per_url[unit.jobs[0].url] = per_url.get(unit.jobs[0].url, 0) + 1
+    assert per_url == {"http://same/": 3, "http://loose/": 3}
+    lanes = [unit.jobs[0].simulation_id for unit in units if unit.jobs[0].ordered]
+    assert len(lanes) == len(set(lanes))

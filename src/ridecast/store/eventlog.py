@@ -42,6 +42,7 @@ class NewEvent:
     message_type: str
     body: bytes
     webhook_url: str | None = None
+    webhook_ordered: bool = True
 
 
 def _unavailable(what: str, exc: Exception) -> ServiceUnavailable:
@@ -227,6 +228,7 @@ class EventLog:
                     "next_attempt_at": now,
                     "created_at": now,
                     "updated_at": now,
+                    "ordered": e.webhook_ordered,
                 }
                 for e, event_id in zip(flat, ids, strict=True)
                 if e.webhook_url

@@ -19,6 +19,7 @@ from sqlalchemy import (
     String,
     Table,
     Text,
+    true,
 )
 
 metadata = MetaData()
@@ -152,6 +153,11 @@ webhook_deliveries = Table(
     Column("created_at", Float, nullable=False),
     Column("updated_at", Float, nullable=False),
     Column("last_error", Text, nullable=True),
+    # False: the simulation opted out of ordered delivery (data.messaging_webhook_ordering).
+    Column("ordered", Boolean, nullable=False, server_default=true()),
+    # Shared by the deliveries one worker claimed together and sends one after the other
+    # (one request in flight): the per-endpoint limit counts these units.
+    Column("claim_token", String(32), nullable=True),
     Index("ix_deliveries_due", "status", "next_attempt_at"),
     Index("ix_deliveries_sim", "simulation_id", "id"),
     sqlite_autoincrement=True,
@@ -184,4 +190,16 @@ simulator_runs = Table(
     Column("status_json", JSON, nullable=False),
     Column("updated_at", Float, nullable=False),
     Index("ix_simulator_runs_owner", "owner_node"),
+)
+
+webhook_endpoints = Table(
+    "webhook_endpoints",
+    metadata,
+    # The "failing since" clock of a simulation's endpoint URL, shared by every worker. A row
+    # exists only while the endpoint is failing: a success deletes it, and a failure for
+    # another URL of the same simulation (the URL changed) replaces it.
+    Column("simulation_id", Integer, primary_key=True),
+    Column("url", Text, primary_key=True),
+    Column("failing_since", Float, nullable=False),
+    Column("last_failure_at", Float, nullable=False),
 )

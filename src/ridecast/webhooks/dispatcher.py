@@ -1,15 +1,23 @@
-"""The dispatcher: claims due deliveries from the outbox and sends them, per endpoint.
+"""The dispatcher: claims units of due deliveries from the outbox and sends them.
 
-Three tasks and a set of endpoint workers:
+Three tasks and one task per claimed unit:
 
 * the claim loop wakes on a bus ``StoredEvent`` with ``has_webhook`` (this process appended
   it), on a finished attempt, or every ``POLL_INTERVAL_S`` (rows written by another process,
-  retries coming due, leases of a dead process running out), and leases due rows in batches;
-* each endpoint (one target URL) has its own queue and at most
-  ``webhook_concurrency_per_endpoint`` workers: a slow or dead endpoint only ever holds its
-  own workers, and the claim loop skips endpoints whose queue is full instead of waiting;
+  retries coming due, leases of a dead process running out), and claims units
+  (``claims.plan_claim``): an ordered lane of one simulation, or an unordered chunk of one
+  URL; the store counts units in flight per URL, so ``webhook_concurrency_per_endpoint``
+  holds across every worker process;
+* a unit task sends its deliveries one after the other, in ``event_id`` order, renewing the
+  unit's lease when a slow receiver would outlast it; in an ordered lane a delivery that
+  must be retried gives the rest of the lane back (head-of-line: they wait behind it); the
+  task leaves the set when done, and every delivery it held is finished or given back;
 * the writer records finished attempts in batches, one transaction per batch;
 * the maintenance loop updates the queue-depth gauge and purges old finished deliveries.
+
+A delivery goes to the URL in force when it is sent (the simulation's current settings), not
+the one in force when its event was appended; with no webhook settings left, it is
+cancelled (``failed``, replayable).
 """
 
 from __future__ import annotations
@@ -26,16 +34,18 @@ from ..bus import Bus, BusMessage, SimulationChanged, StoredEvent
 from ..config import Settings
 from ..metrics import WEBHOOK_ATTEMPTS, WEBHOOK_LATENCY, WEBHOOK_QUEUE
 from ..store.simulations import SimulationStore
-from .outbox import Job, Outbox, Result
-from .retry import Verdict, honours_retry_after, next_delay, verdict
+from .health import EndpointHealth
+from .outbox import RELEASE, Job, Outbox, Result, Unit
+from .retry import Verdict, honours_retry_after, next_delay, quiet_gap, verdict
 from .sender import Attempt, Sender
 from .settings import webhook_settings
 
 log = logging.getLogger(__name__)
 
 POLL_INTERVAL_S = 1.0
-CLAIM_BATCH = 512
 MAX_IN_MEMORY = 8192
+UNIT_ROWS = 64  # deliveries per unit: one claim feeds a lane for this many sends
+CLAIM_UNITS = 64
 WRITE_BATCH = 1000
 WRITE_INTERVAL_S = 0.01
 SIM_CACHE_TTL_S = 2.0
@@ -51,6 +61,7 @@ class SimState:
     subscribed: bool
     disabled: bool
     secret: str | None
+    url: str | None = None
 
 
 class SimStates:
@@ -78,64 +89,10 @@ class SimStates:
             hook = webhook_settings(record.data)
             state = SimState(
                 True, hook is not None, record.webhook_disabled_at is not None,
-                hook.secret if hook else None,
+                hook.secret if hook else None, hook.url if hook else None,
             )
         self._cache[simulation_id] = (now + SIM_CACHE_TTL_S, state)
         return state
-
-
-class Endpoint:
-    """One target URL: a queue of claimed jobs and up to ``concurrency`` workers."""
-
-    def __init__(self, url: str, concurrency: int, work: Callable[[Job], Awaitable[None]]) -> None:
-        self.url = url
-        self.queue: asyncio.Queue[Job] = asyncio.Queue()
-        self.busy = 0
-        self.current: set[Job] = set()
-        self._concurrency = concurrency
-        self._work = work
-        self._workers: set[asyncio.Task[None]] = set()
-
-    @property
-    def backlog(self) -> int:
-        return self.queue.qsize() + self.busy
-
-    def put(self, job: Job) -> None:
-        self.queue.put_nowait(job)
-        workers = len(self._workers)
-        if workers < self._concurrency and workers < self.queue.qsize() + self.busy:
-            task = asyncio.create_task(self._run(), name=f"ridecast-webhook-{self.url}")
-            self._workers.add(task)
-            task.add_done_callback(self._workers.discard)
-
-    async def _run(self) -> None:
-        # A worker exits when its queue stays empty, so idle endpoints cost nothing.
-        while True:
-            try:
-                job = await asyncio.wait_for(self.queue.get(), timeout=5.0)
-            except TimeoutError:
-                return
-            self.busy += 1
-            self.current.add(job)
-            try:
-                await self._work(job)
-            except Exception:
-                log.exception("webhook delivery %d crashed", job.delivery_id)
-            finally:
-                self.busy -= 1
-                self.current.discard(job)
-
-    async def close(self) -> list[Job]:
-        """Stop the workers; returns the jobs not finished (queued or cut off mid-send)."""
-        unfinished = list(self.current)
-        while not self.queue.empty():
-            unfinished.append(self.queue.get_nowait())
-        for task in list(self._workers):
-            task.cancel()
-        for task in list(self._workers):
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
-        return unfinished
 
 
 class Dispatcher:
@@ -159,21 +116,30 @@ class Dispatcher:
         self._bus = bus
         self._disable = disable
         self._rng = rng or random.Random()
-        self._endpoints: dict[str, Endpoint] = {}
         self._wake = asyncio.Event()
         self._results: list[Result] = []
         self._results_ready = asyncio.Event()
-        self._failing_since: dict[int, float] = {}
+        self._health = EndpointHealth(
+            outbox.engine,
+            quiet_gap_s=quiet_gap(
+                settings.webhook_retry_schedule_s, jitter=settings.webhook_retry_jitter,
+                timeout_s=settings.webhook_timeout_s, lease_s=settings.webhook_lease_s,
+            ),
+        )
         self._tasks: list[asyncio.Task[None]] = []
+        self._units: set[asyncio.Task[None]] = set()
         self._unsubscribe: Callable[[], None] | None = None
-        # Jobs queued per endpoint: enough to keep its workers busy, few enough that the
-        # last one is sent before its lease runs out even when every request times out.
-        per_lease = settings.webhook_lease_s / settings.webhook_timeout_s / 2
-        concurrency = settings.webhook_concurrency_per_endpoint
-        self._cap = max(concurrency, int(concurrency * min(per_lease, 16)))
-        self._held: set[int] = set()  # delivery ids claimed and not yet finished here
-        self.in_memory = 0
+        self._held: dict[int, Job] = {}  # claimed here and neither finished nor given back
         self.delivered = 0
+
+    @property
+    def in_memory(self) -> int:
+        """Deliveries claimed by this dispatcher and not finished yet."""
+        return len(self._held)
+
+    @property
+    def units_running(self) -> int:
+        return len(self._units)
 
     def start(self) -> None:
         self._unsubscribe = self._bus.subscribe(self._on_bus)
@@ -210,39 +176,81 @@ class Dispatcher:
 
     async def _claim_all(self) -> None:
         while True:
-            room = MAX_IN_MEMORY - self.in_memory
-            if room <= 0:
-                return  # a finished attempt wakes us again
-            saturated = [url for url, ep in self._endpoints.items() if ep.backlog >= self._cap]
-            want = min(room, CLAIM_BATCH)
-            jobs = await self._outbox.claim(
-                want, lease_s=self._settings.webhook_lease_s, exclude_urls=saturated
+            want = min(CLAIM_UNITS, (MAX_IN_MEMORY - self.in_memory) // UNIT_ROWS)
+            if want <= 0:
+                return  # a finished unit wakes us again
+            units = await self._outbox.claim(
+                max_units=want, unit_rows=UNIT_ROWS,
+                per_endpoint=self._settings.webhook_concurrency_per_endpoint,
+                lease_s=self._settings.webhook_lease_s,
             )
-            fresh = [job for job in jobs if job.delivery_id not in self._held]
-            for job in fresh:
-                # A lease that ran out while the job still waits here is simply renewed
-                # by the claim: the job already queued sends it, once.
-                self._held.add(job.delivery_id)
-                self._endpoint(job.url).put(job)
-            self.in_memory += len(fresh)
-            if len(jobs) < want:
+            for unit in units:
+                # A unit of ours whose lease ran out while it was still sending can come
+                # back: the task that holds those deliveries sends them, once.
+                jobs = [job for job in unit.jobs if job.delivery_id not in self._held]
+                if not jobs:
+                    continue
+                if len(jobs) < len(unit.jobs) and unit.jobs[0].ordered:
+                    # Part of this lane is still being sent here: a second task would put
+                    # two requests of one simulation in flight. Give the rest back; the
+                    # lane stays held by the task that is sending it.
+                    await self._outbox.release([job.delivery_id for job in jobs])
+                    continue
+                for job in jobs:
+                    self._held[job.delivery_id] = job
+                task = asyncio.create_task(
+                    self._run_unit(Unit(unit.token, unit.lease_until, jobs)),
+                    name=f"ridecast-webhook-unit-{jobs[0].simulation_id}",
+                )
+                self._units.add(task)
+                task.add_done_callback(self._units.discard)
+            if len(units) < want:
                 return
-
-    def _endpoint(self, url: str) -> Endpoint:
-        endpoint = self._endpoints.get(url)
-        if endpoint is None:
-            endpoint = Endpoint(url, self._settings.webhook_concurrency_per_endpoint, self._deliver)
-            self._endpoints[url] = endpoint
-        return endpoint
 
     # ---- sending -------------------------------------------------------------------------
 
-    async def _deliver(self, job: Job) -> None:
+    async def _run_unit(self, unit: Unit) -> None:
+        """Send the unit's deliveries in order; see the module docstring."""
+        todo = list(unit.jobs)
+        lease_until = unit.lease_until
         try:
-            result = await self._attempt(job)
+            while todo:
+                job = todo[0]
+                # Renew while enough of the lease is left for this send to finish in it.
+                margin = min(2 * self._settings.webhook_timeout_s,
+                             self._settings.webhook_lease_s / 2)
+                if time.time() + margin > lease_until:
+                    renewed = time.time() + self._settings.webhook_lease_s
+                    if not await self._outbox.renew(
+                        unit.token, [j.delivery_id for j in todo], renewed
+                    ):
+                        # The lease ran out and another worker holds these now.
+                        for lost in todo:
+                            self._held.pop(lost.delivery_id, None)
+                        todo = []
+                        break
+                    lease_until = renewed
+                try:
+                    result = await self._attempt(job)
+                except Exception:
+                    log.exception("webhook delivery %d crashed", job.delivery_id)
+                    result = Result(job.delivery_id, RELEASE, job.attempt_count, time.time(),
+                                    None)
+                todo.pop(0)
+                self._finish(job, result)
+                if job.ordered and result.status not in ("succeeded", "failed"):
+                    break  # head-of-line: the rest of the lane waits behind this delivery
         finally:
-            self.in_memory -= 1
-            self._held.discard(job.delivery_id)
+            # Whatever was not sent (cancelled at shutdown, or held behind a retry) is
+            # given back, due now; it never stays held in memory.
+            now = time.time()
+            for job in todo:
+                self._finish(job, Result(job.delivery_id, RELEASE, job.attempt_count, now, None))
+            self._wake.set()
+
+    def _finish(self, job: Job, result: Result) -> None:
+        if self._held.pop(job.delivery_id, None) is None:
+            return
         self._results.append(result)
         self._results_ready.set()
 
@@ -255,13 +263,20 @@ class Dispatcher:
         if state.disabled:
             return Result(job.delivery_id, "disabled", job.attempt_count, now,
                           "the simulation's webhook endpoint is disabled")
+        if state.url is None:
+            return Result(job.delivery_id, "failed", job.attempt_count, now,
+                          "cancelled: the simulation has no webhook settings any more")
         if job.body is None:
             return Result(job.delivery_id, "failed", job.attempt_count, now,
                           f"event {job.event_id} is no longer in the log (retention)")
-        attempt = await self._sender.send(job.url, job.msg_id, job.body, state.secret)
-        return await self._judge(job, attempt)
+        url = state.url
+        if url != job.url:
+            # The URL was changed after this event: it goes to the URL in force now.
+            await self._outbox.repoint(job.simulation_id, url)
+        attempt = await self._sender.send(url, job.msg_id, job.body, state.secret)
+        return await self._judge(job, url, attempt)
 
-    async def _judge(self, job: Job, attempt: Attempt) -> Result:
+    async def _judge(self, job: Job, url: str, attempt: Attempt) -> Result:
         count = job.attempt_count + 1
         row = {
             "started_at": attempt.started_at,
@@ -276,22 +291,26 @@ class Dispatcher:
         outcome = verdict(attempt.status_code)
         if outcome is Verdict.SUCCEEDED:
             WEBHOOK_ATTEMPTS.labels("succeeded").inc()
-            self._failing_since.pop(job.simulation_id, None)
             self.delivered += 1
-            return Result(job.delivery_id, "succeeded", count, now, None, row)
+            return Result(job.delivery_id, "succeeded", count, now, None, row,
+                          simulation_id=job.simulation_id)
         error = attempt.error or "failed"
         if outcome is Verdict.DISABLE:
             WEBHOOK_ATTEMPTS.labels("disabled").inc()
             await self._disable_endpoint(
-                job.simulation_id, now, f"endpoint answered 410 Gone ({job.url})"
+                job.simulation_id, now, f"endpoint answered 410 Gone ({url})"
             )
             return Result(job.delivery_id, "disabled", count, now, error, row)
-        since = self._failing_since.setdefault(job.simulation_id, now)
+        try:
+            since = await self._health.failed(job.simulation_id, url, now)
+        except Exception:
+            log.exception("recording the failure of %s failed", url)
+            since = now
         if now - since >= self._settings.webhook_disable_after_s:
             WEBHOOK_ATTEMPTS.labels("disabled").inc()
             await self._disable_endpoint(
                 job.simulation_id, now,
-                f"endpoint failed continuously for {now - since:.0f} s ({job.url}): {error}",
+                f"endpoint failed continuously for {now - since:.0f} s ({url}): {error}",
             )
             return Result(job.delivery_id, "disabled", count, now, error, row)
         retry_after = attempt.retry_after_s if honours_retry_after(attempt.status_code) else None
@@ -307,11 +326,11 @@ class Dispatcher:
 
     async def _disable_endpoint(self, simulation_id: int, at: float, reason: str) -> None:
         log.warning("disabling webhook of simulation %d: %s", simulation_id, reason)
-        self._failing_since.pop(simulation_id, None)
         self._sims.forget(simulation_id)
         try:
             await self._disable(simulation_id, at, reason)
             await self._outbox.disable_pending(simulation_id, reason)
+            await self._health.succeeded(simulation_id)  # a re-enabled endpoint starts afresh
         except Exception:
             log.exception("disabling the webhook of simulation %d failed", simulation_id)
 
@@ -353,27 +372,23 @@ class Dispatcher:
                 log.exception("webhook maintenance failed")
 
     async def close(self) -> None:
-        """Stop claiming, stop the workers, then record what finished."""
+        """Stop claiming, stop the unit tasks (they give back what they did not send), record."""
         if self._unsubscribe is not None:
             self._unsubscribe()
-        for task in self._tasks:
+        for task in [*self._tasks, *self._units]:
             task.cancel()
-        for task in self._tasks:
+        for task in [*self._tasks, *list(self._units)]:
             with contextlib.suppress(asyncio.CancelledError):
                 await task
-        unfinished: list[Job] = []
-        for endpoint in self._endpoints.values():
-            unfinished.extend(await endpoint.close())
-        done = {r.delivery_id for r in self._results}
+        # Given back here, a restart need not wait out the lease.
+        now = time.time()
+        for job in list(self._held.values()):
+            self._finish(job, Result(job.delivery_id, RELEASE, job.attempt_count, now, None))
         try:
             await self._outbox.record(self._results)
-            # Hand back what was leased but not sent, so a restart need not wait out the lease.
-            await self._outbox.release(
-                [j.delivery_id for j in unfinished if j.delivery_id not in done]
-            )
         except Exception:
             log.exception("recording webhook state at shutdown failed (leases will expire)")
         self._results = []
 
 
-__all__ = ["Dispatcher", "Endpoint", "SimState", "SimStates"]
+__all__ = ["Dispatcher", "SimState", "SimStates"]

@@ -5,9 +5,12 @@ dispatcher (in ``serve`` or in a ``ridecast worker``) claims due rows by setting
 ``delivering`` with a ``lease_until``; a row whose lease ran out (its process died or hung)
 is due again, so a kill -9 at any moment loses nothing: deliveries are at least once.
 
-Claiming is one statement, ``UPDATE ... WHERE id IN (SELECT ... LIMIT n) RETURNING``: atomic
-on SQLite (one writer at a time) and, with ``FOR UPDATE SKIP LOCKED`` in the sub-select,
-on PostgreSQL, where several workers then never wait for each other's rows.
+A claim reads the active rows, lets ``claims.plan_claim`` pick units (ordered lanes, one per
+simulation; unordered chunks) within the per-endpoint limit, and leases them, in one
+transaction. Claims are serialised (SQLite: the write lock; PostgreSQL: a transaction-scoped
+advisory lock), so the count of units in flight per endpoint holds across every worker; on
+PostgreSQL the chosen rows are then locked ``FOR UPDATE SKIP LOCKED``, so a claim never waits
+for a row another transaction (a replay, a result being recorded) holds.
 
 Statuses: pending -> delivering -> succeeded | pending (retry) | failed | disabled.
 """
@@ -15,17 +18,26 @@ Statuses: pending -> delivering -> succeeded | pending (retry) | failed | disabl
 from __future__ import annotations
 
 import time
+import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from sqlalchemy import and_, bindparam, delete, func, insert, or_, select, update
-from sqlalchemy.ext.asyncio import AsyncEngine
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
-from ..store.tables import events, webhook_attempts, webhook_deliveries
+from ..store.tables import events, webhook_attempts, webhook_deliveries, webhook_endpoints
+from .claims import Row, plan_claim
 
 D = webhook_deliveries
 A = webhook_attempts
+E = webhook_endpoints
+
+# The transaction-scoped advisory lock that serialises claims on PostgreSQL ("rcwh").
+CLAIM_LOCK_KEY = 0x72637768
+ACTIVE_STATES = ("pending", "delivering")
+# A Result with this status gives the delivery back unsent (no attempt was made).
+RELEASE = "release"
 
 TERMINAL_STATES = ("succeeded", "failed", "disabled")
 STATES = ("pending", "delivering", *TERMINAL_STATES)
@@ -42,6 +54,7 @@ class Job:
     url: str
     attempt_count: int
     body: bytes | None  # None when retention removed the event (cannot be sent)
+    ordered: bool = True
 
     @property
     def msg_id(self) -> str:
@@ -59,6 +72,23 @@ class Result:
     next_attempt_at: float
     last_error: str | None
     attempt: dict[str, Any] | None = None
+    simulation_id: int | None = None  # set on a success: clears the endpoint's failing clock
+
+
+@dataclass(frozen=True, slots=True)
+class Unit:
+    """Deliveries claimed together, sent one after the other (see ``claims``)."""
+
+    token: str
+    lease_until: float
+    jobs: list[Job]
+
+
+def _prefix(unit: Sequence[Row], got: set[int]) -> int:
+    for index, row in enumerate(unit):
+        if row.id not in got:
+            return index
+    return len(unit)
 
 
 class Outbox:
@@ -66,51 +96,124 @@ class Outbox:
 
     def __init__(self, engine: AsyncEngine) -> None:
         self._engine = engine
+        self._postgres = engine.dialect.name == "postgresql"
+
+    @property
+    def engine(self) -> AsyncEngine:
+        return self._engine
 
     async def claim(
-        self, limit: int, *, lease_s: float, exclude_urls: Sequence[str] = ()
-    ) -> list[Job]:
-        """Lease up to ``limit`` due deliveries (oldest first), skipping saturated endpoints."""
+        self, *, max_units: int, unit_rows: int, per_endpoint: int, lease_s: float
+    ) -> list[Unit]:
+        """Lease up to ``max_units`` units of due deliveries (see ``claims.plan_claim``)."""
         now = time.time()
-        due = or_(
-            and_(D.c.status == "pending", D.c.next_attempt_at <= now),
-            and_(D.c.status == "delivering", D.c.lease_until < now),
-        )
-        conds = [due]
-        if exclude_urls:
-            conds.append(D.c.url.not_in(list(exclude_urls)))
-        picked = (
-            select(D.c.id)
-            .where(*conds)
-            .order_by(D.c.next_attempt_at)
-            .limit(limit)
-            .with_for_update(skip_locked=True)
-            .scalar_subquery()
-        )
-        claim = (
-            update(D)
-            .where(D.c.id.in_(picked))
-            .values(status="delivering", lease_until=now + lease_s, updated_at=now)
-            .returning(
-                D.c.id, D.c.event_id, D.c.simulation_id, D.c.message_type, D.c.url,
-                D.c.attempt_count,
-            )
-        )
+        lease_until = now + lease_s
         async with self._engine.begin() as conn:
-            rows = list((await conn.execute(claim)).all())
-            if not rows:
+            # Claims are serialised, so the in-flight count each one reads (the per-endpoint
+            # limit, the lane being free) cannot be raced by another worker's claim.
+            if self._postgres:
+                await conn.execute(select(func.pg_advisory_xact_lock(CLAIM_LOCK_KEY)))
+            else:
+                # SQLite: a write first takes the database's write lock for the transaction.
+                await conn.execute(update(D).where(D.c.id == -1).values(claim_token=None))
+            active = await self._candidates(conn, now, unit_rows, per_endpoint * unit_rows)
+            plan = plan_claim(active, now=now, per_endpoint=per_endpoint,
+                              unit_rows=unit_rows, max_units=max_units)
+            if not plan:
                 return []
-            ids = [row.event_id for row in rows]
-            found = await conn.execute(
-                select(events.c.id, events.c.body).where(events.c.id.in_(ids))
+            wanted = [row.id for unit in plan for row in unit]
+            if self._postgres:
+                # Rows another transaction holds (a replay, a result being recorded) are
+                # skipped, not waited for; a unit stops before the first one skipped.
+                got = set(await conn.scalars(
+                    select(D.c.id).where(D.c.id.in_(wanted))
+                    .with_for_update(skip_locked=True)
+                ))
+                plan = [unit[:_prefix(unit, got)] for unit in plan]
+                plan = [unit for unit in plan if unit]
+            tokens = [uuid.uuid4().hex for _ in plan]
+            await conn.execute(
+                update(D)
+                .where(D.c.id == bindparam("b_id"))
+                .values(status="delivering", lease_until=lease_until,
+                        claim_token=bindparam("b_token"), updated_at=now)
+                .execution_options(synchronize_session=False),
+                [{"b_id": row.id, "b_token": token}
+                 for unit, token in zip(plan, tokens, strict=True) for row in unit],
             )
-            bodies: dict[int, bytes] = {row[0]: row[1] for row in found}
-        rows.sort(key=lambda row: row.event_id)
-        return [
-            Job(row.id, row.event_id, row.simulation_id, row.message_type, row.url,
-                row.attempt_count, bodies.get(row.event_id))
-            for row in rows
-        ]
+            ids = [row.id for unit in plan for row in unit]
+            details = {
+                r.id: r
+                for r in await conn.execute(
+                    select(D.c.id, D.c.event_id, D.c.simulation_id, D.c.message_type, D.c.url,
+                           D.c.attempt_count, D.c.ordered, events.c.body)
+                    .select_from(D.outerjoin(events, events.c.id == D.c.event_id))
+                    .where(D.c.id.in_(ids))
+                )
+            }
+        units = []
+        for unit, token in zip(plan, tokens, strict=True):
+            jobs = []
+            for row in unit:
+                d = details[row.id]
+                jobs.append(Job(d.id, d.event_id, d.simulation_id, d.message_type, d.url,
+                                d.attempt_count, d.body, bool(d.ordered)))
+            units.append(Unit(token, lease_until, jobs))
+        return units
+
+    @staticmethod
+    async def _candidates(
+        conn: AsyncConnection, now: float, lane_rows: int, chunk_rows: int
+    ) -> list[Row]:
+        """The rows a plan can use, read with windows in SQL rather than every active row:
+        every leased row (for the in-flight counts and busy lanes), the first ``lane_rows``
+        of each simulation's ordered queue, and the oldest ``chunk_rows`` due unordered rows
+        of each URL. ``plan_claim`` gives the same plan on these as on all active rows."""
+        cols = [D.c.id, D.c.simulation_id, D.c.url, D.c.event_id, D.c.ordered, D.c.status,
+                D.c.next_attempt_at, D.c.lease_until, D.c.claim_token]
+        lanes = select(*cols, func.row_number().over(
+            partition_by=D.c.simulation_id, order_by=D.c.event_id).label("pos")
+        ).where(D.c.status.in_(ACTIVE_STATES), D.c.ordered.is_(True)).subquery()
+        due = or_(and_(D.c.status == "pending", D.c.next_attempt_at <= now),
+                  and_(D.c.status == "delivering", D.c.lease_until < now))
+        loose = select(*cols, func.row_number().over(
+            partition_by=D.c.url, order_by=D.c.event_id).label("pos")
+        ).where(due, D.c.ordered.is_(False)).subquery()
+        found: dict[int, Row] = {}
+        for query in (
+            select(*cols).where(D.c.status == "delivering"),
+            select(*[lanes.c[c.name] for c in cols]).where(lanes.c.pos <= lane_rows),
+            select(*[loose.c[c.name] for c in cols]).where(loose.c.pos <= chunk_rows),
+        ):
+            for r in await conn.execute(query):
+                found[r.id] = Row(r.id, r.simulation_id, r.url, r.event_id, bool(r.ordered),
+                                  r.status, r.next_attempt_at, r.lease_until, r.claim_token)
+        return list(found.values())
+
+    async def renew(self, token: str, delivery_ids: Sequence[int], lease_until: float) -> bool:
+        """Extend the lease of a unit's unsent deliveries; False if the unit is no longer ours
+        (its lease ran out and another worker claimed it)."""
+        if not delivery_ids:
+            return True
+        async with self._engine.begin() as conn:
+            result = await conn.execute(
+                update(D)
+                .where(D.c.id.in_(list(delivery_ids)), D.c.claim_token == token,
+                       D.c.status == "delivering")
+                .values(lease_until=lease_until, updated_at=time.time())
+            )
+        return int(result.rowcount or 0) == len(delivery_ids)
+
+    async def repoint(self, simulation_id: int, url: str) -> int:
+        """Send the simulation's waiting deliveries to ``url``, the URL now in force."""
+        async with self._engine.begin() as conn:
+            result = await conn.execute(
+                update(D)
+                .where(D.c.simulation_id == simulation_id, D.c.status.in_(ACTIVE_STATES),
+                       D.c.url != url)
+                .values(url=url, updated_at=time.time())
+            )
+        return int(result.rowcount or 0)
 
     async def record(self, results: Sequence[Result]) -> None:
         """Write the outcome of many attempts in one transaction (one commit per batch)."""
@@ -120,8 +223,11 @@ class Outbox:
         # Successes, the common case, take one statement: attempt_count + 1 equals the
         # count the dispatcher computed, since a leased row has one attempt in flight.
         ok = [r.delivery_id for r in results if r.status == "succeeded" and r.last_error is None]
-        ok_set = set(ok)
-        rest = [r for r in results if r.delivery_id not in ok_set]
+        released = [r.delivery_id for r in results if r.status == RELEASE]
+        skip = set(ok) | set(released)
+        rest = [r for r in results if r.delivery_id not in skip]
+        healthy = {r.simulation_id for r in results
+                   if r.status == "succeeded" and r.simulation_id is not None}
         params = [
             {
                 "b_id": r.delivery_id,
@@ -142,6 +248,7 @@ class Outbox:
                 next_attempt_at=bindparam("b_next"),
                 last_error=bindparam("b_error"),
                 lease_until=None,
+                claim_token=None,
                 updated_at=bindparam("b_now"),
             )
         )
@@ -155,8 +262,18 @@ class Outbox:
                     .where(D.c.id.in_(ok))
                     .values(status="succeeded", attempt_count=D.c.attempt_count + 1,
                             next_attempt_at=now, last_error=None, lease_until=None,
+                            claim_token=None, updated_at=now)
+                )
+            if released:
+                await conn.execute(
+                    update(D)
+                    .where(D.c.id.in_(released), D.c.status == "delivering")
+                    .values(status="pending", lease_until=None, claim_token=None,
                             updated_at=now)
                 )
+            if healthy:
+                # A success ends the endpoint's failing streak (see ``health``).
+                await conn.execute(delete(E).where(E.c.simulation_id.in_(sorted(healthy))))
             if params:
                 await conn.execute(stmt.execution_options(synchronize_session=False), params)
             if attempts:
@@ -170,7 +287,8 @@ class Outbox:
             await conn.execute(
                 update(D)
                 .where(D.c.id.in_(list(delivery_ids)), D.c.status == "delivering")
-                .values(status="pending", lease_until=None, updated_at=time.time())
+                .values(status="pending", lease_until=None, claim_token=None,
+                        updated_at=time.time())
             )
 
     async def disable_pending(self, simulation_id: int, reason: str) -> int:
@@ -197,7 +315,8 @@ class Outbox:
             await conn.execute(
                 update(D)
                 .where(D.c.id == delivery_id)
-                .values(status="pending", next_attempt_at=now, lease_until=None, updated_at=now)
+                .values(status="pending", next_attempt_at=now, lease_until=None,
+                        claim_token=None, updated_at=now)
             )
         return True
 
@@ -284,7 +403,11 @@ class Outbox:
         async with self._engine.begin() as conn:
             await conn.execute(delete(A).where(A.c.delivery_id.in_(old)))
             result = await conn.execute(delete(D).where(D.c.id.in_(old)))
+            # Failing clocks not moved since (a deleted simulation's, say): with the default
+            # retention (a week) that is far past the quiet gap, so no decision changes; a
+            # retention shorter than the quiet gap would end such a streak early.
+            await conn.execute(delete(E).where(E.c.last_failure_at < cutoff))
         return int(result.rowcount or 0)
 
 
-__all__ = ["STATES", "Job", "Outbox", "Result"]
+__all__ = ["RELEASE", "STATES", "Job", "Outbox", "Result", "Unit"]

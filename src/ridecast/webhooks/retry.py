@@ -30,6 +30,7 @@ class ErrorClass(enum.StrEnum):
     BLOCKED_ADDRESS = "blocked_address"
     HTTP_STATUS = "http_status"
     REDIRECT = "redirect"
+    PROTOCOL = "protocol"  # the answer is not valid HTTP/1.1
     OTHER = "other"
 
 
@@ -105,6 +106,35 @@ def next_delay(
     return max(delay, 0.0)
 
 
+
+
+
+def streak_start(
+    previous: tuple[float, float] | None, now: float, *, quiet_gap_s: float
+) -> float:
+    """When the endpoint's current failing streak started, given a failure at ``now``.
+
+    ``previous`` is ``(failing_since, last_failure_at)`` of the streak so far, or None. A
+    failure more than ``quiet_gap_s`` after the previous one starts a new streak: with no
+    attempt in between, the endpoint was not failing *continuously* (a quiet day followed
+    by one failure must not disable it). A success ends a streak (the caller forgets it).
+    """
+    if previous is None:
+        return now
+    since, last = previous
+    if now - last > quiet_gap_s:
+        return now
+    return min(since, now)
+
+
+def quiet_gap(schedule: Sequence[float], *, jitter: float, timeout_s: float,
+              lease_s: float) -> float:
+    """The longest wait between two failures of one failing endpoint that still counts as
+    continuous: the longest retry delay with its jitter, plus a time-out and a lease."""
+    longest = max(schedule, default=0.0) * (1.0 + jitter)
+    return longest + timeout_s + lease_s
+
+
 __all__ = [
     "ErrorClass",
     "Verdict",
@@ -112,5 +142,7 @@ __all__ = [
     "honours_retry_after",
     "next_delay",
     "parse_retry_after",
+    "quiet_gap",
+    "streak_start",
     "verdict",
 ]

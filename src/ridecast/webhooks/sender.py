@@ -23,6 +23,9 @@ from .signing import sign_headers
 from .targets import TargetRefused
 
 USER_AGENT = f"ridecast/{__version__}"
+# The first bytes of a receiver's answer kept in the delivery log. At most
+# ``http11.MAX_DRAIN_BYTES`` of a body are read (to reuse the connection); a longer body is
+# cut after these bytes and its connection closed. Documented in docs/webhooks.md.
 RESPONSE_BODY_LIMIT = 1024
 
 
@@ -102,7 +105,9 @@ class Sender:
         except (ConnectionError, asyncio.IncompleteReadError) as exc:
             return done(error_class=ErrorClass.CONNECT,
                         error=f"connection lost: {type(exc).__name__}: {exc}"[:500])
-        except (ProtocolError, OSError, ValueError) as exc:
+        except ProtocolError as exc:
+            return done(error_class=ErrorClass.PROTOCOL, error=f"broken HTTP answer: {exc}"[:500])
+        except (OSError, ValueError) as exc:
             return done(error_class=ErrorClass.OTHER, error=f"{type(exc).__name__}: {exc}"[:500])
         error_class = error_class_of_status(answer.status)
         return done(

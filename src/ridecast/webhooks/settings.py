@@ -17,6 +17,8 @@ URL_KEY = "messaging_webhook_url"
 TYPES_KEY = "messaging_webhook_message_types"
 SECRET_KEY = "messaging_webhook_secret"
 SECRET_PREFIX = "whsec_"
+ORDERING_KEY = "messaging_webhook_ordering"
+ORDERINGS = ("ordered", "unordered")
 
 
 @dataclass(frozen=True, slots=True)
@@ -26,6 +28,7 @@ class WebhookSettings:
     url: str
     message_types: frozenset[str]
     secret: str | None = None
+    ordered: bool = True
 
     def wants(self, message_type: str) -> bool:
         return message_type in self.message_types
@@ -77,6 +80,14 @@ def validate_simulation_data(data: Any) -> dict[str, Any]:
             SECRET_KEY,
             "<redacted>",
         )
+    ordering = data.get(ORDERING_KEY)
+    if ordering is not None and ordering not in ORDERINGS:
+        raise _bad(
+            f"{ORDERING_KEY} must be one of {', '.join(map(repr, ORDERINGS))}, not {ordering!r}",
+            ORDERING_KEY,
+            ordering,
+            valid=list(ORDERINGS),
+        )
     return data
 
 
@@ -91,4 +102,5 @@ def webhook_settings(data: dict[str, Any]) -> WebhookSettings | None:
         url=url,
         message_types=frozenset(t for t in types if isinstance(t, str)),
         secret=secret if isinstance(secret, str) else None,
+        ordered=data.get(ORDERING_KEY) != "unordered",
     )

@@ -1,0 +1,100 @@
+"""Which due deliveries a claim may take, as units of work (pure: no I/O, never awaits).
+
+A **unit** is a short list of deliveries that one dispatcher task sends one after the other,
+over one connection, in ``event_id`` order. Every delivery of a unit carries the unit's claim
+token while it is leased. A unit occupies one slot of its endpoint (URL), so a unit is one
+request in flight: ``per_endpoint`` units at most per URL, counted over every worker through
+the store.
+
+Two kinds of unit:
+
+* **ordered lane** (the default): the head of one simulation's queue. A simulation's ordered
+  deliveries form one lane, sent in ``event_id`` order; a lane is claimed only when none of
+  its deliveries is leased (no other worker holds it) and its head is due, and the unit is
+  the longest run of due deliveries from the head (at most ``unit_rows``). A delivery waiting
+  for a retry is not due, so everything behind it waits too (head-of-line).
+* **unordered chunk** (``messaging_webhook_ordering: "unordered"``): up to ``unit_rows`` due
+  deliveries of one URL, oldest first; chunks of one URL run in parallel, up to the limit.
+
+Units are handed out oldest first (by their first ``event_id``), so no endpoint starves.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True, slots=True)
+class Row:
+    """What the claim needs to know of one active (pending or delivering) delivery."""
+
+    id: int
+    simulation_id: int
+    url: str
+    event_id: int
+    ordered: bool
+    status: str  # pending | delivering
+    next_attempt_at: float
+    lease_until: float | None
+    claim_token: str | None
+
+
+def is_busy(row: Row, now: float) -> bool:
+    """Leased by a live worker: its lease has not run out."""
+    return row.status == "delivering" and row.lease_until is not None and row.lease_until >= now
+
+
+def is_due(row: Row, now: float) -> bool:
+    """May be sent now: pending and its time has come, or leased by a worker that went away."""
+    if row.status == "pending":
+        return row.next_attempt_at <= now
+    return not is_busy(row, now)
+
+
+def plan_claim(
+    rows: Iterable[Row], *, now: float, per_endpoint: int, unit_rows: int, max_units: int
+) -> list[list[Row]]:
+    """The units to claim now from all active ``rows``, each in ``event_id`` order."""
+    if max_units <= 0 or unit_rows <= 0:
+        return []
+    slots: dict[str, set[str]] = {}
+    lanes: dict[int, list[Row]] = {}
+    loose: dict[str, list[Row]] = {}
+    for row in rows:
+        if is_busy(row, now):
+            slots.setdefault(row.url, set()).add(row.claim_token or f"row-{row.id}")
+        if row.ordered:
+            lanes.setdefault(row.simulation_id, []).append(row)
+        elif is_due(row, now):
+            loose.setdefault(row.url, []).append(row)
+    candidates: list[list[Row]] = []
+    for lane in lanes.values():
+        lane.sort(key=lambda r: r.event_id)
+        if any(is_busy(r, now) for r in lane):
+            continue  # another worker (or this one) is sending this simulation
+        run: list[Row] = []
+        for row in lane:
+            if len(run) == unit_rows or not is_due(row, now):
+                break
+            run.append(row)
+        if run:
+            candidates.append(run)
+    for chunk_rows in loose.values():
+        chunk_rows.sort(key=lambda r: r.event_id)
+        candidates += [chunk_rows[i:i + unit_rows] for i in range(0, len(chunk_rows), unit_rows)]
+    candidates.sort(key=lambda unit: unit[0].event_id)
+    free = {url: per_endpoint - len(tokens) for url, tokens in slots.items()}
+    chosen: list[list[Row]] = []
+    for unit in candidates:
+        url = unit[0].url
+        if free.get(url, per_endpoint) <= 0:
+            continue
+        free[url] = free.get(url, per_endpoint) - 1
+        chosen.append(unit)
+        if len(chosen) == max_units:
+            break
+    return chosen
+
+
+__all__ = ["Row", "is_busy", "is_due", "plan_claim"]

@@ -1,0 +1,73 @@
+"""The "failing since" clock of each simulation's endpoint URL, kept in the store.
+
+Every worker process reads and moves the same clock (table ``webhook_endpoints``), so a
+restart or a second worker neither resets nor forks it. The rule itself is
+``retry.streak_start``; this module only applies it atomically:
+
+* a failure starts the clock (or continues the current streak; after a quiet gap it starts
+  again), and forgets the clock of any other URL of the simulation: a URL change clears it;
+* a success deletes the row (``Outbox.record`` does that in the batch that records it).
+"""
+
+from __future__ import annotations
+
+from sqlalchemy import delete, select, update
+from sqlalchemy.dialects.postgresql import insert as pg_insert
+from sqlalchemy.dialects.sqlite import insert as sqlite_insert
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+from ..store.tables import webhook_endpoints
+from .retry import streak_start
+
+E = webhook_endpoints
+
+
+class EndpointHealth:
+    """Reads and moves the failing clocks; see the module docstring."""
+
+    def __init__(self, engine: AsyncEngine, *, quiet_gap_s: float) -> None:
+        self._engine = engine
+        self._quiet_gap_s = quiet_gap_s
+        self._insert = pg_insert if engine.dialect.name == "postgresql" else sqlite_insert
+
+    async def failed(self, simulation_id: int, url: str, now: float) -> float:
+        """Record a failure of ``url`` at ``now``; returns when its failing streak started."""
+        async with self._engine.begin() as conn:
+            await conn.execute(delete(E).where(E.c.simulation_id == simulation_id, E.c.url != url))
+            created = await conn.execute(
+                self._insert(E)
+                .values(simulation_id=simulation_id, url=url, failing_since=now,
+                        last_failure_at=now)
+                .on_conflict_do_nothing()
+            )
+            if int(created.rowcount or 0) == 1:
+                return now
+            row = (await conn.execute(
+                select(E.c.failing_since, E.c.last_failure_at)
+                .where(E.c.simulation_id == simulation_id, E.c.url == url)
+                .with_for_update()
+            )).one()
+            since = streak_start((row.failing_since, row.last_failure_at), now,
+                                 quiet_gap_s=self._quiet_gap_s)
+            await conn.execute(
+                update(E)
+                .where(E.c.simulation_id == simulation_id, E.c.url == url)
+                .values(failing_since=since, last_failure_at=max(now, row.last_failure_at))
+            )
+        return since
+
+    async def succeeded(self, simulation_id: int) -> None:
+        """End the simulation's failing streak (a delivery to its endpoint succeeded)."""
+        async with self._engine.begin() as conn:
+            await conn.execute(delete(E).where(E.c.simulation_id == simulation_id))
+
+    async def failing_since(self, simulation_id: int) -> tuple[str, float] | None:
+        """The URL and start of the simulation's failing streak, if its endpoint is failing."""
+        async with self._engine.connect() as conn:
+            row = (await conn.execute(
+                select(E.c.url, E.c.failing_since).where(E.c.simulation_id == simulation_id)
+            )).first()
+        return None if row is None else (row.url, row.failing_since)
+
+
+__all__ = ["EndpointHealth"]

@@ -1,0 +1,126 @@
+"""The dispatcher in process, on a real SQLite store and real loopback receivers: nothing it
+claimed stays held in memory, and stopping it gives back what it did not send."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable
+from pathlib import Path
+
+import pytest
+from sqlalchemy import insert, select
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+from ridecast.bus.memory import MemoryBus
+from ridecast.cli.receiver import Receiver, Reply, Request
+from ridecast.config import Settings
+from ridecast.store.accounts import AccountStore
+from ridecast.store.engine import create_engine, upgrade
+from ridecast.store.simulations import SimulationStore
+from ridecast.store.tables import events, webhook_deliveries
+from ridecast.webhooks.dispatcher import Dispatcher
+from ridecast.webhooks.outbox import Outbox
+from ridecast.webhooks.sender import Sender
+
+
+@pytest.fixture
+async def engine(tmp_path: Path) -> AsyncIterator[AsyncEngine]:
+    url = f"sqlite+aiosqlite:///{tmp_path / 'd.db'}"
+    await upgrade(url)
+    eng = create_engine(url)
+    yield eng
+    await eng.dispose()
+
+
+async def _setup(engine: AsyncEngine, url: str, count: int) -> tuple[Dispatcher, Sender, int]:
+    principal, _key = await AccountStore(engine).create_user("u", "o")
+    store = SimulationStore(engine)
+    sim = (await store.create(principal, "s", {
+        "messaging_webhook_url": url, "messaging_webhook_message_types": ["vehicle_use"]},
+        None)).id
+    now = time.time()
+    async with engine.begin() as conn:
+        for i in range(count):
+            event_id = (await conn.execute(insert(events).values(
+                simulation_id=sim, message_type="vehicle_use", created_at=now,
+                body=b'{"simulation_id":%d,"i":%d}' % (sim, i)))).inserted_primary_key[0]
+            await conn.execute(insert(webhook_deliveries).values(
+                event_id=event_id, simulation_id=sim, message_type="vehicle_use", url=url,
+                status="pending", attempt_count=0, next_attempt_at=now, created_at=now,
+                updated_at=now))
+    settings = Settings(webhook_allow_private=True, webhook_timeout_s=0.5,
+                        webhook_lease_s=5, webhook_retry_schedule_s=[0.1])
+    sender = Sender(timeout_s=0.5, connect_timeout_s=0.5, allow_private=True)
+
+    async def disable(_sim: int, _at: float, _reason: str) -> None:
+        return None
+
+    outbox = Outbox(engine)
+    return Dispatcher(settings, outbox, sender, store, MemoryBus(), disable), sender, sim
+
+
+async def _statuses(engine: AsyncEngine) -> list[tuple[str, str | None]]:
+    async with engine.connect() as conn:
+        rows = await conn.execute(select(webhook_deliveries.c.status,
+                                         webhook_deliveries.c.claim_token))
+        return [(r[0], r[1]) for r in rows]
+
+
+async def _until(predicate: Callable[[], Awaitable[bool]]) -> None:
+    """Poll ``predicate`` for up to 20 s."""
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline:
+        if await predicate():
+            return
+        await asyncio.sleep(0.05)
+    raise AssertionError("condition not met within 20 s")
+
+
+async def test_finished_units_leave_nothing_held(engine: AsyncEngine) -> None:
+    """After 150 deliveries succeed, no unit task is left and no delivery is held in memory."""
+    receiver = Receiver(lambda _r: Reply(204))
+    await receiver.start()
+    dispatcher, sender, _sim = await _setup(engine, receiver.url, 150)
+    dispatcher.start()
+    try:
+        async def done() -> bool:
+            return {s for s, _t in await _statuses(engine)} == {"succeeded"}
+
+        await _until(done)
+        await _until(lambda: _idle(dispatcher))
+    finally:
+        await dispatcher.close()
+        await sender.close()
+        await receiver.close()
+        await asyncio.sleep(0.05)  # let the closed transports finish closing
+    assert all(token is None for _s, token in await _statuses(engine))
+
+
+async def _idle(dispatcher: Dispatcher) -> bool:
+    return dispatcher.in_memory == 0 and dispatcher.units_running == 0
+
+
+async def test_close_gives_back_what_was_not_sent(engine: AsyncEngine) -> None:
+    """Stopped while its receiver stalls, the dispatcher hands every claimed delivery back
+    (pending, no claim token), so a restart need not wait out the lease."""
+    started = asyncio.Event()
+
+    async def stall(_request: Request) -> Reply:
+        started.set()
+        await asyncio.sleep(30)
+        return Reply(204)
+
+    receiver = Receiver(stall)
+    await receiver.start()
+    dispatcher, sender, _sim = await _setup(engine, receiver.url, 5)
+    dispatcher.start()
+    try:
+        await asyncio.wait_for(started.wait(), 10)
+    finally:
+        await dispatcher.close()
+        await sender.close()
+        await receiver.close()
+        await asyncio.sleep(0.05)  # let the closed transports finish closing
+    assert dispatcher.in_memory == 0 and dispatcher.units_running == 0
+    assert sorted(await _statuses(engine)) == [("pending", None)] * 5
