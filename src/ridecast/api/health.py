@@ -34,6 +34,32 @@ async def healthz(runtime: RuntimeDep) -> Response:
     )
 
 
+@router.get("/readyz")
+async def readyz(runtime: RuntimeDep) -> Response:
+    """200 when this node can take traffic: its store and its bus answer; 503 otherwise.
+
+    Point a load balancer's health check here (``/healthz`` says only that the process
+    lives and its store answers).
+    """
+    checks: dict[str, str] = {}
+    try:
+        async with runtime.engine.connect() as conn:
+            await conn.execute(text("SELECT 1"))
+        checks["store"] = "ok"
+    except Exception as exc:
+        checks["store"] = f"unavailable: {type(exc).__name__}"
+    ping = getattr(runtime.bus, "ping", None)
+    if ping is not None:
+        try:
+            await ping()
+            checks["bus"] = "ok"
+        except Exception as exc:
+            checks["bus"] = f"unavailable: {type(exc).__name__}"
+    ready = all(value == "ok" for value in checks.values())
+    return JSONResponse({"status": "ready" if ready else "unavailable", **checks},
+                        200 if ready else 503, headers=None if ready else {"Retry-After": "1"})
+
+
 @router.get("/metrics")
 async def metrics() -> Response:
     """Prometheus text format."""

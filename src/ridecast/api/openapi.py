@@ -113,9 +113,11 @@ def build_openapi(app: FastAPI, *, max_batch_events: int) -> dict[str, Any]:
                 operation["security"] = [{"basicAuth": []}, {"tokenAuth": []}]
     _ingest_limits(schema, max_batch_events)
     _plain_text(schema, "/metrics")
-    healthz = schema["paths"].get("/healthz", {}).get("get")
-    if healthz is not None:
-        healthz["responses"]["503"] = {"description": "The store does not answer."}
+    for path in ("/healthz", "/readyz"):
+        operation = schema["paths"].get(path, {}).get("get")
+        if operation is not None:
+            operation["responses"]["503"] = {"description": "The store (or the bus) does not "
+                                                            "answer."}
     return schema
 
 

@@ -12,7 +12,8 @@ from .process import exit_despite_lingering_threads
 
 
 def run_server(
-    host: str, port: int, *, tls_cert: Path | None = None, tls_key: Path | None = None
+    host: str, port: int, *, tls_cert: Path | None = None, tls_key: Path | None = None,
+    no_workers: bool = False,
 ) -> None:
     """Serve ``create_app()`` with uvicorn until SIGINT/SIGTERM (blocking)."""
     import uvicorn
@@ -21,6 +22,8 @@ def run_server(
     from ..config import get_settings
 
     settings = get_settings()
+    if no_workers:  # an API node: `ridecast worker` processes deliver the webhooks
+        settings = settings.model_copy(update={"webhook_workers": False})
     if tls_cert is not None and tls_key is not None:
         # In the settings, so the dedicated websocket listener serves wss too.
         settings = settings.model_copy(
@@ -65,8 +68,27 @@ def serve(
         Path | None, typer.Option(help="PEM certificate: serve https and wss.", exists=True)
     ] = None,
     tls_key: Annotated[Path | None, typer.Option(help="PEM private key.", exists=True)] = None,
+    no_workers: Annotated[bool, typer.Option(
+        "--no-workers", help="Deliver no webhooks here (same as RIDECAST_WEBHOOK_WORKERS=false): "
+        "an API node of a cluster whose `ridecast worker` processes deliver them.")] = False,
 ) -> None:
     """Start the server: HTTP API, websocket streams, webhooks (configure with RIDECAST_*)."""
     if (tls_cert is None) != (tls_key is None):
         raise typer.BadParameter("--tls-cert and --tls-key go together")
-    run_server(host, port, tls_cert=tls_cert, tls_key=tls_key)
+    run_server(host, port, tls_cert=tls_cert, tls_key=tls_key, no_workers=no_workers)
+
+
+def migrate() -> None:
+    """Bring the database of RIDECAST_DATABASE_URL to the current schema, then exit.
+
+    `serve` and `worker` do this too at start (under a lock, so nodes started together take
+    turns); run it first when deploying a new version to a cluster.
+    """
+    import asyncio
+
+    from ..config import get_settings
+    from ..store.engine import upgrade
+
+    url = get_settings().database_url
+    asyncio.run(upgrade(url))
+    typer.echo(f"database at {url.split('@')[-1]} is at the current schema")

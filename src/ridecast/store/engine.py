@@ -57,13 +57,43 @@ def _alembic_config(url: str) -> Any:
     return cfg
 
 
+MIGRATION_LOCK_ID = 0x72696465636173  # "ridecas": the advisory lock of schema upgrades
+
+
 def upgrade_sync(url: str) -> None:
-    """Bring the database at ``url`` to the latest schema (blocking)."""
+    """Bring the database at ``url`` to the latest schema (blocking).
+
+    On PostgreSQL the upgrade runs under a session advisory lock, so nodes started at the
+    same moment on an empty database take turns: the first migrates, the others then find
+    the schema current. SQLite's own write lock does the same for one file.
+    """
     from alembic import command
 
     if is_sqlite(url):
         _ensure_sqlite_dir(url)
-    command.upgrade(_alembic_config(url), "head")
+        command.upgrade(_alembic_config(url), "head")
+        return
+    from sqlalchemy import text
+
+    # The lock is held on a connection of its own while alembic migrates on another.
+    engine = create_async_engine(url)
+
+    async def locked() -> None:
+        async with engine.connect() as conn:
+            await conn.execute(text("SELECT pg_advisory_lock(:id)"), {"id": MIGRATION_LOCK_ID})
+            try:
+                await asyncio.to_thread(command.upgrade, _alembic_config(url), "head")
+            finally:
+                await conn.execute(text("SELECT pg_advisory_unlock(:id)"),
+                                   {"id": MIGRATION_LOCK_ID})
+
+    async def run() -> None:
+        try:
+            await locked()
+        finally:
+            await engine.dispose()
+
+    asyncio.run(run())
 
 
 async def upgrade(url: str) -> None:
