@@ -53,7 +53,13 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seconds", type=float, default=5.0, help="per scenario")
     parser.add_argument("--connections", type=int, default=16)
+    parser.add_argument("--postgres", default="postgresql://postgres@127.0.0.1:5432/postgres",
+                        help="admin URL of a PostgreSQL server: ridecast on it is measured "
+                        "beside SQLite in the same run (a fresh database, dropped after); "
+                        "'' to skip")
     args = parser.parse_args()
+    pg_db = f"ridecast_bench_{os.getpid()}"
+    pg_url = _create_pg_database(args.postgres, pg_db) if args.postgres else None
 
     tmp = Path(tempfile.mkdtemp(prefix="ridecast-bench-"))
     db_url = f"sqlite+aiosqlite:///{tmp / 'ridecast.db'}"
@@ -61,18 +67,31 @@ def main() -> None:
            "RIDECAST_MAX_BODY_BYTES": str(8 * 1024 * 1024)}
     ports = {"ridecast": free_port(), "ceiling": free_port(), "naive": free_port()}
     refs = Path(__file__).resolve().parent / "_ingest_refs.py"
+    contenders = [("ceiling", "/ingest"), ("naive", "/ingest"), ("ridecast", "")]
     procs = {
         "ridecast": spawn(["-m", "ridecast.cli.main", "serve", "--port",
                            str(ports["ridecast"])], env=env, cwd=str(tmp)),
         "ceiling": spawn([str(refs), "ceiling", str(ports["ceiling"])]),
         "naive": spawn([str(refs), "naive", str(ports["naive"]), str(tmp / "naive.db")]),
     }
+    if pg_url is not None:
+        ports["ridecast-pg"] = free_port()
+        procs["ridecast-pg"] = spawn(["-m", "ridecast.cli.main", "serve", "--port",
+                                      str(ports["ridecast-pg"])],
+                                     env={**env, "RIDECAST_DATABASE_URL": pg_url}, cwd=str(tmp))
+        contenders.append(("ridecast-pg", ""))
     try:
         wait_http(ports["ridecast"], "/healthz")
         wait_http(ports["ceiling"], "/")
         wait_http(ports["naive"], "/")
         user, key, sim = create_user_and_sim(db_url, ports["ridecast"])
         auth = {"Authorization": basic_auth(user, key)}
+        targets = {"ridecast": (f"/api/v2/simulation/{sim}/events", auth)}
+        if pg_url is not None:
+            wait_http(ports["ridecast-pg"], "/healthz")
+            pg_user, pg_key, pg_sim = create_user_and_sim(pg_url, ports["ridecast-pg"])
+            targets["ridecast-pg"] = (f"/api/v2/simulation/{pg_sim}/events",
+                                      {"Authorization": basic_auth(pg_user, pg_key)})
         examples = all_examples(sim)
         print(f"ingest bench: {args.connections} keep-alive connections, {args.seconds:.0f} s "
               "per scenario, 2-core machine, server and load generator share it")
@@ -81,11 +100,8 @@ def main() -> None:
             events = [examples[i % len(examples)] for i in range(batch)]
             body = json.dumps(events[0] if batch == 1 else events).encode()
             print(f"\nbatch of {batch} ({len(body)} bytes per request)")
-            for name, path, headers in (
-                ("ceiling", "/ingest", {}),
-                ("naive", "/ingest", {}),
-                ("ridecast", f"/api/v2/simulation/{sim}/events", auth),
-            ):
+            for name, ref_path in contenders:
+                path, headers = targets.get(name, (ref_path, {}))
                 cpu_before = cpu_seconds(procs[name].pid)
                 result = asyncio.run(run_load(ports[name], "POST", path, body, headers,
                                               connections=args.connections,
@@ -98,11 +114,43 @@ def main() -> None:
             ours = results[("ridecast", batch)]
             print(f"  ridecast / ceiling = {ours / results[('ceiling', batch)]:.2f}   "
                   f"ridecast / naive = {ours / results[('naive', batch)]:.2f}")
+            if ("ridecast-pg", batch) in results:
+                print(f"  ridecast on PostgreSQL / on SQLite = "
+                      f"{results[('ridecast-pg', batch)] / ours:.2f}")
     finally:
         for proc in procs.values():
             proc.terminate()
         for proc in procs.values():
             proc.wait(timeout=15)
+        if pg_url is not None:
+            _drop_pg_database(args.postgres, pg_db)
+
+
+def _admin(admin_url: str, sql: str) -> None:
+    import asyncpg
+
+    async def run() -> None:
+        conn = await asyncpg.connect(admin_url, timeout=5)
+        try:
+            await conn.execute(sql)
+        finally:
+            await conn.close()
+
+    asyncio.run(run())
+
+
+def _create_pg_database(admin_url: str, name: str) -> str | None:
+    try:
+        _admin(admin_url, f'CREATE DATABASE "{name}"')
+    except (OSError, TimeoutError) as exc:
+        print(f"(no PostgreSQL at {admin_url}: {exc}; measuring SQLite only)")
+        return None
+    base = admin_url.rsplit("/", 1)[0].replace("postgresql://", "postgresql+asyncpg://", 1)
+    return f"{base}/{name}"
+
+
+def _drop_pg_database(admin_url: str, name: str) -> None:
+    _admin(admin_url, f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
 
 if __name__ == "__main__":

@@ -87,11 +87,11 @@ class Settings(BaseSettings):
         "KPIs; beyond it the oldest are dropped (their status reads idle again).",
     )
     rate_limit_per_key: float = Field(
-        2000.0, ge=0, description="Requests per second one API key may send on average "
+        20_000.0, ge=0, description="Requests per second one API key may send on average "
         "(0: no limit); beyond it (and the burst) requests are answered 429 with Retry-After.",
     )
     rate_limit_burst: float = Field(
-        4000.0, gt=0, description="Requests one API key may send at once above its rate.",
+        40_000.0, gt=0, description="Requests one API key may send at once above its rate.",
     )
     ws_max_streams_per_user: int = Field(
         2000, gt=0, description="Open websocket streams of one user in one process; one more "
