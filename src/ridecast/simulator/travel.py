@@ -59,6 +59,10 @@ class TravelModel(Protocol):
         """Where a vehicle that left a for b ``elapsed_s`` ago is, and its bearing."""
         ...
 
+    def snap(self, p: LatLon) -> LatLon:
+        """The point where a trip or a vehicle at p starts (on the network, if any)."""
+        ...
+
 
 class StraightLineTravel:
     """Straight legs at a constant speed: distance is great-circle, position is linear.
@@ -79,6 +83,9 @@ class StraightLineTravel:
 
     def path(self, a: LatLon, b: LatLon) -> list[LatLon]:
         return [a, b]
+
+    def snap(self, p: LatLon) -> LatLon:
+        return p
 
     def position(self, a: LatLon, b: LatLon, elapsed_s: float) -> tuple[LatLon, float]:
         total = self.duration_s(a, b)
