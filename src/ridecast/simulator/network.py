@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from functools import cache
 from importlib import resources
 from pathlib import Path
+from typing import TypeVar
 
 import numpy as np
 from numpy.typing import NDArray
@@ -30,11 +31,13 @@ from .polyline import LatLon
 from .settings import SimulatorSettings
 from .travel import StraightLineTravel, TravelModel, bearing_deg
 
-BUNDLED = {"gothenburg"}
+_T = TypeVar("_T")
 #: Cached single-source searches (each one float64 array over all nodes).
 SOURCE_CACHE = 4096
 #: Cached legs (geometry + cumulative times) between two points.
 LEG_CACHE = 50_000
+#: Cached point-to-point times (cleared when full).
+PAIR_CACHE = 500_000
 #: Remembered mid-edge positions of vehicles.
 MIDPOINT_CACHE = 200_000
 #: Speed of the straight connector from an off-network point to its nearest node.
@@ -61,8 +64,21 @@ class RoadNetwork:
         n = len(self.nodes)
         self.size = n
         self.graph = csr_matrix((self.edge_s, (self.edge_u, self.edge_v)), shape=(n, n))
+        self.reverse = self.graph.T.tocsr()
         self.edge_of = {(int(u), int(v)): i
                         for i, (u, v) in enumerate(zip(self.edge_u, self.edge_v, strict=True))}
+        node_list = [(float(a), float(b)) for a, b in self.nodes]
+        geom_list = [(float(a), float(b)) for a, b in self.geom]
+        offs = [int(x) for x in self.geom_off]
+        #: Per edge: its points (both ends) and the share of its time spent at each point.
+        self.edge_geo: list[tuple[list[LatLon], list[float]]] = []
+        for e, (u, v) in enumerate(zip(self.edge_u.tolist(), self.edge_v.tolist(), strict=True)):
+            pts = [node_list[u], *geom_list[offs[e]:offs[e + 1]], node_list[v]]
+            cum = [0.0]
+            for p, q in itertools.pairwise(pts):
+                cum.append(cum[-1] + _metres(p, q))
+            total = cum[-1] or 1.0
+            self.edge_geo.append((pts, [c / total for c in cum]))
         self.lat0 = float(self.nodes[:, 0].mean())
         self._kx = math.cos(math.radians(self.lat0))
         self.tree = cKDTree(self._xy(self.nodes))
@@ -149,11 +165,16 @@ class NetworkTravel:
     def __init__(self, network: RoadNetwork) -> None:
         self.net = network
         self.speed_mps = float((network.edge_m / network.edge_s).max())  # upper bound
+        self._edge_s: list[float] = network.edge_s.tolist()
+        self._edge_m: list[float] = network.edge_m.tolist()
         self._node_at: dict[LatLon, int] = {network.node_pos(i): i for i in range(network.size)}
         self._sources: OrderedDict[int, tuple[NDArray[np.float64], NDArray[np.int32]]] = (
             OrderedDict())
+        self._targets: OrderedDict[int, NDArray[np.float64]] = OrderedDict()
+        self._pairs: dict[tuple[LatLon, LatLon], float] = {}
+        self._fwd: OrderedDict[int, NDArray[np.float64]] = OrderedDict()
         self._legs: OrderedDict[tuple[LatLon, LatLon], Leg] = OrderedDict()
-        self._mids: OrderedDict[LatLon, _Mid] = OrderedDict()
+        self._mids: OrderedDict[LatLon, _Mid | tuple[Leg, int, float]] = OrderedDict()
         self.searches = 0
 
     # ---- points ----------------------------------------------------------------------------
@@ -175,6 +196,37 @@ class NetworkTravel:
             self._sources.popitem(last=False)
         return res
 
+    def prepare(self, points: tuple[LatLon, ...], horizon_s: float = math.inf) -> None:
+        """Search from and to each point's node, bounded by ``horizon_s``.
+
+        A time beyond the horizon is not cached as infinite: ``duration_s`` then falls back
+        to a full search, so answers stay exact.
+        """
+        nodes = {self._node(p) for p in points}
+        fwd = sorted(nodes - set(self._fwd))
+        rev = sorted(nodes - set(self._targets))
+        limit = horizon_s if math.isfinite(horizon_s) else np.inf
+        if fwd:
+            self.searches += len(fwd)
+            dist = dijkstra(self.net.graph, indices=fwd, limit=limit)
+            for k, src in enumerate(fwd):
+                self._keep(self._fwd, src, dist[k])
+        if rev:
+            self.searches += len(rev)
+            dist = dijkstra(self.net.reverse, indices=rev, limit=limit)
+            for k, dst in enumerate(rev):
+                self._keep(self._targets, dst, dist[k])
+
+    @staticmethod
+    def _keep(cache: OrderedDict[int, _T], key: int, value: _T) -> None:
+        cache[key] = value
+        if len(cache) > SOURCE_CACHE:
+            cache.popitem(last=False)
+
+    def _node(self, p: LatLon) -> int:
+        node = self._node_at.get(p)
+        return self.net.nearest(p) if node is None else node
+
     def _start(self, a: LatLon) -> tuple[int, list[LatLon], float, float]:
         """(node, points to reach it from a, seconds, metres) for any point a."""
         node = self._node_at.get(a)
@@ -182,6 +234,8 @@ class NetworkTravel:
             return node, [a], 0.0, 0.0
         mid = self._mids.get(a)
         if mid is not None:
+            if isinstance(mid, tuple):
+                mid = self._mids[a] = self._resolve(a, *mid)
             return mid.head, mid.rest, mid.seconds, mid.metres
         node = self.net.nearest(a)
         pos = self.net.node_pos(node)
@@ -227,16 +281,16 @@ class NetworkTravel:
         metres = head_m
         for p, q in itertools.pairwise(head_pts):
             times.append(times[-1] + head_s * (_metres(p, q) / head_m if head_m else 0.0))
+        edge_of, edge_geo, edge_s, edge_m = (self.net.edge_of, self.net.edge_geo,
+                                              self._edge_s, self._edge_m)
         for u, v in itertools.pairwise(nodes):
-            e = self.net.edge_of[(u, v)]
-            pts = self.net.edge_points(u, v)
-            seg = [_metres(p, q) for p, q in itertools.pairwise(pts)]
-            total = sum(seg) or 1.0
-            secs = float(self.net.edge_s[e])
-            metres += float(self.net.edge_m[e])
-            for q, d in zip(pts[1:], seg, strict=True):
-                points.append(q)
-                times.append(times[-1] + secs * d / total)
+            e = edge_of[(u, v)]
+            pts, shares = edge_geo[e]
+            secs = edge_s[e]
+            metres += edge_m[e]
+            t0 = times[-1]
+            points.extend(pts[1:])
+            times.extend(t0 + secs * f for f in shares[1:])
         for p, q in itertools.pairwise(tail_pts):
             points.append(q)
             times.append(times[-1] + (tail_s * _metres(p, q) / tail_m if tail_m else 0.0))
@@ -249,6 +303,15 @@ class NetworkTravel:
     # ---- TravelModel -----------------------------------------------------------------------
 
     def duration_s(self, a: LatLon, b: LatLon) -> float:
+        key = (a, b)
+        seconds = self._pairs.get(key)
+        if seconds is None:
+            seconds = self._pairs[key] = self._duration(a, b)
+            if len(self._pairs) > PAIR_CACHE:
+                self._pairs.clear()
+        return seconds
+
+    def _duration(self, a: LatLon, b: LatLon) -> float:
         hit = self._legs.get((a, b))
         if hit is not None:
             return hit.seconds
@@ -258,6 +321,15 @@ class NetworkTravel:
         t, _, tail_s, _ = self._end(b)
         if s == t:
             return head_s + tail_s
+        for table, key, at in ((self._fwd, s, t), (self._targets, t, s)):
+            arr = table.get(key)
+            if arr is not None:
+                value = float(arr[at])
+                if value != math.inf:
+                    return head_s + value + tail_s
+        full = self._sources.get(s)
+        if full is not None:
+            return head_s + float(full[0][t]) + tail_s
         dist, _ = self._search(s)
         return head_s + float(dist[t]) + tail_s
 
@@ -280,11 +352,13 @@ class NetworkTravel:
         pos = (p[0] + (q[0] - p[0]) * f, p[1] + (q[1] - p[1]) * f)
         heading = bearing_deg(p, q) if p != q else 0.0
         if pos not in self._node_at and pos not in self._mids:
-            self._remember(pos, leg, i, elapsed_s)
+            self._mids[pos] = (leg, i, elapsed_s)  # resolved only if a leg starts there
+            if len(self._mids) > MIDPOINT_CACHE:
+                self._mids.popitem(last=False)
         return pos, heading
 
-    def _remember(self, pos: LatLon, leg: Leg, i: int, elapsed_s: float) -> None:
-        """Record the rest of the edge from ``pos`` so a new leg can start there."""
+    def _resolve(self, pos: LatLon, leg: Leg, i: int, elapsed_s: float) -> _Mid:
+        """The rest of the edge from ``pos``, so a new leg can start there."""
         j = i
         while j < len(leg.points) - 1 and leg.points[j] not in self._node_at:
             j += 1
@@ -294,6 +368,4 @@ class NetworkTravel:
         head = self._node_at.get(leg.points[j])
         if head is None:
             head = self.net.nearest(leg.points[j])
-        self._mids[pos] = _Mid(head, rest, seconds, metres)
-        if len(self._mids) > MIDPOINT_CACHE:
-            self._mids.popitem(last=False)
+        return _Mid(head, rest, seconds, metres)
