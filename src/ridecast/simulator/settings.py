@@ -102,7 +102,9 @@ class SimulatorSettings(BaseModel):
     )
     break_duration_s: float = Field(600.0, gt=0)
     gps_interval_s: float = Field(10.0, gt=0, description="GPS period of a moving vehicle.")
-    gps_noise_m: float = Field(3.0, ge=0, le=50, description="GPS error (sigma; distance clipped at 3 sigma).")
+    gps_noise_m: float = Field(
+        3.0, ge=0, le=50, description="GPS error (sigma; distance clipped at 3 sigma)."
+    )
     snapshot_interval_s: float = Field(60.0, gt=0, description="vehicle_states period.")
     arrival_interval_s: float = Field(60.0, gt=0, description="vehicle_arrival period.")
     max_candidates: int = Field(
