@@ -1,5 +1,8 @@
 """Simulator benchmark: 500 vehicles, 10,000 bookings, 4 simulated hours, as fast as possible.
 
+Runs each travel model of ``--networks`` (default: the bundled Gothenburg road network, then
+the straight-line model) on the same demand in one run, and reports both.
+
 Every event goes through ``Ingest.submit`` into the event log (SQLite by default, or
 ``--database-url``), exactly as in the server. Prints the simulated-time / wall-time ratio
 end to end, the engine alone (same seed, no ingest), scheduler decision time p50/p99 per
@@ -29,7 +32,7 @@ from ridecast.simulator.manager import SimulatorManager
 START = datetime(2024, 5, 6, 6, 0, tzinfo=UTC)
 
 
-def simulator_data(args: argparse.Namespace) -> dict[str, Any]:
+def simulator_data(args: argparse.Namespace, network: str) -> dict[str, Any]:
     hours = args.hours
     return {
         "performance_tracker_enabled": not args.no_tracker,
@@ -37,7 +40,8 @@ def simulator_data(args: argparse.Namespace) -> dict[str, Any]:
             "seed": args.seed, "vehicles": args.vehicles, "capacity": 4,
             "bookings_per_hour": args.bookings / hours, "duration_s": hours * 3600.0,
             "speed": "max", "start_ts": START.isoformat(),
-            "area": {"lat": 52.52, "lon": 13.405, "radius_m": args.radius_m},
+            "area": {"lat": 57.705, "lon": 11.963, "radius_m": args.radius_m},
+            "network": network,
             "gps_interval_s": args.gps_interval_s,
         },
     }
@@ -80,15 +84,21 @@ def main() -> None:
     parser.add_argument("--bookings", type=int, default=10_000)
     parser.add_argument("--hours", type=float, default=4.0)
     parser.add_argument("--seed", type=int, default=1)
-    parser.add_argument("--radius-m", type=float, default=8000.0)
+    parser.add_argument("--radius-m", type=float, default=5000.0)
+    parser.add_argument("--networks", default="gothenburg,straight",
+                        help="comma-separated data.simulator.network values, run in turn")
     parser.add_argument("--gps-interval-s", type=float, default=10.0)
     parser.add_argument("--no-tracker", action="store_true",
                         help="performance_tracker_enabled false (no vehicle_arrival events)")
     parser.add_argument("--database-url", default=None)
     parser.add_argument("--skip-engine-only", action="store_true")
     args = parser.parse_args()
-    data = simulator_data(args)
+    for network in args.networks.split(","):
+        print(f"== network {network}")
+        run_one(args, simulator_data(args, network))
 
+
+def run_one(args: argparse.Namespace, data: dict[str, Any]) -> None:
     if not args.skip_engine_only:
         sim_s, wall_s, events = engine_only(data)
         print(f"engine only : {sim_s / wall_s:8.0f}x  ({sim_s:.0f} sim s in {wall_s:.1f} s, "

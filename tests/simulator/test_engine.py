@@ -22,7 +22,7 @@ SCENARIO = SimulatorSettings(
     seed=7, vehicles=20, bookings_per_hour=400, duration_s=1800, speed="max",
     area=Circle(lat=48.8566, lon=2.3522, radius_m=4000),
 )
-PINNED = "ccc4ca1521cef2b8a2303cbf286834258c1050572fbeded6a91a5bca0904f016"
+PINNED = "9fca1c848c13ec80807e6e2c4cbc228ea32bd7d1a500fa578eb915e015c562e9"
 
 
 def run(settings: SimulatorSettings) -> list[dict[str, Any]]:

@@ -57,7 +57,7 @@ DEMO_SIMULATOR: dict[str, Any] = {
     "bookings_per_hour": 360,
     "duration_s": 4 * 3600,
     "gps_interval_s": 1,
-    "area": {"lat": 52.52, "lon": 13.405, "radius_m": 5000},
+    "area": {"lat": 57.705, "lon": 11.963, "radius_m": 5000},  # Gothenburg: on the streets
 }
 
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import heapq
 from datetime import datetime
-from math import cos, radians
+from math import cos, hypot, radians
 from typing import Any
 
 from .emit import Event
@@ -153,8 +153,12 @@ class Engine(Operations):
         pos, heading, speed = self.position(vehicle)
         rng = self.streams[Source.GPS_NOISE]
         sigma = self.settings.gps_noise_m
-        dn = max(-3 * sigma, min(3 * sigma, rng.gauss(0.0, sigma))) / 111_195.0
-        de = max(-3 * sigma, min(3 * sigma, rng.gauss(0.0, sigma))) / 111_195.0
+        north, east = rng.gauss(0.0, sigma), rng.gauss(0.0, sigma)
+        # Clipped to 3 sigma as a distance (not per axis), so a fix stays within 3 sigma of
+        # the street the vehicle is on.
+        scale = min(1.0, 3 * sigma / max(1e-9, hypot(north, east)))
+        dn = north * scale / 111_195.0
+        de = east * scale / 111_195.0
         noisy = (pos[0] + dn, pos[1] + de / max(0.01, cos(radians(pos[0]))))
         self.emitter.gps(self.now, vehicle, noisy, heading, speed)
         self.at(self.now + self.settings.gps_interval_s, GPS, vehicle_id)

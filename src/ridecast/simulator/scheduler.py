@@ -164,6 +164,8 @@ class Scheduler:
         (the vehicle a rider was offered).
         """
         p = booking.pickup
+        self.travel.prepare((p, booking.dropoff),
+                            booking.latest_pickup_t - now + booking.max_ride_s)
         cos_lat = math.cos(math.radians(p[0]))
         reach_deg = (booking.latest_pickup_t - now) * self.travel.speed_mps / 111_195.0
         reach2 = (reach_deg * 1.01) ** 2

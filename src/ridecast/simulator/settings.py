@@ -17,6 +17,9 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 
 from ..errors import BadRequest
 
+#: Accepted values of ``network`` (bundled networks and the straight-line model).
+NETWORKS = frozenset({"straight", "gothenburg"})
+
 
 class BBox(BaseModel):
     """A bounding box of the service area."""
@@ -68,8 +71,13 @@ class SimulatorSettings(BaseModel):
         None, description="Simulated start time (with offset); default: when started."
     )
     area: BBox | Circle = Field(
-        default_factory=lambda: Circle(lat=52.52, lon=13.405, radius_m=5000.0),
+        default_factory=lambda: Circle(lat=57.705, lon=11.963, radius_m=5000.0),
         description="Service area: {min_lat,min_lon,max_lat,max_lon} or {lat,lon,radius_m}.",
+    )
+    network: str | None = Field(
+        None, description="Road network: 'gothenburg' (bundled, OpenStreetMap) or 'straight' "
+        "(straight lines at vehicle_speed_kmh); default: 'gothenburg' when the area's centre "
+        "lies inside it, else 'straight'.",
     )
     vehicle_speed_kmh: float = Field(30.0, gt=0, le=200, description="Straight-line speed.")
     dwell_s: float = Field(20.0, ge=0, le=600, description="Stop time at each node.")
@@ -94,7 +102,9 @@ class SimulatorSettings(BaseModel):
     )
     break_duration_s: float = Field(600.0, gt=0)
     gps_interval_s: float = Field(10.0, gt=0, description="GPS period of a moving vehicle.")
-    gps_noise_m: float = Field(3.0, ge=0, le=50, description="GPS error (sigma, clipped 3x).")
+    gps_noise_m: float = Field(
+        3.0, ge=0, le=50, description="GPS error (sigma; distance clipped at 3 sigma)."
+    )
     snapshot_interval_s: float = Field(60.0, gt=0, description="vehicle_states period.")
     arrival_interval_s: float = Field(60.0, gt=0, description="vehicle_arrival period.")
     max_candidates: int = Field(
@@ -115,7 +125,15 @@ class SimulatorSettings(BaseModel):
             raise ValueError("speed must be > 0 or 'max'")
         if self.start_ts is not None and self.start_ts.tzinfo is None:
             raise ValueError("start_ts needs an offset")
+        if self.network is not None and self.network not in NETWORKS:
+            raise ValueError(f"network must be one of {sorted(NETWORKS)}")
         return self
+
+    def area_centre(self) -> tuple[float, float]:
+        area = self.area
+        if isinstance(area, Circle):
+            return area.lat, area.lon
+        return (area.min_lat + area.max_lat) / 2, (area.min_lon + area.max_lon) / 2
 
 
 def read_settings(data: dict[str, Any] | None) -> SimulatorSettings:

@@ -59,6 +59,14 @@ class TravelModel(Protocol):
         """Where a vehicle that left a for b ``elapsed_s`` ago is, and its bearing."""
         ...
 
+    def snap(self, p: LatLon) -> LatLon:
+        """The point where a trip or a vehicle at p starts (on the network, if any)."""
+        ...
+
+    def prepare(self, points: tuple[LatLon, ...], horizon_s: float = math.inf) -> None:
+        """A hint: many times (up to ``horizon_s``) to and from these points follow."""
+        ...
+
 
 class StraightLineTravel:
     """Straight legs at a constant speed: distance is great-circle, position is linear.
@@ -79,6 +87,12 @@ class StraightLineTravel:
 
     def path(self, a: LatLon, b: LatLon) -> list[LatLon]:
         return [a, b]
+
+    def snap(self, p: LatLon) -> LatLon:
+        return p
+
+    def prepare(self, points: tuple[LatLon, ...], horizon_s: float = math.inf) -> None:
+        pass
 
     def position(self, a: LatLon, b: LatLon, elapsed_s: float) -> tuple[LatLon, float]:
         total = self.duration_s(a, b)

@@ -24,11 +24,12 @@ from .model import (
     RouteNode,
     Vehicle,
 )
+from .network import travel_for
 from .polyline import LatLon, encode
 from .rng import Source, Streams
 from .scheduler import Insertion, Plan, Scheduler, apply_insertion
 from .settings import BBox, SimulatorSettings
-from .travel import StraightLineTravel, TravelModel
+from .travel import TravelModel
 
 # Timer kinds; a heap entry is (time, seq, kind, target id, version).
 DEMAND, RESPOND, EXPIRE, ARRIVE, GPS, SNAPSHOT, TRACKER, CANCEL, CHANGE, BREAK, UNBREAK = range(11)
@@ -44,7 +45,7 @@ class World:
         self.settings = settings
         self.now = 0.0
         self.streams = Streams(settings.seed)
-        self.travel: TravelModel = travel or StraightLineTravel(settings.vehicle_speed_kmh)
+        self.travel: TravelModel = travel or travel_for(settings)
         self.scheduler = Scheduler(self.travel, settings.dwell_s, settings.max_candidates)
         self.emitter = Emitter(simulation_id, start.timestamp())
         self.vehicles: dict[int, Vehicle] = {}
@@ -73,13 +74,13 @@ class World:
         rng = self.streams[source]
         area = self.settings.area
         if isinstance(area, BBox):
-            return (rng.uniform(area.min_lat, area.max_lat),
-                    rng.uniform(area.min_lon, area.max_lon))
+            return self.travel.snap((rng.uniform(area.min_lat, area.max_lat),
+                                     rng.uniform(area.min_lon, area.max_lon)))
         r = area.radius_m * math.sqrt(rng.random())
         theta = rng.random() * 2.0 * math.pi
         dlat = r * math.cos(theta) / 111_195.0
         dlon = r * math.sin(theta) / (111_195.0 * math.cos(math.radians(area.lat)))
-        return (area.lat + dlat, area.lon + dlon)
+        return self.travel.snap((area.lat + dlat, area.lon + dlon))
 
     def set_status(self, booking: Booking, status: BookingStatus) -> None:
         """Change a booking's status, keeping the count of open bookings."""

@@ -27,7 +27,11 @@ const escapeHtml = (text) => String(text).replace(/[&<>"']/g,
 export class FleetMap {
   constructor(element, { tileUrl, tileAttribution }) {
     this.map = L.map(element, { preferCanvas: true, zoomControl: true, attributionControl: true })
-      .setView([52.52, 13.405], 12);
+      .setView([57.705, 11.963], 12);
+    // The simulator's bundled road network is OpenStreetMap data (ODbL): always credited.
+    this.map.attributionControl.addAttribution(
+      'Road network © <a href="https://www.openstreetmap.org/copyright">OpenStreetMap</a> '
+      + "contributors (ODbL)");
     if (tileUrl) {
       L.tileLayer(tileUrl, {
         maxZoom: 19,

@@ -1,0 +1,371 @@
+"""Road-network travel: shortest paths by time on a directed street graph.
+
+``RoadNetwork`` loads a network file (see ``network_build``): nodes, directed edges with a
+length, a free-flow time and the street geometry between their ends. ``NetworkTravel``
+implements ``TravelModel`` on it: points are snapped to the nearest node with a KD-tree, times
+come from bounded one-to-many ``scipy.sparse.csgraph.dijkstra`` searches cached per source
+node, and a leg's geometry (polyline, GPS positions) follows the edges' geometry. A position
+in the middle of an edge (a vehicle re-routed while driving) is remembered with the rest of its
+edge, so the next leg starts on the street it is on. There is no all-pairs table.
+"""
+
+from __future__ import annotations
+
+import bisect
+import itertools
+import math
+from collections import OrderedDict
+from dataclasses import dataclass
+from functools import cache
+from importlib import resources
+from pathlib import Path
+from typing import TypeVar
+
+import numpy as np
+from numpy.typing import NDArray
+from scipy.sparse import csr_matrix
+from scipy.sparse.csgraph import dijkstra
+from scipy.spatial import cKDTree
+
+from .polyline import LatLon
+from .settings import SimulatorSettings
+from .travel import StraightLineTravel, TravelModel, bearing_deg
+
+_T = TypeVar("_T")
+#: Cached single-source searches (each one float64 array over all nodes).
+SOURCE_CACHE = 4096
+#: Cached legs (geometry + cumulative times) between two points.
+LEG_CACHE = 50_000
+#: Cached point-to-point times (cleared when full).
+PAIR_CACHE = 500_000
+#: Remembered mid-edge positions of vehicles.
+MIDPOINT_CACHE = 200_000
+#: Speed of the straight connector from an off-network point to its nearest node.
+CONNECTOR_MPS = 15.0 / 3.6
+
+
+def _metres(a: LatLon, b: LatLon) -> float:
+    kx = 111_195.0 * math.cos(math.radians((a[0] + b[0]) * 0.5))
+    return math.hypot((a[0] - b[0]) * 111_195.0, (a[1] - b[1]) * kx)
+
+
+class RoadNetwork:
+    """A directed street graph loaded from a network file."""
+
+    def __init__(self, path: Path | str) -> None:
+        with np.load(path) as data:
+            self.nodes: NDArray[np.float64] = data["node_e6"].astype(np.float64) / 1e6
+            self.edge_u: NDArray[np.int32] = data["edge_u"]
+            self.edge_v: NDArray[np.int32] = data["edge_v"]
+            self.edge_s: NDArray[np.float64] = data["edge_s"].astype(np.float64)
+            self.edge_m: NDArray[np.float64] = data["edge_m"].astype(np.float64)
+            self.geom_off: NDArray[np.int32] = data["geom_off"]
+            self.geom: NDArray[np.float64] = data["geom_e6"].astype(np.float64) / 1e6
+        n = len(self.nodes)
+        self.size = n
+        self.graph = csr_matrix((self.edge_s, (self.edge_u, self.edge_v)), shape=(n, n))
+        self.reverse = self.graph.T.tocsr()
+        self.edge_of = {(int(u), int(v)): i
+                        for i, (u, v) in enumerate(zip(self.edge_u, self.edge_v, strict=True))}
+        node_list = [(float(a), float(b)) for a, b in self.nodes]
+        geom_list = [(float(a), float(b)) for a, b in self.geom]
+        offs = [int(x) for x in self.geom_off]
+        #: Per edge: its points (both ends) and the share of its time spent at each point.
+        self.edge_geo: list[tuple[list[LatLon], list[float]]] = []
+        for e, (u, v) in enumerate(zip(self.edge_u.tolist(), self.edge_v.tolist(), strict=True)):
+            pts = [node_list[u], *geom_list[offs[e]:offs[e + 1]], node_list[v]]
+            cum = [0.0]
+            for p, q in itertools.pairwise(pts):
+                cum.append(cum[-1] + _metres(p, q))
+            total = cum[-1] or 1.0
+            self.edge_geo.append((pts, [c / total for c in cum]))
+        self.lat0 = float(self.nodes[:, 0].mean())
+        self._kx = math.cos(math.radians(self.lat0))
+        self.tree = cKDTree(self._xy(self.nodes))
+        self.bounds = (float(self.nodes[:, 0].min()), float(self.nodes[:, 1].min()),
+                       float(self.nodes[:, 0].max()), float(self.nodes[:, 1].max()))
+
+    def _xy(self, latlon: NDArray[np.float64]) -> NDArray[np.float64]:
+        return np.column_stack((latlon[:, 0], latlon[:, 1] * self._kx))
+
+    def nearest(self, p: LatLon) -> int:
+        """The node nearest to p."""
+        _, i = self.tree.query((p[0], p[1] * self._kx))
+        return int(i)
+
+    def node_pos(self, i: int) -> LatLon:
+        return (float(self.nodes[i, 0]), float(self.nodes[i, 1]))
+
+    def edge_points(self, u: int, v: int) -> list[LatLon]:
+        """The geometry of edge u->v, both ends included."""
+        e = self.edge_of[(u, v)]
+        inner = self.geom[self.geom_off[e]:self.geom_off[e + 1]]
+        return [self.node_pos(u), *((float(a), float(b)) for a, b in inner), self.node_pos(v)]
+
+    def contains(self, lat: float, lon: float) -> bool:
+        return (self.bounds[0] <= lat <= self.bounds[2]
+                and self.bounds[1] <= lon <= self.bounds[3])
+
+
+def network_dir(data_dir: Path | None) -> Path | None:
+    """Where user-imported networks live: ``<data dir>/networks``."""
+    return None if data_dir is None else data_dir / "networks"
+
+
+@cache
+def load_bundled(name: str) -> RoadNetwork:
+    """A network shipped inside the package, loaded once per process."""
+    ref = resources.files("ridecast.simulator") / "networks" / f"{name}.npz"
+    with resources.as_file(ref) as path:
+        return RoadNetwork(path)
+
+
+@cache
+def load_file(path: Path) -> RoadNetwork:
+    return RoadNetwork(path)
+
+
+def travel_for(settings: SimulatorSettings) -> TravelModel:
+    """The travel model a simulation's settings ask for (see ``SimulatorSettings.network``)."""
+    name = settings.network
+    if name is None:
+        centre = settings.area_centre()
+        name = "gothenburg" if load_bundled("gothenburg").contains(*centre) else "straight"
+    if name == "straight":
+        return StraightLineTravel(settings.vehicle_speed_kmh)
+    return NetworkTravel(load_bundled(name))
+
+
+@dataclass(slots=True)
+class Leg:
+    """A drive between two points: the points passed and the time at each."""
+
+    points: list[LatLon]
+    times: list[float]
+    metres: float
+
+    @property
+    def seconds(self) -> float:
+        return self.times[-1]
+
+
+@dataclass(slots=True)
+class _Mid:
+    """A point inside an edge: the rest of the edge to its head node."""
+
+    head: int
+    rest: list[LatLon]  # from the point (included) to the head node (included)
+    seconds: float
+    metres: float
+
+
+class NetworkTravel:
+    """``TravelModel`` on a ``RoadNetwork``; see the module docstring."""
+
+    def __init__(self, network: RoadNetwork) -> None:
+        self.net = network
+        self.speed_mps = float((network.edge_m / network.edge_s).max())  # upper bound
+        self._edge_s: list[float] = network.edge_s.tolist()
+        self._edge_m: list[float] = network.edge_m.tolist()
+        self._node_at: dict[LatLon, int] = {network.node_pos(i): i for i in range(network.size)}
+        self._sources: OrderedDict[int, tuple[NDArray[np.float64], NDArray[np.int32]]] = (
+            OrderedDict())
+        self._targets: OrderedDict[int, NDArray[np.float64]] = OrderedDict()
+        self._pairs: dict[tuple[LatLon, LatLon], float] = {}
+        self._fwd: OrderedDict[int, NDArray[np.float64]] = OrderedDict()
+        self._legs: OrderedDict[tuple[LatLon, LatLon], Leg] = OrderedDict()
+        self._mids: OrderedDict[LatLon, _Mid | tuple[Leg, int, float]] = OrderedDict()
+        self.searches = 0
+
+    # ---- points ----------------------------------------------------------------------------
+
+    def snap(self, p: LatLon) -> LatLon:
+        """The network node nearest to p (requests and vehicles start on the streets)."""
+        return self.net.node_pos(self.net.nearest(p))
+
+    def _search(self, src: int) -> tuple[NDArray[np.float64], NDArray[np.int32]]:
+        hit = self._sources.get(src)
+        if hit is not None:
+            self._sources.move_to_end(src)
+            return hit
+        self.searches += 1
+        dist, pred = dijkstra(self.net.graph, indices=src, return_predecessors=True)
+        res = (dist, pred.astype(np.int32))
+        self._sources[src] = res
+        if len(self._sources) > SOURCE_CACHE:
+            self._sources.popitem(last=False)
+        return res
+
+    def prepare(self, points: tuple[LatLon, ...], horizon_s: float = math.inf) -> None:
+        """Search from and to each point's node, bounded by ``horizon_s``.
+
+        A time beyond the horizon is not cached as infinite: ``duration_s`` then falls back
+        to a full search, so answers stay exact.
+        """
+        nodes = {self._node(p) for p in points}
+        fwd = sorted(nodes - set(self._fwd))
+        rev = sorted(nodes - set(self._targets))
+        limit = horizon_s if math.isfinite(horizon_s) else np.inf
+        if fwd:
+            self.searches += len(fwd)
+            dist = dijkstra(self.net.graph, indices=fwd, limit=limit)
+            for k, src in enumerate(fwd):
+                self._keep(self._fwd, src, dist[k])
+        if rev:
+            self.searches += len(rev)
+            dist = dijkstra(self.net.reverse, indices=rev, limit=limit)
+            for k, dst in enumerate(rev):
+                self._keep(self._targets, dst, dist[k])
+
+    @staticmethod
+    def _keep(cache: OrderedDict[int, _T], key: int, value: _T) -> None:
+        cache[key] = value
+        if len(cache) > SOURCE_CACHE:
+            cache.popitem(last=False)
+
+    def _node(self, p: LatLon) -> int:
+        node = self._node_at.get(p)
+        return self.net.nearest(p) if node is None else node
+
+    def _start(self, a: LatLon) -> tuple[int, list[LatLon], float, float]:
+        """(node, points to reach it from a, seconds, metres) for any point a."""
+        node = self._node_at.get(a)
+        if node is not None:
+            return node, [a], 0.0, 0.0
+        mid = self._mids.get(a)
+        if mid is not None:
+            if isinstance(mid, tuple):
+                mid = self._mids[a] = self._resolve(a, *mid)
+            return mid.head, mid.rest, mid.seconds, mid.metres
+        node = self.net.nearest(a)
+        pos = self.net.node_pos(node)
+        m = _metres(a, pos)
+        return node, [a, pos], m / CONNECTOR_MPS, m
+
+    def _end(self, b: LatLon) -> tuple[int, list[LatLon], float, float]:
+        """(node, points from it to b, seconds, metres) for any target point b."""
+        node = self._node_at.get(b)
+        if node is not None:
+            return node, [b], 0.0, 0.0
+        node = self.net.nearest(b)
+        pos = self.net.node_pos(node)
+        m = _metres(pos, b)
+        return node, [pos, b], m / CONNECTOR_MPS, m
+
+    # ---- legs ------------------------------------------------------------------------------
+
+    def leg(self, a: LatLon, b: LatLon) -> Leg:
+        key = (a, b)
+        hit = self._legs.get(key)
+        if hit is not None:
+            return hit
+        leg = self._build_leg(a, b)
+        self._legs[key] = leg
+        if len(self._legs) > LEG_CACHE:
+            self._legs.popitem(last=False)
+        return leg
+
+    def _build_leg(self, a: LatLon, b: LatLon) -> Leg:
+        if a == b:
+            return Leg([a, b], [0.0, 0.0], 0.0)
+        s, head_pts, head_s, head_m = self._start(a)
+        t, tail_pts, tail_s, tail_m = self._end(b)
+        nodes = [t]
+        if s != t:
+            _, pred = self._search(s)
+            while nodes[-1] != s:
+                nodes.append(int(pred[nodes[-1]]))
+            nodes.reverse()
+        points = list(head_pts)
+        times = [0.0]
+        metres = head_m
+        for p, q in itertools.pairwise(head_pts):
+            times.append(times[-1] + head_s * (_metres(p, q) / head_m if head_m else 0.0))
+        edge_of, edge_geo, edge_s, edge_m = (self.net.edge_of, self.net.edge_geo,
+                                              self._edge_s, self._edge_m)
+        for u, v in itertools.pairwise(nodes):
+            e = edge_of[(u, v)]
+            pts, shares = edge_geo[e]
+            secs = edge_s[e]
+            metres += edge_m[e]
+            t0 = times[-1]
+            points.extend(pts[1:])
+            times.extend(t0 + secs * f for f in shares[1:])
+        for p, q in itertools.pairwise(tail_pts):
+            points.append(q)
+            times.append(times[-1] + (tail_s * _metres(p, q) / tail_m if tail_m else 0.0))
+        metres += tail_m
+        if len(points) == 1:
+            points.append(b)
+            times.append(times[-1])
+        return Leg(points, times, metres)
+
+    # ---- TravelModel -----------------------------------------------------------------------
+
+    def duration_s(self, a: LatLon, b: LatLon) -> float:
+        key = (a, b)
+        seconds = self._pairs.get(key)
+        if seconds is None:
+            seconds = self._pairs[key] = self._duration(a, b)
+            if len(self._pairs) > PAIR_CACHE:
+                self._pairs.clear()
+        return seconds
+
+    def _duration(self, a: LatLon, b: LatLon) -> float:
+        hit = self._legs.get((a, b))
+        if hit is not None:
+            return hit.seconds
+        if a == b:
+            return 0.0
+        s, _, head_s, _ = self._start(a)
+        t, _, tail_s, _ = self._end(b)
+        if s == t:
+            return head_s + tail_s
+        for table, key, at in ((self._fwd, s, t), (self._targets, t, s)):
+            arr = table.get(key)
+            if arr is not None:
+                value = float(arr[at])
+                if value != math.inf:
+                    return head_s + value + tail_s
+        full = self._sources.get(s)
+        if full is not None:
+            return head_s + float(full[0][t]) + tail_s
+        dist, _ = self._search(s)
+        return head_s + float(dist[t]) + tail_s
+
+    def distance_m(self, a: LatLon, b: LatLon) -> float:
+        return self.leg(a, b).metres
+
+    def path(self, a: LatLon, b: LatLon) -> list[LatLon]:
+        return list(self.leg(a, b).points)
+
+    def position(self, a: LatLon, b: LatLon, elapsed_s: float) -> tuple[LatLon, float]:
+        leg = self.leg(a, b)
+        pts, times = leg.points, leg.times
+        if elapsed_s >= times[-1]:
+            return b, bearing_deg(pts[-2], pts[-1]) if pts[-2] != pts[-1] else 0.0
+        i = max(1, bisect.bisect_right(times, max(0.0, elapsed_s)))
+        p, q = pts[i - 1], pts[i]
+        span = times[i] - times[i - 1]
+        f = (elapsed_s - times[i - 1]) / span if span > 0 else 1.0
+        f = min(1.0, max(0.0, f))
+        pos = (p[0] + (q[0] - p[0]) * f, p[1] + (q[1] - p[1]) * f)
+        heading = bearing_deg(p, q) if p != q else 0.0
+        if pos not in self._node_at and pos not in self._mids:
+            self._mids[pos] = (leg, i, elapsed_s)  # resolved only if a leg starts there
+            if len(self._mids) > MIDPOINT_CACHE:
+                self._mids.popitem(last=False)
+        return pos, heading
+
+    def _resolve(self, pos: LatLon, leg: Leg, i: int, elapsed_s: float) -> _Mid:
+        """The rest of the edge from ``pos``, so a new leg can start there."""
+        j = i
+        while j < len(leg.points) - 1 and leg.points[j] not in self._node_at:
+            j += 1
+        rest = [pos, *leg.points[i:j + 1]]
+        seconds = max(0.0, leg.times[j] - elapsed_s)
+        metres = sum(_metres(p, q) for p, q in itertools.pairwise(rest))
+        head = self._node_at.get(leg.points[j])
+        if head is None:
+            head = self.net.nearest(leg.points[j])
+        return _Mid(head, rest, seconds, metres)

@@ -1,0 +1,82 @@
+"""The simulator on the bundled Gothenburg network, checked from its event stream alone."""
+
+from __future__ import annotations
+
+import hashlib
+from datetime import UTC, datetime
+from functools import lru_cache
+from typing import Any
+
+import orjson
+import pytest
+
+from ridecast.errors import BadRequest
+from ridecast.simulator import Engine, SimulatorSettings, read_settings
+from ridecast.simulator.network import NetworkTravel, load_bundled
+from ridecast.simulator.settings import Circle
+
+from .networkcheck import NetworkCheck
+
+START = datetime(2024, 5, 6, 8, 0, tzinfo=UTC)
+SCENARIO = SimulatorSettings(
+    seed=3, vehicles=10, bookings_per_hour=240, duration_s=1200, speed="max",
+    area=Circle(lat=57.705, lon=11.963, radius_m=4000),
+)
+# Re-pin only for a deliberate change of the stream (or of the bundled network).
+PINNED = "349ddfb0374c55252bfba8f467cad53f3f39e0094bd687e8bfa469b1793c2c4f"
+
+
+@lru_cache(maxsize=2)
+def stream(seed: int = 3) -> tuple[dict[str, Any], ...]:
+    engine = Engine(5, SCENARIO.model_copy(update={"seed": seed}), START)
+    assert isinstance(engine.travel, NetworkTravel)
+    events: list[dict[str, Any]] = []
+    t = 0.0
+    while not engine.finished:
+        t += 41.0
+        events.extend(engine.advance(t))
+    return tuple(events)
+
+
+def test_stream_drives_on_streets() -> None:
+    """GPS within 10 m of an edge; polylines follow directed edges; stops not too fast."""
+    check = NetworkCheck(load_bundled("gothenburg"))
+    for event in stream():
+        check.feed(event)
+    assert check.errors == []
+    assert check.gps_checked > 500
+    assert check.edges_checked > 1000
+    assert check.oneway_traversals > 0  # one-way streets are used, and never backwards
+    assert check.legs_timed > 20
+
+
+def test_same_seed_same_stream_pinned() -> None:
+    digest = hashlib.sha256()
+    for event in stream():
+        digest.update(orjson.dumps(event, option=orjson.OPT_SORT_KEYS))
+    assert digest.hexdigest() == PINNED
+
+
+def test_default_area_is_on_the_network() -> None:
+    engine = Engine(1, SimulatorSettings(speed="max"), START)
+    assert isinstance(engine.travel, NetworkTravel)
+
+
+def test_straight_is_still_available_and_unknown_names_are_400() -> None:
+    engine = Engine(1, SimulatorSettings(speed="max", network="straight"), START)
+    assert not isinstance(engine.travel, NetworkTravel)
+    with pytest.raises(BadRequest) as info:
+        read_settings({"simulator": {"network": "/etc/passwd"}})
+    assert info.value.code == "invalid_simulation_data"
+
+
+def test_routes_take_longer_than_straight_lines() -> None:
+    """Streets are longer than great circles: the detour factor is well above 1."""
+    travel = NetworkTravel(load_bundled("gothenburg"))
+    a, b = travel.snap((57.70, 11.94)), travel.snap((57.72, 11.99))
+    from ridecast.simulator.travel import haversine_m
+    ratio = travel.distance_m(a, b) / haversine_m(a, b)
+    assert 1.05 < ratio < 2.5
+    # Mid-leg positions continue on the same street: the rest of the leg is consistent.
+    pos, _ = travel.position(a, b, 60.0)
+    assert travel.duration_s(pos, b) == pytest.approx(travel.duration_s(a, b) - 60.0, abs=1.0)
