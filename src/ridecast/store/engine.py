@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 from pathlib import Path
 from typing import Any
 
@@ -63,7 +64,15 @@ def upgrade_sync(url: str) -> None:
 
     if is_sqlite(url):
         _ensure_sqlite_dir(url)
-    command.upgrade(_alembic_config(url), "head")
+    # Alembic logs a line per step at INFO; start-up says it once, below.
+    alembic_log = logging.getLogger("alembic")
+    level = alembic_log.level
+    alembic_log.setLevel(max(level, logging.WARNING))
+    try:
+        command.upgrade(_alembic_config(url), "head")
+    finally:
+        alembic_log.setLevel(level)
+    logging.getLogger(__name__).info("database schema migrated to the latest revision")
 
 
 async def upgrade(url: str) -> None:
