@@ -13,6 +13,7 @@ import pytest
 
 from ridecast.cli.demo import launcher_command
 from ridecast.cli.serve import ready_line
+from tests.conftest import Server
 
 TIMEOUT_S = 60
 
@@ -94,3 +95,39 @@ def test_ready_line_names_the_urls() -> None:
     assert "http://127.0.0.1:8000/docs" in line
     assert "ws://127.0.0.1:8000/simulation_events/ID" in line
     assert "ws://127.0.0.1:9001/" in ready_line("http://127.0.0.1:8000", 9001, "http")
+
+
+def listen_env(base_url: str, user: str, key: str) -> dict[str, str]:
+    return {**plain_env(), "RIDECAST_URL": base_url, "RIDECAST_USER": user,
+            "RIDECAST_API_KEY": key}
+
+
+def run_listen(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "ridecast.cli.main", "listen", *args],
+                          env=env, capture_output=True, text=True, timeout=TIMEOUT_S)
+
+
+def test_listen_with_no_server_names_the_address_at_once(busy_port: int) -> None:
+    # A port that is bound and listening but never answers HTTP is not it: use a closed one.
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        closed = int(sock.getsockname()[1])
+    url = f"http://127.0.0.1:{closed}"
+    done = run_listen(listen_env(url, "ada", "nokey"), "1")
+    assert_one_line_error(done, url, "--url")
+
+
+def test_listen_to_a_missing_or_invisible_simulation_says_so(server: Server) -> None:
+    owner = server.create_user()
+    stranger = server.create_user()
+    sim = server.create_simulation(owner)
+    for user, target in ((owner, "999999"), (stranger, str(sim))):
+        done = run_listen(listen_env(server.base_url, user.name, user.key), target)
+        assert_one_line_error(done, f"simulation {target}", server.base_url)
+        assert "connected" not in done.stderr
+
+
+def test_listen_with_bad_credentials_is_one_line(server: Server) -> None:
+    done = run_listen(listen_env(server.base_url, "nobody", "wrong"), "1")
+    assert done.returncode == 2
+    assert_one_line_error(done, "--user/--key")
