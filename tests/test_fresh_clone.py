@@ -69,7 +69,8 @@ def test_fresh_clone_demo_prints_commands_that_work_verbatim(tmp_path: Path) -> 
                 done.set()
         done.set()
 
-    threading.Thread(target=read, daemon=True).start()
+    reader = threading.Thread(target=read, daemon=True)
+    reader.start()
     try:
         assert done.wait(INSTALL_AND_START_S), "\n".join(lines)
         printed = {name: next((ln for ln in lines if ln.startswith(prefix)), "")
@@ -95,7 +96,7 @@ def test_fresh_clone_demo_prints_commands_that_work_verbatim(tmp_path: Path) -> 
             assert all(line.strip() for line in got), got
         finally:
             os.killpg(stream.pid, signal.SIGTERM)
-            stream.wait(COMMAND_S)
+            stream.communicate(timeout=COMMAND_S)  # also closes its pipes
 
         async def one_frame() -> str | bytes:
             async with websockets.connect(printed["ws"], open_timeout=10) as ws:
@@ -110,3 +111,6 @@ def test_fresh_clone_demo_prints_commands_that_work_verbatim(tmp_path: Path) -> 
         if demo.poll() is None:
             os.killpg(demo.pid, signal.SIGKILL)
             demo.wait()
+        reader.join(COMMAND_S)
+        assert demo.stdout is not None
+        demo.stdout.close()
