@@ -164,9 +164,9 @@ async def preflight(client: AsyncClient, url: str, simulation_id: int | None) ->
     except TransportError as exc:
         raise fail(f"no ridecast server answers at {url} ({exc}); start one (ridecast serve) "
                    f"or point --url / ${ENV_URL} at it") from None
-    except NotFoundError:
+    except NotFoundError as exc:
         raise fail(f"simulation {simulation_id} does not exist at {url} or is not visible to "
-                   "this user; see yours with: ridecast simulations list") from None
+                   f"this user ({exc.code}); see yours with: ridecast simulations list") from None
 
 
 def listen(
