@@ -1,6 +1,6 @@
 """ridecast: real-time event delivery for ridesharing simulations and operations.
 
-The package layout follows the architecture in DESIGN.md: ``events`` is the contract,
+The package layout follows the architecture in docs/design.md: ``events`` is the contract,
 ``api`` the HTTP surface, ``hub`` the websocket streams, ``webhooks`` the outbound
 deliveries, ``store`` the event log, ``bus`` the fan-out between processes, ``simulator``
 the event producer, ``cli`` and ``client`` what users touch.

@@ -8,7 +8,7 @@ from typing import Literal
 from pydantic import Field, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-DEFAULT_DATABASE_URL = "sqlite+aiosqlite:///./ridecast.db"
+DEFAULT_DATABASE_URL = "sqlite+aiosqlite:///./ridecast-data/ridecast.db"
 
 
 class Settings(BaseSettings):

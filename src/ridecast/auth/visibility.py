@@ -1,4 +1,4 @@
-"""Who may see what (pure): DESIGN.md decision 8."""
+"""Who may see what (pure): docs/design.md decision 8."""
 
 from __future__ import annotations
 

@@ -19,11 +19,10 @@ import json
 import logging
 import os
 import shlex
+import shutil
 import signal
-import socket
 import stat
 import sys
-import warnings
 from dataclasses import dataclass, replace
 from pathlib import Path
 from types import FrameType
@@ -39,6 +38,7 @@ from rich.table import Table
 from ..auth.credentials import BasicCredentials
 from ..config import Settings, get_settings
 from ..errors import RidecastError, Unauthorized
+from .netcheck import port_free
 
 DEMO_ORG = "demo"
 DEMO_USER = "demo"
@@ -108,8 +108,26 @@ class Instructions:
     websocket_url: str
 
 
+def launcher_command(argv0: str | None = None) -> str:
+    """How a plain shell in the current folder runs this ``ridecast``: the bare name when
+    ``ridecast`` on PATH is this very launcher, else its path (relative when it is below the
+    current folder, e.g. ``.venv/bin/ridecast`` from ``scripts/demo``)."""
+    launcher = Path(argv0 if argv0 is not None else sys.argv[0])
+    if launcher.name != "ridecast" or not launcher.exists():
+        return "ridecast"
+    on_path = shutil.which("ridecast")
+    if on_path is not None and Path(on_path).resolve() == launcher.resolve():
+        return "ridecast"
+    absolute = launcher.absolute()
+    try:
+        relative = absolute.relative_to(Path.cwd())
+        return shlex.quote(str(relative) if "/" in str(relative) else f"./{relative}")
+    except ValueError:
+        return shlex.quote(str(absolute))
+
+
 def instructions(base_url: str, user: str, api_key: str, simulation_id: int,
-                 token: str) -> Instructions:
+                 token: str, launcher: str = "ridecast") -> Instructions:
     """The dashboard link and the commands a new user pastes, for one server and user."""
     ws_base = "ws" + base_url.removeprefix("http")
     fragment = f"user={quote(user, safe='')}&key={quote(api_key, safe='')}&sim={simulation_id}"
@@ -127,7 +145,7 @@ def instructions(base_url: str, user: str, api_key: str, simulation_id: int,
         dashboard_url=f"{base_url}/#{fragment}",
         curl=curl,
         export=export,
-        listen=f"ridecast listen {simulation_id}",
+        listen=f"{launcher} listen {simulation_id}",
         websocket_url=f"{ws_base}/simulation_events/{simulation_id}?token={quote(token)}",
     )
 
@@ -290,17 +308,6 @@ def print_instructions(console: Console, creds: DemoCredentials, token: str,
     sys.stdout.flush()
 
 
-def port_free(host: str, port: int) -> bool:
-    family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    with socket.socket(family) as sock:
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        try:
-            sock.bind((host, port))
-        except OSError:
-            return False
-    return True
-
-
 async def serve_demo(settings: Settings, host: str, port: int, creds: DemoCredentials,
                      data_dir: Path, speed: float, out: Console, err: Console) -> int:
     """Serve until SIGINT/SIGTERM; set the simulation up once the server listens."""
@@ -309,13 +316,11 @@ async def serve_demo(settings: Settings, host: str, port: int, creds: DemoCreden
     from ..app import create_app
     from ..hub import ShutdownFirstServer
 
-    # The same websocket implementation as `ridecast serve`; its deprecation notice would be
-    # the first thing a new user reads.
-    warnings.filterwarnings("ignore", message="The `websockets` implementation is deprecated")
+    # The same websocket implementation as `ridecast serve` (uvicorn's non-deprecated one).
     app = create_app(settings)
     server = ShutdownFirstServer(uvicorn.Config(
         app, host=host, port=port, log_level=settings.log_level, access_log=False,
-        ws="websockets", ws_ping_interval=settings.ws_ping_interval_s,
+        ws="websockets-sansio", ws_ping_interval=settings.ws_ping_interval_s,
         ws_ping_timeout=settings.ws_ping_interval_s, timeout_graceful_shutdown=5, lifespan="on",
     ), app)
 
@@ -346,7 +351,8 @@ async def serve_demo(settings: Settings, host: str, port: int, creds: DemoCreden
             creds, token, _status = setup.result()
             write_credentials(data_dir / CREDENTIALS_FILE, creds)
             assert creds.simulation_id is not None
-            info = instructions(base_url, creds.user, creds.api_key, creds.simulation_id, token)
+            info = instructions(base_url, creds.user, creds.api_key, creds.simulation_id, token,
+                                launcher_command())
             print_instructions(out, creds, token, info, data_dir, speed)
         await serving
     finally:
@@ -384,7 +390,7 @@ def demo(
     port: Annotated[int, typer.Option(help="Port to listen on.", min=1, max=65535)] = 8000,
     data_dir: Annotated[
         Path, typer.Option(help="Folder of the demo's database and credentials.")
-    ] = Path("./ridecast-data"),
+    ] = Path("./ridecast-data"),  # the same folder as datadir.DEFAULT_DATA_DIR
     speed: Annotated[
         float, typer.Option(help="Simulated seconds per second (1 = real time).", min=0.01,
                             max=1000.0)

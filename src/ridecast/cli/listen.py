@@ -14,6 +14,8 @@ from typing import Annotated, Any
 import typer
 
 from ..client import AsyncClient, StreamStatus
+from ..client.errors import NotFoundError, TransportError
+from ..client.models import ENV_URL
 from ..client.protocol import read_frame, split_types
 from ..events import ALL_TYPES
 from .remote import (
@@ -150,6 +152,23 @@ async def follow(client: AsyncClient, simulation_id: int | None, types: list[str
     return seen
 
 
+async def preflight(client: AsyncClient, url: str, simulation_id: int | None) -> None:
+    """Fail at once, in one line, when there is no server at ``url``, the credentials are
+    refused, or the simulation is missing or invisible: the stream itself would only retry
+    (or say "connected" to a path that never delivers)."""
+    try:
+        if simulation_id is None:
+            await client.list_simulations(limit=1)
+        else:
+            await client.get_simulation(simulation_id)
+    except TransportError as exc:
+        raise fail(f"no ridecast server answers at {url} ({exc}); start one (ridecast serve) "
+                   f"or point --url / ${ENV_URL} at it") from None
+    except NotFoundError as exc:
+        raise fail(f"simulation {simulation_id} does not exist at {url} or is not visible to "
+                   f"this user ({exc.code}); see yours with: ridecast simulations list") from None
+
+
 def listen(
     target: Annotated[list[str] | None, typer.Argument(
         help="[SIM] [TYPE]: a simulation id and/or event type(s), comma-separated; "
@@ -176,6 +195,7 @@ def listen(
 
     async def run() -> int:
         async with AsyncClient(url, user=user, key=key) as client:
+            await preflight(client, url, simulation_id)
             return await follow(client, simulation_id, types, since, as_json, count, quiet)
 
     try:

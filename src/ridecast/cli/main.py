@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from importlib.metadata import version
+from typing import Annotated
+
 import typer
 
 from . import (
@@ -22,9 +25,26 @@ app = typer.Typer(
     name="ridecast",
     help="Real-time event delivery for ridesharing simulations: websocket streams and webhooks.",
     no_args_is_help=True,
-    add_completion=False,
+    add_completion=True,
     pretty_exceptions_show_locals=False,
 )
+
+
+def show_version(value: bool) -> None:
+    if value:
+        typer.echo(f"ridecast {version('ridecast')}")
+        raise typer.Exit()
+
+
+@app.callback()
+def root(
+    _version: Annotated[bool, typer.Option(
+        "--version", callback=show_version, is_eager=True, help="Print the version and exit.",
+    )] = False,
+) -> None:
+    """Real-time event delivery for ridesharing simulations: websocket streams and webhooks."""
+
+
 app.command("serve")(serve.serve)
 app.command("demo")(demo.demo)
 app.command("receiver")(receiver.receiver)

@@ -25,6 +25,8 @@ from typing import Annotated
 
 import typer
 
+from .netcheck import port_free
+
 MAX_HEADER_BYTES = 64 * 1024
 MAX_BODY_BYTES = 16 * 1024 * 1024
 
@@ -232,6 +234,11 @@ def receiver(
             out += "→ answered 500 (--fail-rate)\n"
         print(out, flush=True)
         return Reply(500, b'{"error":"simulated failure"}') if failed else Reply(204)
+
+    if not port_free(host, port):
+        print(f"ridecast receiver: {host}:{port} is in use; stop what listens there or pick "
+              "another port with --port", file=sys.stderr)
+        raise typer.Exit(1)
 
     async def run() -> None:
         server = Receiver(handle, host=host, port=port)

@@ -52,7 +52,7 @@ def print_json(value: Any) -> None:
 
 
 def fail(message: str, code: int = 1) -> typer.Exit:
-    err.print(f"[red]error:[/red] {message}")
+    err.print(f"[red]error:[/red] {message}", soft_wrap=True)  # one line, whatever the width
     return typer.Exit(code)
 
 

@@ -3,12 +3,24 @@
 from __future__ import annotations
 
 import logging
+import sys
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
+from .datadir import prepare_store
+from .netcheck import port_free
 from .process import exit_despite_lingering_threads
+
+
+def ready_line(base: str, ws_port: int | None, scheme: str) -> str:
+    """The one line that says the server is up and where everything is."""
+    ws = "wss" if scheme == "https" else "ws"
+    streams = (f"{ws}://{base.split('://', 1)[1].rsplit(':', 1)[0]}:{ws_port}" if ws_port
+               else ws + base.removeprefix(scheme))
+    return (f"ridecast ready: API {base}/api/v2 · docs {base}/docs · dashboard {base}/ · "
+            f"streams {streams}/simulation_events/ID · health {base}/healthz")
 
 
 def run_server(
@@ -31,6 +43,13 @@ def run_server(
         )
     if (settings.tls_cert_file is None) != (settings.tls_key_file is None):
         raise SystemExit("RIDECAST_TLS_CERT_FILE and RIDECAST_TLS_KEY_FILE go together")
+    # Before anything is migrated or opened: a busy port is one line, not a traceback.
+    if not port_free(host, port):
+        raise SystemExit(
+            f"ridecast serve: {host}:{port} is in use (another ridecast?); "
+            "stop it or pick another port with --port"
+        )
+    prepare_store(settings)
     logging.basicConfig(
         level=settings.log_level.upper(),
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
@@ -47,17 +66,27 @@ def run_server(
         log_level=settings.log_level,
         ssl_certfile=settings.tls_cert_file,
         ssl_keyfile=settings.tls_key_file,
-        ws="websockets",
+        # uvicorn's sans-I/O websockets implementation: the legacy one is deprecated.
+        ws="websockets-sansio",
         ws_ping_interval=settings.ws_ping_interval_s,
         ws_ping_timeout=settings.ws_ping_interval_s,
         timeout_graceful_shutdown=5,
         lifespan="on",
     )
+    scheme = "https" if settings.tls_cert_file else "http"
+    base = f"{scheme}://{'127.0.0.1' if host in ('0.0.0.0', '') else host}:{port}"
+
+    class AnnouncingServer(ShutdownFirstServer):
+        async def startup(self, sockets: Any = None) -> None:
+            await super().startup(sockets=sockets)
+            if self.started:
+                print(ready_line(base, settings.ws_port, scheme), file=sys.stderr, flush=True)
+
     # After uvicorn.Config, which installs uvicorn's logging configuration.
     from .. import logredact
 
     logredact.install()
-    ShutdownFirstServer(config, app).run()
+    AnnouncingServer(config, app).run()
     exit_despite_lingering_threads()
 
 

@@ -16,6 +16,7 @@ from ..config import get_settings
 from ..errors import RidecastError
 from ..store.accounts import AccountStore
 from ..store.engine import create_engine, upgrade
+from .datadir import prepare_store
 
 app = typer.Typer(help="Users, organisations and API keys.", no_args_is_help=True)
 err = Console(stderr=True)
@@ -26,7 +27,9 @@ def with_accounts(work: Callable[[AccountStore], Awaitable[T]]) -> T:
     """Run ``work`` against the configured store (migrated first); errors exit with 1."""
 
     async def run() -> T:
-        url = get_settings().database_url
+        settings = get_settings()
+        prepare_store(settings)
+        url = settings.database_url
         await upgrade(url)
         engine = create_engine(url)
         try:

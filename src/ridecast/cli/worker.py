@@ -43,7 +43,9 @@ async def run_worker() -> None:
 def worker() -> None:
     """Run only the webhook dispatcher against RIDECAST_DATABASE_URL (no HTTP API)."""
     from ..config import get_settings
+    from .datadir import prepare_store
 
+    prepare_store(get_settings())
     logging.basicConfig(
         level=get_settings().log_level.upper(),
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",

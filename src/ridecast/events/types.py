@@ -39,7 +39,7 @@ class AgentType(StrEnum):
 
 ALL_TYPES: frozenset[str] = frozenset(t.value for t in MessageType)
 
-# The interface's own websocket type list; DESIGN.md decision 4 opens all 18 on paths.
+# The interface's own websocket type list; docs/design.md decision 4 opens all 18 on paths.
 SPEC_WEBSOCKET_TYPES: tuple[str, ...] = (
     "assignment", "bookings", "bookings_cancellation", "fail_to_board", "gps_data", "offers",
     "no_offer", "node_status", "offer_accepted", "offer_rejected", "scheduler_result",
@@ -47,7 +47,7 @@ SPEC_WEBSOCKET_TYPES: tuple[str, ...] = (
 )
 WEBSOCKET_TYPES: frozenset[str] = ALL_TYPES
 
-# The filter values the interface shows; DESIGN.md decision 6 accepts all 18.
+# The filter values the interface shows; docs/design.md decision 6 accepts all 18.
 SPEC_WEBHOOK_FILTER_TYPES: tuple[str, ...] = (
     "assignment", "bookings", "bookings_cancellation", "fail_to_board", "offers", "no_offer",
     "node_status", "offer_accepted", "offer_rejected", "vehicle_arrival",

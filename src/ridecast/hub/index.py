@@ -11,7 +11,7 @@ all, non-admin          ``("org", org_id, type|None)``         its organisation'
 ======================  =====================================  ==========================
 
 plus, for a non-admin "all" stream, an ``("owner", user_id, type|None)`` entry: a user
-also sees simulations it owns in another organisation (DESIGN.md decision 8), and that
+also sees simulations it owns in another organisation (docs/design.md decision 8), and that
 bucket is consulted only when the event's organisation differs from the stream's, so no
 stream gets an event twice.
 

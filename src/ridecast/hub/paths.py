@@ -9,7 +9,7 @@ The interface has five path shapes under ``/simulation_events``::
     /simulation_events/{type}/{simulation_id}        the same, other order
 
 each with or without a trailing slash. An integer segment is a simulation id, any other
-segment is a type; a type must be one of the 18 (DESIGN.md decision 4). Anything else is
+segment is a type; a type must be one of the 18 (docs/design.md decision 4). Anything else is
 refused: ``unknown_event_type`` for a well-formed path naming an unknown type,
 ``malformed_path`` for the rest (wrong prefix, empty segment, two ids, two types, too many
 segments).

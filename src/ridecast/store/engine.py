@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 from pathlib import Path
 from typing import Any
 
@@ -67,11 +68,9 @@ def upgrade_sync(url: str) -> None:
     same moment on an empty database take turns: the first migrates, the others then find
     the schema current. SQLite's own write lock does the same for one file.
     """
-    from alembic import command
-
     if is_sqlite(url):
         _ensure_sqlite_dir(url)
-        command.upgrade(_alembic_config(url), "head")
+        _quiet_upgrade(url)
         return
     from sqlalchemy import text
 
@@ -82,7 +81,7 @@ def upgrade_sync(url: str) -> None:
         async with engine.connect() as conn:
             await conn.execute(text("SELECT pg_advisory_lock(:id)"), {"id": MIGRATION_LOCK_ID})
             try:
-                await asyncio.to_thread(command.upgrade, _alembic_config(url), "head")
+                await asyncio.to_thread(_quiet_upgrade, url)
             finally:
                 await conn.execute(text("SELECT pg_advisory_unlock(:id)"),
                                    {"id": MIGRATION_LOCK_ID})
@@ -94,6 +93,20 @@ def upgrade_sync(url: str) -> None:
             await engine.dispose()
 
     asyncio.run(run())
+
+
+def _quiet_upgrade(url: str) -> None:
+    from alembic import command
+
+    # Alembic logs a line per step at INFO; start-up says it once, below.
+    alembic_log = logging.getLogger("alembic")
+    level = alembic_log.level
+    alembic_log.setLevel(max(level, logging.WARNING))
+    try:
+        command.upgrade(_alembic_config(url), "head")
+    finally:
+        alembic_log.setLevel(level)
+    logging.getLogger(__name__).info("database schema migrated to the latest revision")
 
 
 async def upgrade(url: str) -> None:

@@ -1,6 +1,6 @@
 """What to do after a delivery attempt: the verdict on a response and the retry delay (pure).
 
-The policy of DESIGN.md decision 7, kept free of I/O so that it is tested exhaustively:
+The policy of docs/design.md decision 7, kept free of I/O so that it is tested exhaustively:
 
 * any 2xx is a success; 3xx is a failure and is never followed;
 * 410 Gone disables the endpoint at once;

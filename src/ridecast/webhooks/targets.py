@@ -1,4 +1,4 @@
-"""Which webhook targets ridecast may call (DESIGN.md decision 9), as pure functions.
+"""Which webhook targets ridecast may call (docs/design.md decision 9), as pure functions.
 
 A target URL is refused when its scheme is not http(s) or when *any* address its host
 resolves to is in a blocked range. Blocked always: unspecified, "this network" (0/8),
