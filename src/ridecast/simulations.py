@@ -15,8 +15,8 @@ from typing import Any
 from .auth.visibility import Principal, can_see
 from .bus import Bus, BusMessage, SimulationChanged
 from .errors import NotFound, PreconditionFailed
+from .events.webhook_settings import WebhookSettings, validate_simulation_data, webhook_settings
 from .store.simulations import SimulationRecord, SimulationStore, TemplateRecord
-from .webhooks.settings import WebhookSettings, validate_simulation_data, webhook_settings
 
 DataCheck = Callable[[dict[str, Any]], Awaitable[None]]
 """An extra async check of simulation data (the webhook target's address, for one)."""

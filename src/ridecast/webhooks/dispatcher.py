@@ -24,12 +24,12 @@ from dataclasses import dataclass
 
 from ..bus import Bus, BusMessage, SimulationChanged, StoredEvent
 from ..config import Settings
+from ..events.webhook_settings import webhook_settings
 from ..metrics import WEBHOOK_ATTEMPTS, WEBHOOK_LATENCY, WEBHOOK_QUEUE
 from ..store.simulations import SimulationStore
 from .outbox import Job, Outbox, Result
 from .retry import Verdict, honours_retry_after, next_delay, verdict
 from .sender import Attempt, Sender
-from .settings import webhook_settings
 
 log = logging.getLogger(__name__)
 
