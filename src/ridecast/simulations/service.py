@@ -12,11 +12,11 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from .auth.visibility import Principal, can_see
-from .bus import Bus, BusMessage, SimulationChanged
-from .errors import NotFound, PreconditionFailed
-from .events.webhook_settings import WebhookSettings, validate_simulation_data, webhook_settings
-from .store.simulations import SimulationRecord, SimulationStore, TemplateRecord
+from ..auth.visibility import Principal, can_see
+from ..bus import Bus, BusMessage, SimulationChanged
+from ..errors import NotFound, PreconditionFailed
+from ..events.webhook_settings import WebhookSettings, validate_simulation_data, webhook_settings
+from ..store.simulations import SimulationRecord, SimulationStore, TemplateRecord
 
 DataCheck = Callable[[dict[str, Any]], Awaitable[None]]
 """An extra async check of simulation data (the webhook target's address, for one)."""
