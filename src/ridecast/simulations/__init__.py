@@ -2,18 +2,7 @@
 
 from __future__ import annotations
 
-from .service import (
-    SimulationCatalog,
-    SimulationMeta,
-    SimulationService,
-    simulation_json,
-    template_json,
-)
+from .catalog import SimulationCatalog, SimulationMeta
+from .service import SimulationService
 
-__all__ = [
-    "SimulationCatalog",
-    "SimulationMeta",
-    "SimulationService",
-    "simulation_json",
-    "template_json",
-]
+__all__ = ["SimulationCatalog", "SimulationMeta", "SimulationService"]

@@ -2,77 +2,23 @@
 
 The API calls it; it calls the store, and publishes a ``SimulationChanged`` on the bus after
 every change so that every process (its own cache, the websocket hub, the webhook dispatcher)
-sees the new settings for the next event. ``SimulationCatalog`` is the per-process cache of
-what ingest needs on every event: owner, organisation and webhook settings.
+sees the new settings for the next event.
 """
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from ..auth.visibility import Principal, can_see
-from ..bus import Bus, BusMessage, SimulationChanged
+from ..bus import Bus, SimulationChanged
 from ..errors import NotFound, PreconditionFailed
-from ..events.webhook_settings import WebhookSettings, validate_simulation_data, webhook_settings
+from ..events.webhook_settings import validate_simulation_data, webhook_settings
 from ..store.simulations import SimulationRecord, SimulationStore, TemplateRecord
+from .catalog import SimulationCatalog, SimulationMeta
 
 DataCheck = Callable[[dict[str, Any]], Awaitable[None]]
 """An extra async check of simulation data (the webhook target's address, for one)."""
-
-
-@dataclass(frozen=True, slots=True)
-class SimulationMeta:
-    """What every event of a simulation needs to know about it, cached per process."""
-
-    id: int
-    org_id: int
-    owner_id: int
-    webhook: WebhookSettings | None
-    webhook_disabled: bool
-
-
-def _meta(record: SimulationRecord) -> SimulationMeta:
-    return SimulationMeta(
-        id=record.id,
-        org_id=record.org_id,
-        owner_id=record.owner_id,
-        webhook=webhook_settings(record.data),
-        webhook_disabled=record.webhook_disabled_at is not None,
-    )
-
-
-class SimulationCatalog:
-    """Cache of ``SimulationMeta`` by id, emptied for a simulation when the bus says it changed."""
-
-    def __init__(self, store: SimulationStore, bus: Bus) -> None:
-        self._store = store
-        self._cache: dict[int, SimulationMeta | None] = {}
-        # Bumped on every change notice: a read that raced with a change is not cached.
-        self._generation: dict[int, int] = {}
-        self._unsubscribe = bus.subscribe(self._on_bus)
-
-    def _on_bus(self, messages: Sequence[BusMessage]) -> None:
-        for message in messages:
-            if isinstance(message, SimulationChanged):
-                self._cache.pop(message.simulation_id, None)
-                sim = message.simulation_id
-                self._generation[sim] = self._generation.get(sim, 0) + 1
-
-    async def get(self, simulation_id: int) -> SimulationMeta | None:
-        """The simulation's meta, or None when it does not exist or was deleted."""
-        if simulation_id in self._cache:
-            return self._cache[simulation_id]
-        generation = self._generation.get(simulation_id, 0)
-        record = await self._store.get(simulation_id)
-        meta = _meta(record) if record else None
-        if self._generation.get(simulation_id, 0) == generation:
-            self._cache[simulation_id] = meta
-        return meta
-
-    def close(self) -> None:
-        self._unsubscribe()
 
 
 class SimulationService:
@@ -102,21 +48,15 @@ class SimulationService:
     async def get(self, principal: Principal, simulation_id: int) -> SimulationRecord:
         """The simulation if ``principal`` can see it; otherwise 404, whether it exists or not."""
         record = await self.store.get(simulation_id)
-        if record is None or not can_see(
-            principal, org_id=record.org_id, owner_id=record.owner_id
-        ):
-            raise NotFound(
-                f"simulation {simulation_id} not found", code="simulation_not_found"
-            )
+        if record is None or not can_see(principal, org_id=record.org_id, owner_id=record.owner_id):
+            raise NotFound(f"simulation {simulation_id} not found", code="simulation_not_found")
         return record
 
     async def visible_meta(self, principal: Principal, simulation_id: int) -> SimulationMeta:
         """Like ``get`` but from the per-process cache: for the hot paths (ingest, history)."""
         meta = await self._catalog.get(simulation_id)
         if meta is None or not can_see(principal, org_id=meta.org_id, owner_id=meta.owner_id):
-            raise NotFound(
-                f"simulation {simulation_id} not found", code="simulation_not_found"
-            )
+            raise NotFound(f"simulation {simulation_id} not found", code="simulation_not_found")
         return meta
 
     async def list_visible(
@@ -209,9 +149,7 @@ class SimulationService:
 
     async def get_template(self, principal: Principal, template_id: int) -> TemplateRecord:
         record = await self.store.get_template(template_id)
-        if record is None or not can_see(
-            principal, org_id=record.org_id, owner_id=record.owner_id
-        ):
+        if record is None or not can_see(principal, org_id=record.org_id, owner_id=record.owner_id):
             raise NotFound(f"template {template_id} not found", code="template_not_found")
         return record
 
@@ -225,46 +163,4 @@ def _etags(header: str) -> set[str]:
     return tags | {tag[2:] for tag in tags if tag.startswith("W/")}
 
 
-def simulation_json(record: SimulationRecord) -> dict[str, Any]:
-    """A simulation as the API shows it."""
-    return {
-        "id": record.id,
-        "name": record.name,
-        "data": record.data,
-        "template_id": record.template_id,
-        "owner_id": record.owner_id,
-        "organisation_id": record.org_id,
-        "version": record.version,
-        "created_at": _iso(record.created_at),
-        "updated_at": _iso(record.updated_at),
-        "messaging_webhook_disabled_at": (
-            _iso(record.webhook_disabled_at) if record.webhook_disabled_at else None
-        ),
-        "messaging_webhook_disabled_reason": record.webhook_disabled_reason,
-    }
-
-
-def template_json(record: TemplateRecord) -> dict[str, Any]:
-    return {
-        "id": record.id,
-        "name": record.name,
-        "data": record.data,
-        "owner_id": record.owner_id,
-        "organisation_id": record.org_id,
-        "created_at": _iso(record.created_at),
-    }
-
-
-def _iso(ts: float) -> str:
-    from datetime import UTC, datetime
-
-    return datetime.fromtimestamp(ts, UTC).isoformat()
-
-
-__all__ = [
-    "SimulationCatalog",
-    "SimulationMeta",
-    "SimulationService",
-    "simulation_json",
-    "template_json",
-]
+__all__ = ["DataCheck", "SimulationService"]
