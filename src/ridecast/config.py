@@ -50,6 +50,18 @@ class Settings(BaseSettings):
     group_commit_max_events: int = Field(
         2000, gt=0, description="Most events written to the log in one transaction."
     )
+    simulation_cache_size: int = Field(
+        10_000,
+        gt=0,
+        description="Most simulations (including ids found not to exist) whose owner and "
+        "webhook settings each process caches; the least recently used are dropped first.",
+    )
+    simulation_cache_ttl_s: float = Field(
+        5.0,
+        gt=0,
+        description="A cached simulation entry is re-read from the store after this many "
+        "seconds, even if no change notice arrived over the bus.",
+    )
     webhook_allow_private: bool = Field(
         False,
         description="Let webhooks reach loopback and private-range addresses "

@@ -51,7 +51,12 @@ class Runtime:
         event_log = EventLog(engine, bus, max_batch=settings.group_commit_max_events)
         await event_log.start()
         sim_store = SimulationStore(engine)
-        catalog = SimulationCatalog(sim_store, bus)
+        catalog = SimulationCatalog(
+            sim_store,
+            bus,
+            max_size=settings.simulation_cache_size,
+            ttl_s=settings.simulation_cache_ttl_s,
+        )
         runtime = cls(
             settings=settings,
             engine=engine,

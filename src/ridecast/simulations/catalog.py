@@ -1,12 +1,17 @@
 """The simulation catalog: the per-process cache of what ingest needs on every event.
 
 Owner, organisation and webhook settings of each simulation, by id; a simulation's entry is
-dropped when the bus says it changed.
+dropped when the bus says it changed. The bus is not the only guarantee: entries expire after
+``ttl_s`` (RIDECAST_SIMULATION_CACHE_TTL_S), and at most ``max_size`` entries are kept
+(RIDECAST_SIMULATION_CACHE_SIZE, least recently used dropped first), so caching "does not
+exist" for many ids cannot grow memory without bound.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import time
+from collections import OrderedDict
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from ..bus import Bus, BusMessage, SimulationChanged
@@ -38,30 +43,55 @@ def _meta(record: SimulationRecord) -> SimulationMeta:
 class SimulationCatalog:
     """Cache of ``SimulationMeta`` by id, emptied for a simulation when the bus says it changed."""
 
-    def __init__(self, store: SimulationStore, bus: Bus) -> None:
+    def __init__(
+        self,
+        store: SimulationStore,
+        bus: Bus,
+        *,
+        max_size: int = 10_000,
+        ttl_s: float = 5.0,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        if max_size <= 0 or ttl_s <= 0:
+            raise ValueError("max_size and ttl_s must be > 0")
         self._store = store
-        self._cache: dict[int, SimulationMeta | None] = {}
+        self._max_size = max_size
+        self._ttl_s = ttl_s
+        self._clock = clock
+        # id -> (meta or None for "does not exist", expiry on the clock); LRU order.
+        self._cache: OrderedDict[int, tuple[SimulationMeta | None, float]] = OrderedDict()
         # Bumped on every change notice: a read that raced with a change is not cached.
-        self._generation: dict[int, int] = {}
+        self._generation = 0
         self._unsubscribe = bus.subscribe(self._on_bus)
 
     def _on_bus(self, messages: Sequence[BusMessage]) -> None:
         for message in messages:
             if isinstance(message, SimulationChanged):
-                self._cache.pop(message.simulation_id, None)
                 sim = message.simulation_id
-                self._generation[sim] = self._generation.get(sim, 0) + 1
+                self._cache.pop(sim, None)
+                self._generation += 1
 
     async def get(self, simulation_id: int) -> SimulationMeta | None:
         """The simulation's meta, or None when it does not exist or was deleted."""
-        if simulation_id in self._cache:
-            return self._cache[simulation_id]
-        generation = self._generation.get(simulation_id, 0)
+        entry = self._cache.get(simulation_id)
+        if entry is not None:
+            if entry[1] > self._clock():
+                self._cache.move_to_end(simulation_id)
+                return entry[0]
+            del self._cache[simulation_id]
+        generation = self._generation
         record = await self._store.get(simulation_id)
         meta = _meta(record) if record else None
-        if self._generation.get(simulation_id, 0) == generation:
-            self._cache[simulation_id] = meta
+        if self._generation == generation:
+            self._cache[simulation_id] = (meta, self._clock() + self._ttl_s)
+            self._cache.move_to_end(simulation_id)
+            while len(self._cache) > self._max_size:
+                self._cache.popitem(last=False)
         return meta
+
+    def __len__(self) -> int:
+        """Entries held now (at most ``max_size``)."""
+        return len(self._cache)
 
     def close(self) -> None:
         self._unsubscribe()
