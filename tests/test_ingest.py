@@ -12,9 +12,9 @@ from hypothesis import strategies as st
 from ridecast.errors import BadRequest
 from ridecast.events import MessageType, parse_event_json
 from ridecast.events.examples import all_examples, example_event
+from ridecast.events.webhook_settings import WebhookSettings
 from ridecast.ingest import Ingest
 from ridecast.simulations import SimulationMeta
-from ridecast.webhooks.settings import WebhookSettings
 
 META = SimulationMeta(id=5, org_id=1, owner_id=1, webhook=WebhookSettings(
     url="http://127.0.0.1:9/h", message_types=frozenset({"bookings"})), webhook_disabled=False)

@@ -74,14 +74,6 @@ class Settings(BaseSettings):
         60.0, gt=0, description="Length of the window of RIDECAST_AUTH_FAILURES_PER_*, "
         "in seconds.",
     )
-    simulation_cache_size: int = Field(
-        10_000, gt=0, description="Simulations (existing or not) whose owner and webhook "
-        "settings each process keeps in memory; the least recently used are dropped.",
-    )
-    simulation_cache_ttl_s: float = Field(
-        30.0, gt=0, description="A cached simulation is read again from the store after this "
-        "long, even without a change notice (a safety net behind the bus).",
-    )
     simulator_max_finished_runs: int = Field(
         100, ge=0, description="Finished or stopped simulator runs kept in memory with their "
         "KPIs; beyond it the oldest are dropped (their status reads idle again).",
@@ -121,6 +113,18 @@ class Settings(BaseSettings):
     )
     group_commit_max_events: int = Field(
         2000, gt=0, description="Most events written to the log in one transaction."
+    )
+    simulation_cache_size: int = Field(
+        10_000,
+        gt=0,
+        description="Most simulations (including ids found not to exist) whose owner and "
+        "webhook settings each process caches; the least recently used are dropped first.",
+    )
+    simulation_cache_ttl_s: float = Field(
+        5.0,
+        gt=0,
+        description="A cached simulation entry is re-read from the store after this many "
+        "seconds, even if no change notice arrived over the bus.",
     )
     webhook_allow_private: bool = Field(
         False,

@@ -60,7 +60,7 @@ class Runtime:
         await bus.start()
         await event_log.start()
         sim_store = SimulationStore(engine)
-        catalog = SimulationCatalog(sim_store, bus, max_entries=settings.simulation_cache_size,
+        catalog = SimulationCatalog(sim_store, bus, max_size=settings.simulation_cache_size,
                                     ttl_s=settings.simulation_cache_ttl_s)
         accounts = AccountStore(engine)
         revocations = RevocationWatcher(accounts, interval_s=settings.revocation_poll_s)

@@ -11,7 +11,7 @@ from sqlalchemy import text
 
 from ridecast.bus import MemoryBus
 from ridecast.errors import ServiceUnavailable
-from ridecast.simulations import SimulationCatalog
+from ridecast.simulations.catalog import SimulationCatalog
 from ridecast.store.engine import create_engine, upgrade
 from ridecast.store.eventlog import EventLog, NewEvent
 from ridecast.store.simulations import SimulationStore
@@ -75,7 +75,7 @@ async def test_a_store_failure_is_a_503_and_the_writer_goes_on(url: str) -> None
 async def test_the_simulation_cache_is_bounded(url: str) -> None:
     """Touching many ids (none of which exist) never grows the cache past its limit."""
     engine = create_engine(url)
-    catalog = SimulationCatalog(SimulationStore(engine), MemoryBus(), max_entries=10)
+    catalog = SimulationCatalog(SimulationStore(engine), MemoryBus(), max_size=10)
     try:
         for simulation_id in range(1, 200):
             assert await catalog.get(simulation_id) is None

@@ -11,7 +11,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 from standardwebhooks import Webhook, WebhookVerificationError
 
-from ridecast.webhooks.signing import SignatureError, sign_headers, verify
+from ridecast.events.signing import SignatureError, sign_headers, verify
 
 secrets = st.binary(min_size=16, max_size=64).map(
     lambda raw: "whsec_" + base64.b64encode(raw).decode()

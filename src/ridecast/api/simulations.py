@@ -8,11 +8,11 @@ from fastapi import Header, Query, Response, status
 from pydantic import BaseModel, ConfigDict, Field
 
 from ..errors import BadRequest
-from ..simulations import simulation_json, template_json
 from .deps import CurrentUser, RuntimeDep
 from .jsonlimits import INT64_MAX, INT64_MIN
 from .params import Id, Offset
 from .routing import SlashRouter
+from .simulation_views import simulation_json, template_json
 
 router = SlashRouter(tags=["simulations"])
 

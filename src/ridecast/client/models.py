@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..events import Envelope
-from ..webhooks.settings import SECRET_KEY, TYPES_KEY, URL_KEY
+from ..events.webhook_settings import SECRET_KEY, TYPES_KEY, URL_KEY
 
 DEFAULT_URL = "http://127.0.0.1:8000"
 ENV_URL = "RIDECAST_URL"

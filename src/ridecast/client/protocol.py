@@ -14,7 +14,7 @@ from urllib.parse import urlencode, urlsplit, urlunsplit
 import orjson
 
 from ..events.types import ALL_TYPES, WEBHOOK_FILTER_TYPES
-from ..webhooks.settings import SECRET_KEY, TYPES_KEY, URL_KEY
+from ..events.webhook_settings import SECRET_KEY, TYPES_KEY, URL_KEY
 
 WEBHOOK_KEYS = (URL_KEY, TYPES_KEY, SECRET_KEY)
 

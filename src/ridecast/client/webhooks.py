@@ -9,7 +9,7 @@ ridecast signs deliveries when the simulation's ``data.messaging_webhook_secret`
 The key is the base64 after ``whsec_`` in the secret. Several space-separated signatures may
 be present (during a secret rotation); one valid signature is enough. A timestamp more than
 five minutes from now is refused, so a captured request cannot be replayed later. The
-algorithm is the server's own (``ridecast.webhooks.signing``, pure, shared), so the SDK and
+algorithm is the server's own (``ridecast.events.signing``, pure, shared), so the SDK and
 the dispatcher cannot drift apart.
 
 Usage, in any web framework (pass the raw body bytes, not re-serialised JSON)::
@@ -22,8 +22,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from ..events import Envelope, parse_event_json
-from ..webhooks import signing
+from ..events import Envelope, parse_event_json, signing
 from .errors import WebhookVerificationError
 
 DEFAULT_TOLERANCE_S = signing.DEFAULT_TOLERANCE_S

@@ -1,3 +1,3 @@
-"""Webhook delivery: settings, outbox, sender, retry schedule, signing, target safety."""
+"""Webhook delivery: outbox, sender, retry schedule, target safety (settings, signing: events)."""
 
 from __future__ import annotations

@@ -32,13 +32,13 @@ from dataclasses import dataclass
 
 from ..bus import Bus, BusMessage, SimulationChanged, StoredEvent
 from ..config import Settings
+from ..events.webhook_settings import webhook_settings
 from ..metrics import WEBHOOK_ATTEMPTS, WEBHOOK_LATENCY, WEBHOOK_QUEUE
 from ..store.simulations import SimulationStore
 from .health import EndpointHealth
 from .outbox import RELEASE, Job, Outbox, Result, Unit
 from .retry import Verdict, honours_retry_after, next_delay, quiet_gap, verdict
 from .sender import Attempt, Sender
-from .settings import webhook_settings
 
 log = logging.getLogger(__name__)
 

@@ -16,10 +16,10 @@ import time
 from dataclasses import dataclass
 
 from .. import __version__
+from ..events.signing import sign_headers
 from .http11 import ConnectFailed, Pool, ProtocolError
 from .resolver import ResolveError, Resolver
 from .retry import ErrorClass, error_class_of_status, parse_retry_after
-from .signing import sign_headers
 from .targets import TargetRefused
 
 USER_AGENT = f"ridecast/{__version__}"

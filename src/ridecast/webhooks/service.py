@@ -15,12 +15,12 @@ from typing import Any
 import orjson
 
 from ..errors import BadRequest, Conflict, NotFound
+from ..events.webhook_settings import URL_KEY, webhook_settings
 from ..runtime import Runtime
 from .dispatcher import Dispatcher
 from .outbox import Outbox
 from .resolver import Resolver
 from .sender import Attempt, Sender
-from .settings import URL_KEY, webhook_settings
 from .targets import TargetRefused
 
 TEST_MESSAGE_TYPE = "webhook_test"

@@ -2,98 +2,23 @@
 
 The API calls it; it calls the store, and publishes a ``SimulationChanged`` on the bus after
 every change so that every process (its own cache, the websocket hub, the webhook dispatcher)
-sees the new settings for the next event. ``SimulationCatalog`` is the per-process cache of
-what ingest needs on every event: owner, organisation and webhook settings.
+sees the new settings for the next event.
 """
 
 from __future__ import annotations
 
-import time
-from collections import OrderedDict
-from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass
+from collections.abc import Awaitable, Callable
 from typing import Any
 
-from .auth.visibility import Principal, can_see
-from .bus import Bus, BusMessage, SimulationChanged
-from .errors import NotFound, PreconditionFailed
-from .store.simulations import SimulationRecord, SimulationStore, TemplateRecord
-from .webhooks.settings import WebhookSettings, validate_simulation_data, webhook_settings
+from ..auth.visibility import Principal, can_see
+from ..bus import Bus, SimulationChanged
+from ..errors import NotFound, PreconditionFailed
+from ..events.webhook_settings import validate_simulation_data, webhook_settings
+from ..store.simulations import SimulationRecord, SimulationStore, TemplateRecord
+from .catalog import SimulationCatalog, SimulationMeta
 
 DataCheck = Callable[[dict[str, Any]], Awaitable[None]]
 """An extra async check of simulation data (the webhook target's address, for one)."""
-
-
-@dataclass(frozen=True, slots=True)
-class SimulationMeta:
-    """What every event of a simulation needs to know about it, cached per process."""
-
-    id: int
-    org_id: int
-    owner_id: int
-    webhook: WebhookSettings | None
-    webhook_disabled: bool
-
-
-def _meta(record: SimulationRecord) -> SimulationMeta:
-    return SimulationMeta(
-        id=record.id,
-        org_id=record.org_id,
-        owner_id=record.owner_id,
-        webhook=webhook_settings(record.data),
-        webhook_disabled=record.webhook_disabled_at is not None,
-    )
-
-
-class SimulationCatalog:
-    """Cache of ``SimulationMeta`` by id, emptied for a simulation when the bus says it changed."""
-
-    def __init__(
-        self, store: SimulationStore, bus: Bus, *, max_entries: int = 10_000,
-        ttl_s: float = 30.0,
-    ) -> None:
-        self._store = store
-        # Least recently used first; each entry with when it was read. Bounded, since a
-        # client may touch any number of ids (existing or not); the TTL is a safety net
-        # behind the bus's change notices.
-        self._cache: OrderedDict[int, tuple[SimulationMeta | None, float]] = OrderedDict()
-        self._max_entries = max_entries
-        self._ttl_s = ttl_s
-        # Bumped on every change notice: a read that raced with a change is not cached.
-        self._generation: dict[int, int] = {}
-        self._unsubscribe = bus.subscribe(self._on_bus)
-
-    def _on_bus(self, messages: Sequence[BusMessage]) -> None:
-        for message in messages:
-            if isinstance(message, SimulationChanged):
-                self._cache.pop(message.simulation_id, None)
-                sim = message.simulation_id
-                self._generation[sim] = self._generation.get(sim, 0) + 1
-
-    async def get(self, simulation_id: int) -> SimulationMeta | None:
-        """The simulation's meta, or None when it does not exist or was deleted."""
-        return (await self.lookup(simulation_id))[0]
-
-    async def lookup(self, simulation_id: int) -> tuple[SimulationMeta | None, bool]:
-        """``get``, and whether the answer came from the cache (no store read)."""
-        now = time.monotonic()
-        cached = self._cache.get(simulation_id)
-        if cached is not None and now - cached[1] < self._ttl_s:
-            self._cache.move_to_end(simulation_id)
-            return cached[0], True
-        generation = self._generation.get(simulation_id, 0)
-        record = await self._store.get(simulation_id)
-        meta = _meta(record) if record else None
-        if self._generation.get(simulation_id, 0) == generation:
-            self._cache[simulation_id] = (meta, now)
-            self._cache.move_to_end(simulation_id)
-            while len(self._cache) > self._max_entries:
-                evicted, _ = self._cache.popitem(last=False)
-                self._generation.pop(evicted, None)
-        return meta, False
-
-    def close(self) -> None:
-        self._unsubscribe()
 
 
 class SimulationService:
@@ -123,12 +48,8 @@ class SimulationService:
     async def get(self, principal: Principal, simulation_id: int) -> SimulationRecord:
         """The simulation if ``principal`` can see it; otherwise 404, whether it exists or not."""
         record = await self.store.get(simulation_id)
-        if record is None or not can_see(
-            principal, org_id=record.org_id, owner_id=record.owner_id
-        ):
-            raise NotFound(
-                f"simulation {simulation_id} not found", code="simulation_not_found"
-            )
+        if record is None or not can_see(principal, org_id=record.org_id, owner_id=record.owner_id):
+            raise NotFound(f"simulation {simulation_id} not found", code="simulation_not_found")
         return record
 
     async def visible_meta(self, principal: Principal, simulation_id: int) -> SimulationMeta:
@@ -235,9 +156,7 @@ class SimulationService:
 
     async def get_template(self, principal: Principal, template_id: int) -> TemplateRecord:
         record = await self.store.get_template(template_id)
-        if record is None or not can_see(
-            principal, org_id=record.org_id, owner_id=record.owner_id
-        ):
+        if record is None or not can_see(principal, org_id=record.org_id, owner_id=record.owner_id):
             raise NotFound(f"template {template_id} not found", code="template_not_found")
         return record
 
@@ -251,46 +170,4 @@ def _etags(header: str) -> set[str]:
     return tags | {tag[2:] for tag in tags if tag.startswith("W/")}
 
 
-def simulation_json(record: SimulationRecord) -> dict[str, Any]:
-    """A simulation as the API shows it."""
-    return {
-        "id": record.id,
-        "name": record.name,
-        "data": record.data,
-        "template_id": record.template_id,
-        "owner_id": record.owner_id,
-        "organisation_id": record.org_id,
-        "version": record.version,
-        "created_at": _iso(record.created_at),
-        "updated_at": _iso(record.updated_at),
-        "messaging_webhook_disabled_at": (
-            _iso(record.webhook_disabled_at) if record.webhook_disabled_at else None
-        ),
-        "messaging_webhook_disabled_reason": record.webhook_disabled_reason,
-    }
-
-
-def template_json(record: TemplateRecord) -> dict[str, Any]:
-    return {
-        "id": record.id,
-        "name": record.name,
-        "data": record.data,
-        "owner_id": record.owner_id,
-        "organisation_id": record.org_id,
-        "created_at": _iso(record.created_at),
-    }
-
-
-def _iso(ts: float) -> str:
-    from datetime import UTC, datetime
-
-    return datetime.fromtimestamp(ts, UTC).isoformat()
-
-
-__all__ = [
-    "SimulationCatalog",
-    "SimulationMeta",
-    "SimulationService",
-    "simulation_json",
-    "template_json",
-]
+__all__ = ["DataCheck", "SimulationService"]

@@ -11,7 +11,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from ..errors import BadRequest
-from ..events.types import WEBHOOK_FILTER_TYPES
+from .types import WEBHOOK_FILTER_TYPES
 
 URL_KEY = "messaging_webhook_url"
 TYPES_KEY = "messaging_webhook_message_types"

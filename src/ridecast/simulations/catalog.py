@@ -1,0 +1,104 @@
+"""The simulation catalog: the per-process cache of what ingest needs on every event.
+
+Owner, organisation and webhook settings of each simulation, by id; a simulation's entry is
+dropped when the bus says it changed. The bus is not the only guarantee: entries expire after
+``ttl_s`` (RIDECAST_SIMULATION_CACHE_TTL_S), and at most ``max_size`` entries are kept
+(RIDECAST_SIMULATION_CACHE_SIZE, least recently used dropped first), so caching "does not
+exist" for many ids cannot grow memory without bound.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import OrderedDict
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from ..bus import Bus, BusMessage, SimulationChanged
+from ..events.webhook_settings import WebhookSettings, webhook_settings
+from ..store.simulations import SimulationRecord, SimulationStore
+
+
+@dataclass(frozen=True, slots=True)
+class SimulationMeta:
+    """What every event of a simulation needs to know about it, cached per process."""
+
+    id: int
+    org_id: int
+    owner_id: int
+    webhook: WebhookSettings | None
+    webhook_disabled: bool
+
+
+def _meta(record: SimulationRecord) -> SimulationMeta:
+    return SimulationMeta(
+        id=record.id,
+        org_id=record.org_id,
+        owner_id=record.owner_id,
+        webhook=webhook_settings(record.data),
+        webhook_disabled=record.webhook_disabled_at is not None,
+    )
+
+
+class SimulationCatalog:
+    """Cache of ``SimulationMeta`` by id, emptied for a simulation when the bus says it changed."""
+
+    def __init__(
+        self,
+        store: SimulationStore,
+        bus: Bus,
+        *,
+        max_size: int = 10_000,
+        ttl_s: float = 5.0,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        if max_size <= 0 or ttl_s <= 0:
+            raise ValueError("max_size and ttl_s must be > 0")
+        self._store = store
+        self._max_size = max_size
+        self._ttl_s = ttl_s
+        self._clock = clock
+        # id -> (meta or None for "does not exist", expiry on the clock); LRU order.
+        self._cache: OrderedDict[int, tuple[SimulationMeta | None, float]] = OrderedDict()
+        # Bumped on every change notice: a read that raced with a change is not cached.
+        self._generation = 0
+        self._unsubscribe = bus.subscribe(self._on_bus)
+
+    def _on_bus(self, messages: Sequence[BusMessage]) -> None:
+        for message in messages:
+            if isinstance(message, SimulationChanged):
+                sim = message.simulation_id
+                self._cache.pop(sim, None)
+                self._generation += 1
+
+    async def get(self, simulation_id: int) -> SimulationMeta | None:
+        """The simulation's meta, or None when it does not exist or was deleted."""
+        return (await self.lookup(simulation_id))[0]
+
+    async def lookup(self, simulation_id: int) -> tuple[SimulationMeta | None, bool]:
+        """``get``, and whether the answer came from the cache (no store read)."""
+        entry = self._cache.get(simulation_id)
+        if entry is not None:
+            if entry[1] > self._clock():
+                self._cache.move_to_end(simulation_id)
+                return entry[0], True
+            del self._cache[simulation_id]
+        generation = self._generation
+        record = await self._store.get(simulation_id)
+        meta = _meta(record) if record else None
+        if self._generation == generation:
+            self._cache[simulation_id] = (meta, self._clock() + self._ttl_s)
+            self._cache.move_to_end(simulation_id)
+            while len(self._cache) > self._max_size:
+                self._cache.popitem(last=False)
+        return meta, False
+
+    def __len__(self) -> int:
+        """Entries held now (at most ``max_size``)."""
+        return len(self._cache)
+
+    def close(self) -> None:
+        self._unsubscribe()
+
+
+__all__ = ["SimulationCatalog", "SimulationMeta"]
