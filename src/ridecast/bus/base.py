@@ -17,9 +17,12 @@ of any wait on a consumer.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Protocol
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True, slots=True)
@@ -81,6 +84,35 @@ class SimulatorReply:
 BusMessage = StoredEvent | SimulationChanged | SimulatorCommand | SimulatorReply
 Handler = Callable[[Sequence[BusMessage]], None]
 Unsubscribe = Callable[[], None]
+
+
+class Handlers:
+    """The handlers subscribed to one bus, shared by every implementation."""
+
+    def __init__(self) -> None:
+        self._handlers: list[Handler] = []
+
+    def subscribe(self, handler: Handler) -> Unsubscribe:
+        self._handlers.append(handler)
+
+        def unsubscribe() -> None:
+            if handler in self._handlers:
+                self._handlers.remove(handler)
+
+        return unsubscribe
+
+    def clear(self) -> None:
+        self._handlers.clear()
+
+    def hand_out(self, messages: Sequence[BusMessage]) -> None:
+        """Call every handler with ``messages``; one broken consumer never stops the others."""
+        if not messages:
+            return
+        for handler in tuple(self._handlers):
+            try:
+                handler(messages)
+            except Exception:
+                log.exception("bus handler %r failed", handler)
 
 
 class LogReader(Protocol):

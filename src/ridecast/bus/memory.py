@@ -2,19 +2,16 @@
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Sequence
 
-from .base import BusMessage, Handler, LogReader, Unsubscribe
-
-log = logging.getLogger(__name__)
+from .base import BusMessage, Handler, Handlers, LogReader, Unsubscribe
 
 
 class MemoryBus:
     """Calls every subscribed handler directly, in publication order."""
 
     def __init__(self) -> None:
-        self._handlers: list[Handler] = []
+        self._handlers = Handlers()
 
     def attach_log(self, reader: LogReader) -> None:
         """Nothing to fill: in one process every message is delivered as it is published."""
@@ -26,17 +23,7 @@ class MemoryBus:
         self._handlers.clear()
 
     async def publish(self, messages: Sequence[BusMessage]) -> None:
-        for handler in tuple(self._handlers):
-            try:
-                handler(messages)
-            except Exception:  # one broken consumer must not stop the others
-                log.exception("bus handler %r failed", handler)
+        self._handlers.hand_out(messages)
 
     def subscribe(self, handler: Handler) -> Unsubscribe:
-        self._handlers.append(handler)
-
-        def unsubscribe() -> None:
-            if handler in self._handlers:
-                self._handlers.remove(handler)
-
-        return unsubscribe
+        return self._handlers.subscribe(handler)

@@ -36,6 +36,7 @@ from redis.exceptions import RedisError
 from .base import (
     BusMessage,
     Handler,
+    Handlers,
     LogReader,
     SimulationChanged,
     SimulatorCommand,
@@ -97,7 +98,7 @@ class RedisBus:
         self.stream = prefix + STREAM_SUFFIX
         self._maxlen = maxlen
         self._interval_s = catch_up_interval_s
-        self._handlers: list[Handler] = []
+        self._handlers = Handlers()
         self._log: LogReader | None = None
         self._redis: Redis | None = None
         self._reader: Redis | None = None
@@ -161,24 +162,9 @@ class RedisBus:
             await pipe.execute()
 
     def subscribe(self, handler: Handler) -> Unsubscribe:
-        self._handlers.append(handler)
-
-        def unsubscribe() -> None:
-            if handler in self._handlers:
-                self._handlers.remove(handler)
-
-        return unsubscribe
+        return self._handlers.subscribe(handler)
 
     # ---- delivery ------------------------------------------------------------------------
-
-    def _hand_out(self, messages: Sequence[BusMessage]) -> None:
-        if not messages:
-            return
-        for handler in tuple(self._handlers):
-            try:
-                handler(messages)
-            except Exception:  # one broken consumer must not stop the others
-                log.exception("bus handler %r failed", handler)
 
     async def _fill_to(self, upto: int) -> list[BusMessage]:
         """The events after the last delivered up to ``upto``, from the log."""
@@ -200,7 +186,7 @@ class RedisBus:
                         out.extend(await self._fill_to(message.event_id - 1))
                     self._last_event_id = message.event_id
                 out.append(message)
-            self._hand_out(out)
+            self._handlers.hand_out(out)
 
     async def _read_loop(self) -> None:
         failures = 0
@@ -240,6 +226,6 @@ class RedisBus:
                 newest = await self._log.newest_id()
                 if newest > self._last_event_id:
                     async with self._lock:
-                        self._hand_out(await self._fill_to(newest))
+                        self._handlers.hand_out(await self._fill_to(newest))
             except Exception:
                 log.warning("Redis bus catch-up from the log failed", exc_info=True)

@@ -162,14 +162,19 @@ class AccountStore:
             )
         return key
 
+    @staticmethod
+    async def _user_id(conn: AsyncConnection, name: str) -> int:
+        user_id = await conn.scalar(select(users.c.id).where(users.c.name == name))
+        if user_id is None:
+            raise NotFound(f"no user named {name!r}")
+        return int(user_id)
+
     async def revoke_user(self, name: str) -> None:
         """Revoke a user: its keys, tokens and open streams stop working at once."""
         self._auth_cache.clear()
         now = time.time()
         async with self._engine.begin() as conn:
-            user_id = await conn.scalar(select(users.c.id).where(users.c.name == name))
-            if user_id is None:
-                raise NotFound(f"no user named {name!r}")
+            user_id = await self._user_id(conn, name)
             await conn.execute(update(users).where(users.c.id == user_id).values(revoked_at=now))
             await conn.execute(
                 update(api_keys)
@@ -189,9 +194,7 @@ class AccountStore:
         self._auth_cache.clear()
         now = time.time()
         async with self._engine.begin() as conn:
-            user_id = await conn.scalar(select(users.c.id).where(users.c.name == name))
-            if user_id is None:
-                raise NotFound(f"no user named {name!r}")
+            user_id = await self._user_id(conn, name)
             match = api_keys.c.prefix == key
             if key.isdigit():
                 match = or_(match, api_keys.c.id == int(key))
@@ -219,9 +222,7 @@ class AccountStore:
     async def list_keys(self, name: str) -> list[KeyInfo]:
         """The API keys of user ``name``: display prefix, creation, last use, revocation."""
         async with self._engine.connect() as conn:
-            user_id = await conn.scalar(select(users.c.id).where(users.c.name == name))
-            if user_id is None:
-                raise NotFound(f"no user named {name!r}")
+            user_id = await self._user_id(conn, name)
             rows = (await conn.execute(
                 select(api_keys.c.id, api_keys.c.prefix, api_keys.c.created_at,
                        api_keys.c.last_used_at, api_keys.c.revoked_at)
