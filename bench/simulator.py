@@ -23,8 +23,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from ridecast.app import open_runtime
 from ridecast.config import Settings
-from ridecast.runtime import Runtime
 from ridecast.simulator import Engine, SimulatorSettings
 from ridecast.simulator.kpis import compute
 from ridecast.simulator.manager import SimulatorManager
@@ -59,7 +59,8 @@ def engine_only(data: dict[str, Any]) -> tuple[float, float, int]:
 
 
 async def end_to_end(data: dict[str, Any], database_url: str) -> dict[str, Any]:
-    runtime = await Runtime.open(Settings(database_url=database_url, webhook_workers=False))
+    runtime = await open_runtime(Settings(database_url=database_url, webhook_workers=False),
+                                 serve_streams=False, run_simulator=False)
     try:
         principal, _key = await runtime.accounts.create_user("bench", "bench")
         record = await runtime.simulations.create(principal, "bench", data, None)

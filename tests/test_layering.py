@@ -11,8 +11,6 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
-import pytest
-
 import ridecast
 
 ROOT = Path(ridecast.__file__).parent
@@ -124,11 +122,6 @@ def test_no_import_cycle_among_the_runtime_parts() -> None:
     assert _cycle(_graph(), parts) is None
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="issue 12 seams, not done yet: hub and webhooks still reach the runtime; "
-    "remove this mark once parts get their collaborators in constructors",
-)
 def test_only_the_app_and_the_api_reach_the_runtime() -> None:
     allowed = {"app", "api", "cli", "__main__", "runtime"}
     users = {src for src, dsts in _graph().items() if "runtime" in dsts}

@@ -1,4 +1,11 @@
-"""``create_app(settings)``: the ASGI application, with every part wired in its lifespan."""
+"""Where every part is built and wired: ``open_runtime`` and ``create_app``.
+
+``open_runtime(settings)`` chooses the implementations (``memory://`` or ``redis://`` bus,
+SQLite or PostgreSQL store), gives each part its collaborators and starts them in order:
+store and migrations, bus, event log, caches, webhooks, simulator host, websocket hub.
+``create_app(settings)`` is the ASGI application whose lifespan opens and closes it.
+``ridecast worker`` opens the same runtime with only the webhook dispatcher.
+"""
 
 from __future__ import annotations
 
@@ -8,6 +15,7 @@ from contextlib import asynccontextmanager
 from typing import Any
 
 from fastapi import FastAPI
+from sqlalchemy.ext.asyncio import AsyncEngine
 
 from . import __version__
 from .api import events as events_api
@@ -17,13 +25,114 @@ from .api import webhooks as webhooks_api
 from .api.errors import BodyGuard, UnexpectedErrors, install_error_handlers
 from .api.jsonlimits import JsonLimits
 from .api.openapi import build_openapi
+from .auth.throttle import FailureThrottle, LoginThrottle, RateLimiter
+from .bus import Bus, create_bus
 from .config import Settings, get_settings
 from .dashboard import mount_dashboard
-from .hub import start_hub, websocket_routes
+from .hub import Hub, open_dedicated_listener, websocket_routes
+from .ingest import Ingest
+from .ports import SimulatorHost
 from .runtime import Runtime
-from .webhooks.service import start_webhooks
+from .simulations import SimulationCatalog, SimulationService
+from .simulator.cluster_host import ClusterHost
+from .simulator.lease import LeaseStore
+from .simulator.manager import SimulatorManager
+from .simulator.settings import read_settings
+from .store.accounts import AccountStore
+from .store.engine import create_engine, upgrade
+from .store.eventlog import EventLog
+from .store.revocations import RevocationWatcher
+from .store.simulations import SimulationStore
+from .webhooks.service import WebhookService
 
 log = logging.getLogger(__name__)
+
+
+async def open_runtime(
+    settings: Settings, *, serve_streams: bool = True, run_simulator: bool = True,
+    run_dispatcher: bool | None = None,
+) -> Runtime:
+    """Migrate the store, then build, wire and start every part of one process.
+
+    ``serve_streams``: build the websocket hub (and its dedicated listener when
+    ``RIDECAST_WS_PORT`` is set). ``run_simulator``: host simulator runs.
+    ``run_dispatcher``: deliver webhooks here (default ``RIDECAST_WEBHOOK_WORKERS``).
+    """
+    await upgrade(settings.database_url)
+    engine = create_engine(settings.database_url)
+    bus = create_bus(settings.bus_url, prefix=settings.bus_prefix,
+                     maxlen=settings.bus_stream_maxlen,
+                     catch_up_interval_s=settings.bus_catch_up_interval_s)
+    event_log = EventLog(engine, bus, max_batch=settings.group_commit_max_events,
+                         max_pending=settings.ingest_max_pending_events)
+    bus.attach_log(event_log)
+    await bus.start()
+    await event_log.start()
+    sim_store = SimulationStore(engine)
+    catalog = SimulationCatalog(sim_store, bus, max_size=settings.simulation_cache_size,
+                                ttl_s=settings.simulation_cache_ttl_s)
+    simulations_service = SimulationService(sim_store, bus, catalog)
+    accounts = AccountStore(engine)
+    revocations = RevocationWatcher(accounts, interval_s=settings.revocation_poll_s)
+    await revocations.start()
+    ingest = Ingest(catalog, event_log, max_batch=settings.max_batch_events)
+
+    dispatch = settings.webhook_workers if run_dispatcher is None else run_dispatcher
+    webhooks = WebhookService(settings, engine, simulations_service, bus,
+                              run_dispatcher=dispatch)
+    simulations_service.add_data_check(webhooks.check_data)
+    webhooks.start()
+
+    simulator: SimulatorHost | None = None
+    if run_simulator:
+        simulator = _simulator_host(settings, engine, bus, ingest)
+        simulations_service.add_data_check(_check_simulator_settings)
+
+    hub: Hub | None = None
+    if serve_streams:
+        hub = Hub(settings, bus=bus, tokens=accounts, directory=catalog, events=event_log,
+                  revocations=revocations)
+        await open_dedicated_listener(hub, settings)
+
+    runtime = Runtime(
+        settings=settings,
+        engine=engine,
+        bus=bus,
+        log=event_log,
+        accounts=accounts,
+        simulations=simulations_service,
+        catalog=catalog,
+        ingest=ingest,
+        revocations=revocations,
+        login_throttle=LoginThrottle(
+            FailureThrottle(settings.auth_failures_per_user, settings.auth_failure_window_s),
+            FailureThrottle(settings.auth_failures_per_address, settings.auth_failure_window_s),
+        ),
+        key_rate=RateLimiter(settings.rate_limit_per_key, settings.rate_limit_burst),
+        webhooks=webhooks,
+        hub=hub,
+        simulator=simulator,
+    )
+    runtime.start_retention()
+    return runtime
+
+
+def _simulator_host(settings: Settings, engine: AsyncEngine, bus: Bus,
+                    ingest: Ingest) -> SimulatorHost:
+    """Simulator runs publish through ingest; runs are leased in the store and commands are
+    forwarded to the owner on the bus (``simulator/cluster_host.py``)."""
+    manager = SimulatorManager(ingest.submit, max_batch=ingest.max_batch,
+                               max_finished=settings.simulator_max_finished_runs)
+    host = ClusterHost(manager, LeaseStore(engine), bus, lease_s=settings.simulator_lease_s,
+                       forward_timeout_s=settings.simulator_forward_timeout_s)
+    host.start_renewing()
+    return host
+
+
+async def _check_simulator_settings(data: dict[str, Any]) -> None:
+    """Refuse bad ``data.simulator`` when it is set, not when the run starts."""
+    if "simulator" in data:
+        read_settings(data)
 
 
 def create_app(settings: Settings | None = None) -> FastAPI:
@@ -32,11 +141,9 @@ def create_app(settings: Settings | None = None) -> FastAPI:
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        runtime = await Runtime.open(settings)
-        simulator_api.install_simulator(runtime)
+        runtime = await open_runtime(settings)
         app.state.runtime = runtime
-        start_webhooks(runtime)
-        await start_hub(runtime)
+        app.state.hub = runtime.hub
         try:
             yield
         finally:

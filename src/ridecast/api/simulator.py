@@ -14,12 +14,10 @@ from typing import Any, Literal
 from fastapi import status
 from pydantic import BaseModel, ConfigDict, Field
 
+from ..errors import ServiceUnavailable
+from ..ports import SimulatorHost
 from ..runtime import Runtime
-from ..simulator.cluster_host import ClusterHost
 from ..simulator.commands import Command
-from ..simulator.lease import LeaseStore
-from ..simulator.manager import SimulatorManager
-from ..simulator.settings import read_settings
 from .deps import CurrentUser, RuntimeDep
 from .jsonlimits import INT64_MAX, INT64_MIN
 from .params import Id
@@ -27,7 +25,6 @@ from .routing import SlashRouter
 
 router = SlashRouter(tags=["simulator"])
 
-COMPONENT = "simulator"
 _SIM = "/api/v2/simulation/{simulation_id}"
 
 
@@ -66,33 +63,14 @@ class NodeStatusUpdate(BaseModel):
     driver_note: str | None = Field(None, max_length=2000)
 
 
-def host_of(runtime: Runtime) -> ClusterHost:
-    host: ClusterHost = runtime.components[COMPONENT]
-    return host
+def host_of(runtime: Runtime) -> SimulatorHost:
+    """The simulator host of this process (every ``serve`` process has one)."""
+    if runtime.simulator is None:  # pragma: no cover - only ``ridecast worker`` has none
+        raise ServiceUnavailable("this process runs no simulator", retry_after=5)
+    return runtime.simulator
 
 
-def install_simulator(runtime: Runtime) -> ClusterHost:
-    """Create the simulator host on ``runtime``: events go through ingest; runs are leased in
-    the store and commands forwarded on the bus (``simulator/cluster_host.py``); bad
-    ``data.simulator`` is refused when set; a deleted simulation's simulator stops."""
-    manager = SimulatorManager(runtime.ingest.submit, max_batch=runtime.ingest.max_batch,
-                               max_finished=runtime.settings.simulator_max_finished_runs)
-    settings = runtime.settings
-    host = ClusterHost(manager, LeaseStore(runtime.engine), runtime.bus,
-                       lease_s=settings.simulator_lease_s,
-                       forward_timeout_s=settings.simulator_forward_timeout_s)
-    host.start_renewing()
-    runtime.components[COMPONENT] = host
-
-    async def check(data: dict[str, Any]) -> None:
-        if "simulator" in data:
-            read_settings(data)
-
-    runtime.simulations.add_data_check(check)
-    return host
-
-
-async def _control(runtime: Runtime, user: Any, simulation_id: int) -> ClusterHost:
+async def _control(runtime: Runtime, user: Any, simulation_id: int) -> SimulatorHost:
     await runtime.simulations.get(user, simulation_id)  # 404 unless visible
     return host_of(runtime)
 

@@ -18,7 +18,7 @@ router = SlashRouter(tags=["webhooks"])
 
 
 def _service(runtime: RuntimeDep) -> WebhookService:
-    service: WebhookService = runtime.components["webhooks"]
+    service: WebhookService = runtime.webhooks
     return service
 
 

@@ -16,13 +16,12 @@ from .process import exit_despite_lingering_threads
 
 async def run_worker() -> None:
     """Deliver webhooks until SIGINT or SIGTERM."""
+    from ..app import open_runtime
     from ..config import get_settings
-    from ..runtime import Runtime
-    from ..webhooks.service import start_webhooks
 
     settings = get_settings()
-    runtime = await Runtime.open(settings)
-    start_webhooks(runtime, run_dispatcher=True)
+    runtime = await open_runtime(settings, serve_streams=False, run_simulator=False,
+                                 run_dispatcher=True)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):

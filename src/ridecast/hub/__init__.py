@@ -1,37 +1,36 @@
 """The websocket hub: paths, subscription index, per-connection queues, resume.
 
-``start_hub(runtime)`` builds the process's ``Hub`` and, when ``RIDECAST_WS_PORT`` is set,
-its dedicated listener; the main HTTP port serves the same paths through ``asgi.py``.
+``app.py`` builds the process's ``Hub`` and, when ``RIDECAST_WS_PORT`` is set, opens its
+dedicated listener with ``open_dedicated_listener``; the main HTTP port serves the same paths
+through ``asgi.py``.
 """
 
 from __future__ import annotations
 
 import ssl
 
-from ..runtime import Runtime
+from ..config import Settings
 from .asgi import ShutdownFirstServer, websocket_routes
 from .hub import Hub
 from .listener import start_listener
 from .paths import Route, parse_path
 
 
-async def start_hub(runtime: Runtime) -> Hub:
-    """The hub of ``runtime``, registered as ``runtime.components["hub"]``."""
-    hub = Hub(runtime)
-    settings = runtime.settings
-    if settings.ws_port is not None:
-        tls = None
-        if settings.tls_cert_file and settings.tls_key_file:
-            tls = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
-            tls.load_cert_chain(settings.tls_cert_file, settings.tls_key_file)
-        hub.listener = await start_listener(
-            hub, settings.ws_host, settings.ws_port, ping_interval=settings.ws_ping_interval_s,
-            tls=tls,
-        )
-    runtime.components["hub"] = hub
-    return hub
+async def open_dedicated_listener(hub: Hub, settings: Settings) -> None:
+    """Serve ``hub`` on ``RIDECAST_WS_HOST:RIDECAST_WS_PORT`` too (with TLS when configured)."""
+    if settings.ws_port is None:
+        return
+    tls = None
+    if settings.tls_cert_file and settings.tls_key_file:
+        tls = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+        tls.load_cert_chain(settings.tls_cert_file, settings.tls_key_file)
+    hub.listener = await start_listener(
+        hub, settings.ws_host, settings.ws_port, ping_interval=settings.ws_ping_interval_s,
+        tls=tls,
+    )
 
 
 __all__ = [
-    "Hub", "Route", "ShutdownFirstServer", "parse_path", "start_hub", "websocket_routes",
+    "Hub", "Route", "ShutdownFirstServer", "open_dedicated_listener", "parse_path",
+    "websocket_routes",
 ]

@@ -75,7 +75,7 @@ async def simulation_events(scope: Scope, receive: Receive, send: Send) -> None:
     message = await receive()
     if message["type"] != "websocket.connect":  # pragma: no cover - ASGI guarantees it
         return
-    hub: Hub = scope["app"].state.runtime.components["hub"]
+    hub: Hub = scope["app"].state.hub
     query = parse_qs(scope.get("query_string", b"").decode("latin-1"), keep_blank_values=True)
     header = None
     for name, value in scope.get("headers", []):
@@ -111,8 +111,7 @@ class ShutdownFirstServer(uvicorn.Server):
         self._app = app
 
     async def shutdown(self, sockets: Any = None) -> None:
-        runtime = getattr(self._app.state, "runtime", None)
-        hub = runtime.components.get("hub") if runtime is not None else None
+        hub = getattr(self._app.state, "hub", None)
         if hub is not None:
             await hub.close()
         await super().shutdown(sockets=sockets)

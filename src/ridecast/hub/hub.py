@@ -24,10 +24,11 @@ from websockets.asyncio.server import Server
 from ..auth.credentials import parse_ws_token
 from ..auth.secrets import hash_secret
 from ..auth.visibility import Principal, can_see
-from ..bus import BusMessage, SimulationChanged, StoredEvent
+from ..bus import Bus, BusMessage, SimulationChanged, StoredEvent
+from ..config import Settings
 from ..errors import NotFound, RidecastError, ServiceUnavailable, Unauthorized
 from ..metrics import WS_CLOSED, WS_CONNECTIONS, WS_FANOUT, WS_FRAMES_SENT
-from ..runtime import Runtime
+from ..ports import EventReader, RevocationFeed, SimulationDirectory, TokenChecker
 from .connection import Sink, Stream, close_reason
 from .index import SubscriptionIndex
 from .paths import Route, parse_path, parse_since
@@ -65,24 +66,35 @@ def _decrement(counter: Counter[Any], key: Any) -> None:
 
 
 class Hub:
-    """Every websocket stream of this process."""
+    """Every websocket stream of this process.
 
-    def __init__(self, runtime: Runtime) -> None:
-        self._runtime = runtime
-        self._queue_limit = runtime.settings.ws_send_queue
+    It hears stored events and simulation changes on ``bus``, checks tokens with
+    ``tokens``, visibility with ``directory``, replays ``since=`` from ``events``, and closes
+    streams at once when ``revocations`` reports a revocation.
+    """
+
+    def __init__(self, settings: Settings, *, bus: Bus, tokens: TokenChecker,
+                 directory: SimulationDirectory, events: EventReader,
+                 revocations: RevocationFeed) -> None:
+        self._settings = settings
+        self._tokens_store = tokens
+        self._directory = directory
+        self._events = events
+        self._revocations = revocations
+        self._queue_limit = settings.ws_send_queue
         self._index: SubscriptionIndex[Stream] = SubscriptionIndex()
         self._tokens: dict[str, tuple[Principal, float, float]] = {}
         self._closing = False
         self._batches = 0
         # The dedicated listener (``listener.py``), when RIDECAST_WS_PORT is set.
         self.listener: Server | None = None
-        self._unsubscribe = runtime.bus.subscribe(self._on_bus)
+        self._unsubscribe = bus.subscribe(self._on_bus)
         # The hash of the token each open stream was authorised with, to re-check them all
         # when a revocation happens anywhere (``_on_revocation``).
         self._stream_tokens: weakref.WeakKeyDictionary[Stream, str] = (
             weakref.WeakKeyDictionary()
         )
-        runtime.revocations.subscribe(self._on_revocation)
+        revocations.subscribe(self._on_revocation)
         # Open streams per user and per token, against RIDECAST_WS_MAX_STREAMS_PER_*.
         self._per_user: Counter[int] = Counter()
         self._per_token: Counter[str] = Counter()
@@ -124,7 +136,7 @@ class Hub:
         if cached is not None and now - cached[2] < TOKEN_CACHE_S:
             principal, expires_at, _checked = cached
         else:
-            principal, expires_at = await self._runtime.accounts.check_token(token)
+            principal, expires_at = await self._tokens_store.check_token(token)
             if len(self._tokens) >= _TOKEN_CACHE_MAX:
                 self._tokens.clear()
             self._tokens[token] = (principal, expires_at, now)
@@ -139,7 +151,7 @@ class Hub:
                 if not stream.closed}
         if not held:
             return
-        revoked = await self._runtime.accounts.revoked_tokens(set(held.values()))
+        revoked = await self._tokens_store.revoked_tokens(set(held.values()))
         for stream, token in held.items():
             if token in revoked:
                 stream.abort("access_revoked", "access revoked: the user, key or token")
@@ -152,7 +164,7 @@ class Hub:
         principal, expires_at = await self._check_token(token)
         route = parse_path(path)
         if route.simulation_id is not None:
-            meta = await self._runtime.catalog.get(route.simulation_id)
+            meta = await self._directory.get(route.simulation_id)
             if meta is None or not can_see(principal, org_id=meta.org_id, owner_id=meta.owner_id):
                 raise NotFound(
                     f"simulation {route.simulation_id} does not exist or is not visible to you",
@@ -173,7 +185,7 @@ class Hub:
         if self._closing:
             return Prepared(sink, None, None, RidecastError("shutting down",
                                                             code="server_going_away"))
-        epoch = self._runtime.revocations.epoch
+        epoch = self._revocations.epoch
         try:
             principal, expires_at, route, cursor = await self.authorise(
                 path, query_token, header, since
@@ -188,7 +200,7 @@ class Hub:
         if self._closing:  # shutdown began while the token was being checked
             return Prepared(sink, None, None, RidecastError("shutting down",
                                                             code="server_going_away"))
-        settings = self._runtime.settings
+        settings = self._settings
         if (self._per_user[principal.user_id] >= settings.ws_max_streams_per_user
                 or self._per_token[token_hash] >= settings.ws_max_streams_per_token):
             return Prepared(sink, None, None, RidecastError(
@@ -203,7 +215,7 @@ class Hub:
         loop = asyncio.get_running_loop()
         stream.expire_at(loop.time() + (expires_at - time.time()))
         self._stream_tokens[stream] = token_hash
-        if self._runtime.revocations.epoch != epoch:
+        if self._revocations.epoch != epoch:
             # A revocation was seen while this token was being checked: check again.
             task = loop.create_task(self._on_revocation())
             self._rechecks.add(task)
@@ -278,7 +290,7 @@ class Hub:
                          "the replay failed; reconnect with back-off and since=")
 
     async def _replay_from_log(self, stream: Stream, since: int) -> None:
-        oldest, _newest = await self._runtime.log.bounds()
+        oldest, _newest = await self._events.bounds()
         if oldest and since < oldest - 1:
             stream.abort(
                 "cursor_expired",
@@ -291,7 +303,7 @@ class Hub:
         after = since
         while not stream.closed:
             stream.take_overflow()
-            page = await self._runtime.log.read(
+            page = await self._events.read(
                 after=after, limit=REPLAY_PAGE, simulation_id=route.simulation_id,
                 message_types=types, org_id=org_filter,
             )

@@ -1,9 +1,9 @@
 """The webhook part of a running process: target checks, the dispatcher, the log, the test send.
 
-``start_webhooks(runtime)`` builds it and registers it as ``runtime.components["webhooks"]``;
-the API routes of the delivery log call it. The dispatcher runs only when asked (the serve
-process with ``RIDECAST_WEBHOOK_WORKERS`` on, or ``ridecast worker``); the log, replay and
-``webhook_test`` work in every process.
+``app.py`` builds it (with its collaborators) and registers ``check_data`` as a check of
+every simulation ``data`` write; the API routes of the delivery log call it. The dispatcher
+runs only when asked (the serve process with ``RIDECAST_WEBHOOK_WORKERS`` on, or
+``ridecast worker``); the log, replay and ``webhook_test`` work in every process.
 """
 
 from __future__ import annotations
@@ -13,10 +13,13 @@ from datetime import UTC, datetime
 from typing import Any
 
 import orjson
+from sqlalchemy.ext.asyncio import AsyncEngine
 
+from ..bus import Bus
+from ..config import Settings
 from ..errors import BadRequest, Conflict, NotFound
 from ..events.webhook_settings import URL_KEY, webhook_settings
-from ..runtime import Runtime
+from ..simulations import SimulationService
 from .dispatcher import Dispatcher
 from .outbox import Outbox
 from .resolver import Resolver
@@ -29,9 +32,8 @@ TEST_MESSAGE_TYPE = "webhook_test"
 class WebhookService:
     """Webhook delivery for one process; see the module docstring."""
 
-    def __init__(self, runtime: Runtime, *, run_dispatcher: bool) -> None:
-        settings = runtime.settings
-        self._runtime = runtime
+    def __init__(self, settings: Settings, engine: AsyncEngine, simulations: SimulationService,
+                 bus: Bus, *, run_dispatcher: bool) -> None:
         self.resolver = Resolver(allow_private=settings.webhook_allow_private)
         self.sender = Sender(
             timeout_s=settings.webhook_timeout_s,
@@ -39,16 +41,15 @@ class WebhookService:
             allow_private=settings.webhook_allow_private,
             resolver=self.resolver,
         )
-        self.outbox = Outbox(runtime.engine)
+        self.outbox = Outbox(engine)
         self.dispatcher: Dispatcher | None = None
         if run_dispatcher:
             self.dispatcher = Dispatcher(
-                settings, self.outbox, self.sender, runtime.simulations.store, runtime.bus,
-                runtime.simulations.disable_webhook,
+                settings, self.outbox, self.sender, simulations.store, bus,
+                simulations.disable_webhook,
             )
 
     def start(self) -> None:
-        self._runtime.simulations.add_data_check(self.check_data)
         if self.dispatcher is not None:
             self.dispatcher.start()
 
@@ -181,14 +182,5 @@ def delivery_json(row: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def start_webhooks(runtime: Runtime, *, run_dispatcher: bool | None = None) -> WebhookService:
-    """Build, start and register the webhook part of ``runtime``."""
-    run = runtime.settings.webhook_workers if run_dispatcher is None else run_dispatcher
-    service = WebhookService(runtime, run_dispatcher=run)
-    service.start()
-    runtime.components["webhooks"] = service
-    return service
-
-
-__all__ = ["WebhookService", "delivery_json", "start_webhooks"]
+__all__ = ["WebhookService", "delivery_json"]
 
