@@ -27,6 +27,7 @@ import contextlib
 import dataclasses
 import logging
 from collections.abc import Sequence
+from dataclasses import replace
 from typing import Any
 
 import orjson
@@ -173,7 +174,10 @@ class RedisBus:
         missing = await self._log.read_range(self._last_event_id, upto)
         self.filled += len(missing)
         self._last_event_id = upto
-        return list(missing)
+        # The log does not say which events have a webhook delivery; marking every filled
+        # event wakes the dispatchers at once (at worst one empty claim) instead of leaving
+        # the delivery to their next poll.
+        return [replace(event, has_webhook=True) for event in missing]
 
     async def _deliver(self, messages: Sequence[BusMessage]) -> None:
         async with self._lock:

@@ -2,9 +2,18 @@
 
 One writer task owns every append. Requests queue their events and wait; the writer takes
 everything queued (up to ``max_batch`` events), writes it in one transaction with the
-webhook outbox rows of those events, publishes the stored events to the bus in commit order,
-then answers the waiting requests. So ingest pays one commit (one fsync) per batch of
-concurrent requests, not per event, and the bus sees events in ``event_id`` order.
+webhook outbox rows of those events, and answers the waiting requests as soon as it has
+committed. So ingest pays one commit (one fsync) per batch of concurrent requests, not per
+event, and a request waits for its commit only.
+
+Publishing is off that path: each committed batch goes to one publisher task, which hands
+the batches to the bus strictly in commit order (so in ``event_id`` order) while the writer
+is already writing the next one. Fan-out to the websocket streams and the webhook wake-up
+never hold a commit. Committed but unpublished events count against the same back-pressure
+limit as queued ones (``RIDECAST_INGEST_MAX_PENDING_EVENTS``), so a stalled bus makes
+ingest refuse with 503 ``ingest_saturated`` rather than grow memory. A publish that fails is
+logged and not retried here: the events are in the log, and a distributed bus fills the gap
+from it (``bus/redis.py``); the in-process bus cannot fail.
 """
 
 from __future__ import annotations
@@ -75,6 +84,11 @@ class EventLog:
         )
         self._wake = asyncio.Event()
         self._writer: asyncio.Task[None] | None = None
+        # Committed batches waiting for the publisher, in commit order.
+        self._outgoing: deque[list[StoredEvent]] = deque()
+        self._unpublished = 0
+        self._outgoing_wake = asyncio.Event()
+        self._publisher: asyncio.Task[None] | None = None
         self._conn: AsyncConnection | None = None
         self._closing = False
         self.commits = 0
@@ -83,6 +97,8 @@ class EventLog:
     async def start(self) -> None:
         self._writer = asyncio.create_task(self._write_loop(), name="ridecast-eventlog-writer")
         self._writer.add_done_callback(self._writer_done)
+        self._publisher = asyncio.create_task(self._publish_loop(),
+                                              name="ridecast-eventlog-publisher")
 
     def _writer_done(self, task: asyncio.Task[None]) -> None:
         # The loop only ends on close; if it died, nobody would answer the waiting
@@ -100,12 +116,16 @@ class EventLog:
         self._pending = 0
 
     async def close(self) -> None:
-        """Write what is queued, then stop the writer."""
+        """Write what is queued, publish what is committed, then stop."""
         self._closing = True
         self._wake.set()
         if self._writer is not None:
             await self._writer
             self._writer = None
+        self._outgoing_wake.set()
+        if self._publisher is not None:
+            await self._publisher
+            self._publisher = None
         if self._conn is not None:
             await self._conn.close()
             self._conn = None
@@ -118,7 +138,8 @@ class EventLog:
         return self._conn
 
     async def append(self, batch: Sequence[NewEvent]) -> list[StoredEvent]:
-        """Append ``batch`` atomically; returns the stored events once committed and published."""
+        """Append ``batch`` atomically; returns the stored events once committed (they are
+        published right after, in commit order)."""
         if self._closing or self._writer is None:
             raise ServiceUnavailable("the event log is not accepting writes (shutting down)",
                                      retry_after=5)
@@ -127,9 +148,10 @@ class EventLog:
                                      retry_after=5)
         if not batch:
             return []
-        if self._pending + len(batch) > self._max_pending and self._pending:
+        waiting = self._pending + self._unpublished
+        if waiting + len(batch) > self._max_pending and waiting:
             raise ServiceUnavailable(
-                f"{self._pending} events are waiting to be written "
+                f"{waiting} events are waiting to be written or published "
                 f"(RIDECAST_INGEST_MAX_PENDING_EVENTS={self._max_pending}); retry shortly",
                 code="ingest_saturated", retry_after=1,
             )
@@ -160,14 +182,34 @@ class EventLog:
                             future.set_exception(refused)
                     continue
                 flat = [event for per_request in stored for event in per_request]
-                try:
-                    await self._bus.publish(flat)
-                except Exception:  # stored is stored: consumers catch up from the log
-                    log.exception("bus publish failed after commit of %d events", len(flat))
+                self._outgoing.append(flat)
+                self._unpublished += len(flat)
+                self._outgoing_wake.set()
                 for (_batch, future), result in zip(group, stored, strict=True):
                     if not future.done():
                         future.set_result(result)
             if self._closing and not self._queue:
+                return
+
+    async def _publish_loop(self) -> None:
+        """Hand committed batches to the bus, one at a time, in commit order."""
+        while True:
+            await self._outgoing_wake.wait()
+            self._outgoing_wake.clear()
+            while self._outgoing:
+                # Everything committed since the last publish goes out as one bus batch:
+                # under load, fewer and larger batches (one socket write per stream each).
+                flat = self._outgoing.popleft()
+                while self._outgoing and len(flat) < self._max_batch:
+                    flat.extend(self._outgoing.popleft())
+                try:
+                    await self._bus.publish(flat)
+                except Exception:  # stored is stored: consumers catch up from the log
+                    log.exception("bus publish failed after commit of %d events", len(flat))
+                finally:
+                    self._unpublished -= len(flat)
+            writer_done = self._writer is None or self._writer.done()
+            if self._closing and writer_done and not self._outgoing:
                 return
 
     async def _drop_connection(self) -> None:
