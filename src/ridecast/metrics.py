@@ -45,3 +45,9 @@ WEBHOOK_LATENCY = Histogram(
     "ridecast_webhook_attempt_seconds", "Duration of one webhook delivery attempt.",
     registry=REGISTRY, buckets=(0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1, 2.5, 10),
 )
+WS_DIRECT_STREAMS = Counter(
+    "ridecast_ws_direct_streams_total",
+    "Streams on the main HTTP port written directly to their connection (not through ASGI "
+    "messages); every stream should be, under uvicorn's websockets-sansio protocol.",
+    registry=REGISTRY,
+)

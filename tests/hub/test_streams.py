@@ -209,3 +209,34 @@ def test_connect_returns_only_once_subscribed(start_server: object) -> None:
                 await stream.close()
 
     asyncio.run(run())
+
+
+def test_main_port_streams_write_directly_to_their_connection(server: Server) -> None:
+    """Under uvicorn's websockets-sansio protocol, a stream on the main port takes the same
+    direct write path as the dedicated port (a uvicorn upgrade that breaks it shows here)."""
+    user = server.create_user()
+    token = server.token(user)
+    sim = server.create_simulation(user)
+
+    def direct_total() -> float:
+        # the node that serves the streams (the second one, on the cluster backend)
+        node = server.ws_url.replace("ws://", "http://", 1)
+        text = httpx.get(f"{node}/metrics", timeout=10).text
+        line = next(ln for ln in text.splitlines()
+                    if ln.startswith("ridecast_ws_direct_streams_total"))
+        return float(line.split()[-1])
+
+    before = direct_total()
+
+    async def run() -> list[int]:
+        collector = await open_stream(f"{server.ws_url}/simulation_events/{sim}?token={token}")
+        async with httpx.AsyncClient(base_url=server.base_url, auth=user.auth,
+                                     timeout=30) as http:
+            ids = await post(http, sim, [envelope(sim, "vehicle_use", n) for n in range(20)])
+        await collector.wait_for(len(ids))
+        await collector.close()
+        assert collector.ids == ids
+        return ids
+
+    assert len(asyncio.run(run())) == 20
+    assert direct_total() >= before + 1

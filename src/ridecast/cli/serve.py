@@ -54,7 +54,7 @@ def run_server(
         level=settings.log_level.upper(),
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
-    from ..hub import ShutdownFirstServer
+    from ..hub.asgi import DirectWebSocketProtocol, ShutdownFirstServer
 
     app = create_app(settings)
     # uvicorn.run, except that the hub closes its streams with 1001 before uvicorn's
@@ -67,7 +67,7 @@ def run_server(
         ssl_certfile=settings.tls_cert_file,
         ssl_keyfile=settings.tls_key_file,
         # uvicorn's sans-I/O websockets implementation: the legacy one is deprecated.
-        ws="websockets-sansio",
+        ws=DirectWebSocketProtocol,
         ws_ping_interval=settings.ws_ping_interval_s,
         ws_ping_timeout=settings.ws_ping_interval_s,
         timeout_graceful_shutdown=5,

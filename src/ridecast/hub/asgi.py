@@ -1,9 +1,18 @@
 """The websocket paths on the main HTTP port: a raw ASGI endpoint under uvicorn.
 
 Clients use one base URL, so ``/simulation_events/...`` must work on the API's own port.
-The endpoint is raw ASGI rather than a Starlette ``WebSocket`` to keep per-frame work to one
-``websocket.send`` message. ``ShutdownFirstServer`` makes uvicorn let the hub close every
-stream with 1001 before it closes the connections itself (with 1012).
+
+Delivery takes the same path as on the dedicated port. ``ridecast serve`` runs uvicorn with
+``DirectWebSocketProtocol`` (its ``websockets-sansio`` protocol, which hands itself to the
+endpoint in the scope); once the handshake is accepted, a stream writes its frames straight
+into that connection's ``websockets`` protocol object and flushes them with one
+``transport.write`` per bus batch, honouring the transport's flow control (``DirectSink``).
+There is no ASGI message, no bytes-to-str conversion and no task per frame. Under any other
+server the stream falls back to ASGI ``websocket.send`` messages (``AsgiSink``), correct but
+slower; ``ridecast_ws_direct_streams_total`` counts the direct ones.
+
+``ShutdownFirstServer`` makes uvicorn let the hub close every stream with 1001 before it
+closes the connections itself (with 1012).
 """
 
 from __future__ import annotations
@@ -15,7 +24,9 @@ from urllib.parse import parse_qs
 import uvicorn
 from starlette.routing import WebSocketRoute
 from starlette.types import Receive, Scope, Send
+from uvicorn.protocols.websockets.websockets_sansio_impl import WebSocketsSansIOProtocol
 
+from ..metrics import WS_DIRECT_STREAMS
 from .hub import Hub
 
 
@@ -64,6 +75,75 @@ class AsgiSink:
                 return
 
 
+class DirectSink(AsgiSink):
+    """An accepted websocket of uvicorn's ``websockets-sansio`` protocol, written directly.
+
+    ``proto`` is the uvicorn protocol object behind the ASGI ``send`` callable: frames go
+    into its ``websockets`` ``ServerProtocol`` (``conn``) and out through its ``transport``,
+    exactly as the dedicated listener does. Closing still goes through ASGI, so uvicorn
+    keeps its own bookkeeping of the close handshake.
+    """
+
+    __slots__ = ("_conn", "_proto", "_transport")
+
+    def __init__(self, receive: Receive, send: Send, proto: Any) -> None:
+        super().__init__(receive, send)
+        self._proto = proto
+        self._conn = proto.conn
+        self._transport = proto.transport
+
+    def writable(self) -> bool:
+        proto = self._proto
+        return bool(proto.writable.is_set() and not proto.close_sent
+                    and not proto.disconnected and not self._transport.is_closing())
+
+    def write(self, frame: bytes) -> None:
+        self._conn.send_text(frame)
+
+    def flush(self) -> None:
+        data = self._conn.data_to_send()
+        if data and not self._transport.is_closing():
+            self._transport.write(b"".join(data))
+
+    async def send(self, frame: bytes) -> None:
+        await self.wait_writable()
+        self.write(frame)
+        self.flush()
+
+    @property
+    def can_wait(self) -> bool:
+        return True
+
+    async def wait_writable(self) -> None:
+        proto = self._proto
+        await proto.writable.wait()
+        if proto.close_sent or proto.disconnected or self._transport.is_closing():
+            raise ConnectionError("the websocket is closed")
+
+
+SCOPE_KEY = "ridecast.ws_protocol"
+"""Scope key under which ``DirectWebSocketProtocol`` hands itself to the endpoint."""
+
+
+class DirectWebSocketProtocol(WebSocketsSansIOProtocol):
+    """uvicorn's ``websockets-sansio`` protocol, telling the endpoint who it is.
+
+    ASGI middleware may wrap ``send``; the scope reaches the endpoint unchanged, so the
+    protocol object travels there (``SCOPE_KEY``) and ``DirectSink`` writes through it.
+    ``ridecast serve`` runs uvicorn with ``ws=DirectWebSocketProtocol``.
+    """
+
+    async def run_asgi(self) -> None:
+        self.scope[SCOPE_KEY] = self  # type: ignore[literal-required]
+        await super().run_asgi()
+
+
+def _direct_protocol(scope: Scope) -> Any | None:
+    """The protocol of ``DirectWebSocketProtocol`` behind this connection, when it is one."""
+    proto = scope.get(SCOPE_KEY)
+    return proto if isinstance(proto, WebSocketsSansIOProtocol) else None
+
+
 def _first(query: dict[str, list[str]], name: str) -> str | None:
     values = query.get(name)
     return values[0] if values else None
@@ -86,8 +166,12 @@ async def simulation_events(scope: Scope, receive: Receive, send: Send) -> None:
     async def accept() -> None:
         await send({"type": "websocket.accept"})
 
+    proto = _direct_protocol(scope)
+    sink = AsgiSink(receive, send) if proto is None else DirectSink(receive, send, proto)
+    if proto is not None:
+        WS_DIRECT_STREAMS.inc()
     await hub.serve(
-        AsgiSink(receive, send), scope["path"], _first(query, "token"), header,
+        sink, scope["path"], _first(query, "token"), header,
         _first(query, "since"), accept,
     )
 
