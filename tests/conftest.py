@@ -183,6 +183,93 @@ def start_server(tmp_path: Path) -> Iterator[Callable[..., Server]]:
 
 
 POSTGRES_ADMIN_URL = "postgresql://postgres@127.0.0.1:5432/postgres"
+REDIS_URL = "redis://127.0.0.1:6379/0"
+
+
+def redis_answers(url: str = REDIS_URL) -> bool:
+    import redis
+
+    try:
+        return bool(redis.Redis.from_url(url, socket_timeout=2).ping())
+    except (redis.RedisError, OSError):
+        return False
+
+
+@dataclass
+class CrossNodeServer(Server):
+    """Two ``ridecast serve`` nodes of one cluster (PostgreSQL + Redis) seen as one server:
+    requests go to the first node, websocket streams to the second, so every event a test
+    sees crossed the bus. Stands in for ``Server`` in the suites run on both backends."""
+
+    other: Server | None = None
+    bus_prefix: str = ""
+
+    @property
+    def ws_url(self) -> str:
+        assert self.other is not None
+        return self.other.ws_url
+
+    def logs(self) -> str:
+        other = self.other.logs() if self.other is not None else ""
+        return f"{super().logs()}\n--- second node ---\n{other}"
+
+    def stop(self, sig: int | None = None) -> int:
+        if self.other is not None:
+            self.other.stop(sig)
+        return super().stop(sig)
+
+
+def launch_cluster_pair(tmp: Path, env: dict[str, str] | None = None) -> CrossNodeServer:
+    """Two nodes on a fresh PostgreSQL database and their own Redis stream; skips the test
+    when PostgreSQL or Redis does not answer. ``stop()`` stops both and drops the database."""
+    if not redis_answers():
+        pytest.skip(f"no Redis at {REDIS_URL}")
+    name = f"ridecast_test_{uuid.uuid4().hex[:10]}"
+    try:
+        asyncio.run(_postgres_admin(f'CREATE DATABASE "{name}"'))
+    except (TimeoutError, OSError) as exc:
+        pytest.skip(f"no PostgreSQL on 127.0.0.1:5432: {exc}")
+    url = f"postgresql+asyncpg://postgres@127.0.0.1:5432/{name}"
+    prefix = f"test-{uuid.uuid4().hex[:12]}"
+    node_env = {"RIDECAST_BUS_URL": REDIS_URL, "RIDECAST_BUS_PREFIX": prefix, **(env or {})}
+    (tmp / "a").mkdir()
+    (tmp / "b").mkdir()
+    first = launch_server(tmp / "a", node_env, database_url=url)
+    try:
+        second = launch_server(tmp / "b", node_env, database_url=url)
+    except BaseException:
+        first.stop()
+        raise
+    return CrossNodeServer(first.port, url, first.env, first.process, first.log_path,
+                           other=second, bus_prefix=prefix)
+
+
+def drop_cluster_pair(pair: CrossNodeServer) -> None:
+    """Stop both nodes, drop the database and the bus stream."""
+    import redis
+
+    pair.stop()
+    name = pair.database_url.rsplit("/", 1)[1]
+    asyncio.run(_postgres_admin(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+    redis.Redis.from_url(REDIS_URL).delete(f"{pair.bus_prefix}:bus")
+
+
+BACKENDS = ("embedded", "cluster")
+"""The suites of streams and webhooks run on both: one process on SQLite with the
+in-process bus, and two nodes on PostgreSQL and Redis (``CrossNodeServer``)."""
+
+
+def launch_backend(backend: str, tmp: Path, env: dict[str, str] | None = None) -> Server:
+    if backend == "cluster":
+        return launch_cluster_pair(tmp, env)
+    return launch_server(tmp, env)
+
+
+def stop_backend(srv: Server) -> None:
+    if isinstance(srv, CrossNodeServer):
+        drop_cluster_pair(srv)
+    else:
+        srv.stop()
 
 
 async def _postgres_admin(sql: str) -> None:

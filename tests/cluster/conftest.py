@@ -9,24 +9,13 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import Server, launch_server
-
-REDIS_URL = "redis://127.0.0.1:6379/0"
-
-
-def _redis_answers() -> bool:
-    import redis
-
-    try:
-        return bool(redis.Redis.from_url(REDIS_URL, socket_timeout=2).ping())
-    except (redis.RedisError, OSError):
-        return False
+from tests.conftest import REDIS_URL, Server, launch_server, redis_answers
 
 
 @pytest.fixture
 def cluster(tmp_path: Path, pg_url: str) -> Iterator[Callable[..., Server]]:
     """``node(**env)`` starts one more API node of the same cluster; all stop afterwards."""
-    if not _redis_answers():
+    if not redis_answers():
         pytest.skip(f"no Redis at {REDIS_URL}")
     prefix = f"test-{uuid.uuid4().hex[:12]}"
     nodes: list[Server] = []

@@ -11,15 +11,14 @@ from pathlib import Path
 
 import httpx
 
-from tests.cluster.conftest import REDIS_URL, _redis_answers
-from tests.conftest import free_port
+from tests.conftest import REDIS_URL, free_port, redis_answers
 
 
 def test_two_nodes_started_at_once_on_an_empty_database_both_come_up(
     tmp_path: Path, pg_url: str,
 ) -> None:
     """Migrations run under an advisory lock: neither node fails on the other's tables."""
-    bus = REDIS_URL if _redis_answers() else "memory://"
+    bus = REDIS_URL if redis_answers() else "memory://"
     env = {**os.environ, "RIDECAST_DATABASE_URL": pg_url, "RIDECAST_BUS_URL": bus,
            "RIDECAST_BUS_PREFIX": f"test-{uuid.uuid4().hex[:12]}", "RIDECAST_LOG_LEVEL": "warning"}
     ports = [free_port(), free_port()]

@@ -8,8 +8,7 @@ from collections.abc import Callable
 import httpx
 import redis
 
-from tests.cluster.conftest import REDIS_URL
-from tests.conftest import Server
+from tests.conftest import REDIS_URL, Server
 from tests.hub.wsutil import envelope, open_stream, post
 
 

@@ -6,7 +6,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from tests.conftest import Server, launch_server
+from tests.conftest import BACKENDS, Server, launch_backend, stop_backend
 
 FAST_ENV = {
     "RIDECAST_WEBHOOK_RETRY_SCHEDULE_S": "[0.2, 0.2, 0.5, 0.5, 0.5, 0.5, 0.5, 0.5]",
@@ -16,9 +16,12 @@ FAST_ENV = {
 }
 
 
-@pytest.fixture(scope="module")
-def fast_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
-    """A server whose retries come after fractions of a second."""
-    srv = launch_server(tmp_path_factory.mktemp("webhooks"), FAST_ENV)
+@pytest.fixture(scope="module", params=BACKENDS)
+def fast_server(request: pytest.FixtureRequest,
+                tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
+    """A server whose retries come after fractions of a second: one embedded process, then
+    two cluster nodes on PostgreSQL and Redis whose dispatchers share the outbox."""
+    srv = launch_backend(request.param, tmp_path_factory.mktemp(f"webhooks-{request.param}"),
+                         FAST_ENV)
     yield srv
-    srv.stop()
+    stop_backend(srv)
