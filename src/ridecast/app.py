@@ -169,7 +169,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
                    simulator_api.router):
         app.include_router(router)
     app.include_router(webhooks_api.router)
-    app.router.routes.extend(websocket_routes())
+    app.router.routes.extend(websocket_routes(lambda: getattr(app.state, "hub", None)))
     # Explicit paths (GET / and /dashboard/...), so API and websocket routes stay reachable.
     mount_dashboard(app, settings)
 

@@ -240,3 +240,24 @@ def test_main_port_streams_write_directly_to_their_connection(server: Server) ->
 
     assert len(asyncio.run(run())) == 20
     assert direct_total() >= before + 1
+
+
+def test_no_stream_negotiates_per_message_deflate(server: Server) -> None:
+    """The websockets client (like browsers) offers permessage-deflate; neither port accepts
+    it, since it would compress every frame once per connection and cost a zlib context of
+    tens of KiB per stream."""
+    user = server.create_user()
+    token = server.token(user)
+    sim = server.create_simulation(user)
+
+    async def extensions() -> tuple[str, str | None]:
+        from websockets.asyncio.client import connect
+
+        async with connect(f"{server.ws_url}/simulation_events/{sim}?token={token}") as ws:
+            assert ws.request is not None and ws.response is not None
+            return (ws.request.headers.get("Sec-WebSocket-Extensions", ""),
+                    ws.response.headers.get("Sec-WebSocket-Extensions"))
+
+    offered, accepted = asyncio.run(extensions())
+    assert "permessage-deflate" in offered
+    assert accepted is None

@@ -54,7 +54,7 @@ def run_server(
         level=settings.log_level.upper(),
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
-    from ..hub.asgi import DirectWebSocketProtocol, ShutdownFirstServer
+    from ..hub.asgi import ShutdownFirstServer, direct_protocol
 
     app = create_app(settings)
     # uvicorn.run, except that the hub closes its streams with 1001 before uvicorn's
@@ -67,7 +67,12 @@ def run_server(
         ssl_certfile=settings.tls_cert_file,
         ssl_keyfile=settings.tls_key_file,
         # uvicorn's sans-I/O websockets implementation: the legacy one is deprecated.
-        ws=DirectWebSocketProtocol,
+        # Streams go straight to the hub, written directly to their connection (hub/asgi.py).
+        ws=direct_protocol(lambda: getattr(app.state, "hub", None)),
+        # No permessage-deflate, as on the dedicated port: browsers and the websockets
+        # client offer it, and accepting would compress every frame once per connection
+        # (defeating encode-once) and hold a zlib context of tens of KiB per stream.
+        ws_per_message_deflate=False,
         ws_ping_interval=settings.ws_ping_interval_s,
         ws_ping_timeout=settings.ws_ping_interval_s,
         timeout_graceful_shutdown=5,

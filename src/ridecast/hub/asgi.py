@@ -18,6 +18,7 @@ closes the connections itself (with 1012).
 from __future__ import annotations
 
 import contextlib
+from collections.abc import Callable
 from typing import Any
 from urllib.parse import parse_qs
 
@@ -124,18 +125,35 @@ class DirectSink(AsgiSink):
 SCOPE_KEY = "ridecast.ws_protocol"
 """Scope key under which ``DirectWebSocketProtocol`` hands itself to the endpoint."""
 
+STREAMS_PREFIX = "/simulation_events"
+
+HubSource = Callable[[], "Hub | None"]
+"""Where the endpoint finds the hub: it is built in the app's lifespan, after the routes."""
+
 
 class DirectWebSocketProtocol(WebSocketsSansIOProtocol):
-    """uvicorn's ``websockets-sansio`` protocol, telling the endpoint who it is.
+    """uvicorn's ``websockets-sansio`` protocol, with the stream paths served directly.
 
-    ASGI middleware may wrap ``send``; the scope reaches the endpoint unchanged, so the
-    protocol object travels there (``SCOPE_KEY``) and ``DirectSink`` writes through it.
-    ``ridecast serve`` runs uvicorn with ``ws=DirectWebSocketProtocol``.
+    A connection to ``/simulation_events...`` goes straight to ``StreamsEndpoint``, past the
+    HTTP middleware and router (which have nothing to do for a stream, and whose coroutine
+    frames would otherwise stay alive as long as it is open), and the protocol object
+    travels in the scope (``SCOPE_KEY``) so that ``DirectSink`` writes through it. Other
+    websocket paths take the application as usual. Build it with ``direct_protocol``.
     """
+
+    streams: StreamsEndpoint | None = None
 
     async def run_asgi(self) -> None:
         self.scope[SCOPE_KEY] = self  # type: ignore[literal-required]
+        if self.streams is not None and self.scope["path"].startswith(STREAMS_PREFIX):
+            self.app = self.streams  # this connection only (an instance attribute)
         await super().run_asgi()
+
+
+def direct_protocol(hub: HubSource) -> type[DirectWebSocketProtocol]:
+    """The protocol class for uvicorn's ``ws=``, serving streams with the hub of ``hub()``."""
+    return type("RidecastWebSocketProtocol", (DirectWebSocketProtocol,),
+                {"streams": StreamsEndpoint(hub)})
 
 
 def _direct_protocol(scope: Scope) -> Any | None:
@@ -149,42 +167,50 @@ def _first(query: dict[str, list[str]], name: str) -> str | None:
     return values[0] if values else None
 
 
-async def simulation_events(scope: Scope, receive: Receive, send: Send) -> None:
+class StreamsEndpoint:
     """ASGI app of every ``/simulation_events...`` path: the hub authorises and subscribes,
     then the handshake is accepted (refusals are close frames after it)."""
-    message = await receive()
-    if message["type"] != "websocket.connect":  # pragma: no cover - ASGI guarantees it
-        return
-    hub: Hub = scope["app"].state.hub
-    query = parse_qs(scope.get("query_string", b"").decode("latin-1"), keep_blank_values=True)
-    header = None
-    for name, value in scope.get("headers", []):
-        if name == b"authorization":
-            header = value.decode("latin-1")
-            break
 
-    async def accept() -> None:
-        await send({"type": "websocket.accept"})
+    def __init__(self, hub: HubSource) -> None:
+        self._hub = hub
 
-    proto = _direct_protocol(scope)
-    sink = AsgiSink(receive, send) if proto is None else DirectSink(receive, send, proto)
-    if proto is not None:
-        WS_DIRECT_STREAMS.inc()
-    await hub.serve(
-        sink, scope["path"], _first(query, "token"), header,
-        _first(query, "since"), accept,
-    )
-
-
-def websocket_routes() -> list[WebSocketRoute]:
-    """Routes to add to the application: every path under ``/simulation_events``."""
-    # Starlette wraps a plain function as a WebSocket session; an object is used as ASGI.
-    return [WebSocketRoute("/simulation_events{rest:path}", _RawAsgi())]
-
-
-class _RawAsgi:
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        await simulation_events(scope, receive, send)
+        message = await receive()
+        if message["type"] != "websocket.connect":  # pragma: no cover - ASGI guarantees it
+            return
+        hub = self._hub()
+        if hub is None:  # pragma: no cover - the lifespan builds it before serving
+            await send({"type": "websocket.close", "code": 1011})
+            return
+        query = parse_qs(scope.get("query_string", b"").decode("latin-1"),
+                         keep_blank_values=True)
+        header = None
+        for name, value in scope.get("headers", []):
+            if name == b"authorization":
+                header = value.decode("latin-1")
+                break
+        proto = _direct_protocol(scope)
+
+        async def accept() -> None:
+            await send({"type": "websocket.accept"})
+            if proto is not None:
+                # Read once, kept for the life of the stream otherwise: the handshake's
+                # request and response and the request headers (a few KiB per stream).
+                proto.request = proto.response = None
+                scope["headers"] = []
+
+        sink = AsgiSink(receive, send) if proto is None else DirectSink(receive, send, proto)
+        if proto is not None:
+            WS_DIRECT_STREAMS.inc()
+        await hub.serve(sink, scope["path"], _first(query, "token"), header,
+                        _first(query, "since"), accept)
+
+
+def websocket_routes(hub: HubSource) -> list[WebSocketRoute]:
+    """Routes to add to the application: every path under ``/simulation_events`` (used
+    when the server is not run with ``direct_protocol``, e.g. under another ASGI server)."""
+    # Starlette wraps a plain function as a WebSocket session; an object is used as ASGI.
+    return [WebSocketRoute(STREAMS_PREFIX + "{rest:path}", StreamsEndpoint(hub))]
 
 
 class ShutdownFirstServer(uvicorn.Server):
