@@ -1,0 +1,166 @@
+"""Fan-out across a cluster: deliveries/s with one node, then two nodes sharing the
+subscribers, on the same PostgreSQL + Redis backend, in one run.
+
+    python bench/fanout_cluster.py                       # 1,000 subscribers, 300 events
+    python bench/fanout_cluster.py --subscribers 100 --events 200
+
+Needs PostgreSQL on 127.0.0.1:5432 and Redis on 127.0.0.1:6379 (the machine's services).
+One publisher posts batches of 50 events to the first node through the real ingest
+endpoint; subscribers (picows, in separate processes, as in ``bench/fanout.py``) are all on
+the first node, then split half and half between the two nodes, so that every event
+reaches the second node over the Redis bus. Reported: deliveries/s, lost (must be 0),
+latency from POST to receipt, server CPU summed over the nodes, and the ratio two nodes /
+one node. Both nodes share this machine's 2 cores with the clients: the ratio says what a
+second node costs or gains here, not on two machines.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import multiprocessing as mp
+import os
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from array import array
+from pathlib import Path
+from typing import Any
+
+import httpx
+import psutil
+from _load import free_port, raise_nofile
+from fanout import Result, Ridecast, client_main, report, ridecast_publisher
+
+PG_ADMIN = "postgresql://postgres@127.0.0.1:5432/postgres"
+REDIS_URL = "redis://127.0.0.1:6379/0"
+
+
+async def _pg(sql: str) -> None:
+    import asyncpg
+
+    conn = await asyncpg.connect(PG_ADMIN, timeout=5)
+    try:
+        await conn.execute(sql)
+    finally:
+        await conn.close()
+
+
+def start_node(tmp: Path, database_url: str, prefix: str) -> tuple[subprocess.Popen[bytes], int]:
+    port = free_port()
+    env = {**os.environ, "RIDECAST_DATABASE_URL": database_url, "RIDECAST_BUS_URL": REDIS_URL,
+           "RIDECAST_BUS_PREFIX": prefix, "RIDECAST_LOG_LEVEL": "warning",
+           "RIDECAST_WS_SEND_QUEUE": "100000",
+           "RIDECAST_WS_MAX_STREAMS_PER_TOKEN": "100000",
+           "RIDECAST_WS_MAX_STREAMS_PER_USER": "100000"}
+    proc = subprocess.Popen([sys.executable, "-m", "ridecast.cli.main", "serve", "--port",
+                             str(port)], env=env, cwd=tmp, preexec_fn=raise_nofile)
+    for _ in range(300):
+        try:
+            if httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=1).status_code == 200:
+                return proc, port
+        except httpx.HTTPError:
+            pass
+        time.sleep(0.1)
+    proc.kill()
+    raise RuntimeError("a node did not start")
+
+
+async def scenario(name: str, urls: list[str], subscribers: int, events: int,
+                   pids: list[int], publish: Any) -> Result:
+    """Subscribers spread over ``urls`` (one client process per URL and share), then publish."""
+    ctx = mp.get_context("spawn")
+    ready, results, go = ctx.Queue(), ctx.Queue(), ctx.Event()
+    procs = max(len(urls), 1 if subscribers <= 100 else 2)
+    shares = [subscribers // procs + (1 if i < subscribers % procs else 0) for i in range(procs)]
+    workers = [ctx.Process(target=client_main,
+                           args=(urls[i % len(urls)], k, events, 60.0, ready, results, go))
+               for i, k in enumerate(shares)]
+    for w in workers:
+        w.start()
+    loop = asyncio.get_running_loop()
+    for _ in workers:
+        await loop.run_in_executor(None, ready.get, True, 120)
+    await asyncio.sleep(0.5 + subscribers / 2000)
+    servers = [psutil.Process(pid) for pid in pids]
+    cpu0 = sum(sum(s.cpu_times()[:2]) for s in servers)
+    go.set()
+    started = time.time()
+    await publish()
+    outs = [await loop.run_in_executor(None, results.get, True, 90) for _ in workers]
+    cpu = sum(sum(s.cpu_times()[:2]) for s in servers) - cpu0
+    for w in workers:
+        w.join(10)
+    received = sum(o["received"] for o in outs)
+    seconds = max(max(o["last"] for o in outs) - started, 1e-6)
+    lat, hub = array("d"), array("d")
+    for o in outs:
+        lat.frombytes(o["lat"])
+        hub.frombytes(o["hub_lat"])
+    return Result(name, subscribers, events, received, subscribers * events - received, seconds,
+                  cpu / seconds, sum(o["cpu"] / max(o["wall"], 1e-6) for o in outs),
+                  sorted(lat), sorted(hub))
+
+
+def main(subscribers: int, events: int) -> None:
+    raise_nofile()
+    name = f"ridecast_bench_{uuid.uuid4().hex[:8]}"
+    asyncio.run(_pg(f'CREATE DATABASE "{name}"'))
+    database_url = f"postgresql+asyncpg://postgres@127.0.0.1:5432/{name}"
+    prefix = f"bench-{uuid.uuid4().hex[:8]}"
+    nodes: list[subprocess.Popen[bytes]] = []
+    try:
+        with tempfile.TemporaryDirectory() as tmp:
+            (Path(tmp) / "a").mkdir()
+            (Path(tmp) / "b").mkdir()
+            a, port_a = start_node(Path(tmp) / "a", database_url, prefix)
+            nodes.append(a)
+            b, port_b = start_node(Path(tmp) / "b", database_url, prefix)
+            nodes.append(b)
+            from ridecast.store.accounts import AccountStore
+            from ridecast.store.engine import create_engine
+
+            async def user() -> str:
+                engine = create_engine(database_url)
+                try:
+                    _p, key = await AccountStore(engine).create_user("bench", "bench-org")
+                finally:
+                    await engine.dispose()
+                return key
+
+            key = asyncio.run(user())
+            with httpx.Client(base_url=f"http://127.0.0.1:{port_a}", auth=("bench", key)) as c:
+                sim = int(c.post("/api/v2/simulation", json={"name": "b", "data": {}}).json()["id"])
+                token = c.get("/api/v2/user/token/").json()["token"]
+            rc = Ridecast(a, port_a, 0, ("bench", key), sim, token)
+            path = f"/simulation_events/{sim}?token={token}"
+            url_a, url_b = f"ws://127.0.0.1:{port_a}{path}", f"ws://127.0.0.1:{port_b}{path}"
+            print(f"cluster on PostgreSQL + Redis, {subscribers} subscribers, {events} events "
+                  "(batches of 50, back to back):", flush=True)
+            one = asyncio.run(scenario("one node", [url_a], subscribers, events, [a.pid],
+                                       ridecast_publisher(rc, events, batch=50, rate=None)))
+            report(one)
+            two = asyncio.run(scenario("two nodes", [url_a, url_b], subscribers, events,
+                                       [a.pid, b.pid],
+                                       ridecast_publisher(rc, events, batch=50, rate=None)))
+            report(two)
+            print(f"ratio two nodes / one node: {two.rate / max(one.rate, 1e-9):.2f}x "
+                  f"(deliveries/s); lost: {one.lost} and {two.lost}")
+    finally:
+        for proc in nodes:
+            proc.terminate()
+            proc.wait(15)
+        asyncio.run(_pg(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+        import redis
+
+        redis.Redis.from_url(REDIS_URL).delete(f"{prefix}:bus")
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--subscribers", type=int, default=1000)
+    parser.add_argument("--events", type=int, default=300)
+    args = parser.parse_args()
+    main(args.subscribers, args.events)
