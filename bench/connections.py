@@ -135,7 +135,11 @@ def main(n: int) -> None:
             key = asyncio.run(make_user(db))
             port, ws_port = free_port(), free_port()
             env = {**os.environ, "RIDECAST_DATABASE_URL": db, "RIDECAST_WS_PORT": str(ws_port),
-                   "RIDECAST_LOG_LEVEL": "warning"}
+                   "RIDECAST_LOG_LEVEL": "warning",
+                   # One user, one token: lift the caps (2,000 per user, 200 per token), or
+                   # all but 200 streams are refused and the figure per stream is wrong.
+                   "RIDECAST_WS_MAX_STREAMS_PER_USER": "50000",
+                   "RIDECAST_WS_MAX_STREAMS_PER_TOKEN": "50000"}
             proc = subprocess.Popen(
                 [sys.executable, "-m", "ridecast.cli.main", "serve", "--port", str(port)],
                 env=env, cwd=tmp, preexec_fn=raise_nofile)

@@ -2,6 +2,7 @@
 
     python bench/fanout.py            # full run (about 2-3 minutes)
     python bench/fanout.py --quick    # 1 and 100 subscribers only
+    python bench/fanout.py --smoke    # 1 and 100, a fortieth of the events (CI: it runs)
 
 What it measures, on 127.0.0.1 only:
 
@@ -245,7 +246,11 @@ def start_ridecast(tmp: Path) -> Ridecast:
     key = asyncio.run(user())
     port, ws_port = free_port(), free_port()
     env = {**os.environ, "RIDECAST_DATABASE_URL": url, "RIDECAST_WS_PORT": str(ws_port),
-           "RIDECAST_LOG_LEVEL": "warning", "RIDECAST_WS_SEND_QUEUE": "100000"}
+           "RIDECAST_LOG_LEVEL": "warning", "RIDECAST_WS_SEND_QUEUE": "100000",
+           # One user and one token open every stream: lift the per-user and per-token caps
+           # (2,000 and 200 by default), or most of 1,000 subscribers are refused (4102).
+           "RIDECAST_WS_MAX_STREAMS_PER_USER": "50000",
+           "RIDECAST_WS_MAX_STREAMS_PER_TOKEN": "50000"}
     proc = subprocess.Popen([sys.executable, "-m", "ridecast.cli.main", "serve", "--port",
                              str(port)], env=env, cwd=tmp, preexec_fn=raise_nofile)
     base = f"http://127.0.0.1:{port}"
@@ -402,14 +407,14 @@ def report(r: Result) -> None:
           flush=True)
 
 
-async def ridecast_scenarios(rc: Ridecast, sizes: list[int], quick: bool,
+async def ridecast_scenarios(rc: Ridecast, sizes: list[int], divisor: int,
                              results: dict[str, Result], latency_only: bool = False) -> None:
     direct = f"ws://127.0.0.1:{rc.ws_port}"
     asgi = f"ws://127.0.0.1:{rc.port}"
     metrics = f"http://127.0.0.1:{rc.port}/metrics"
     print("ridecast, throughput (batches of 50 events per POST, back to back):")
     for n in [] if latency_only else sizes:
-        events = {1: 20000, 100: 2000, 1000: 300}[n] // (4 if quick else 1)
+        events = {1: 20000, 100: 2000, 1000: 300}[n] // divisor
         for label, path in (("sim", f"/simulation_events/{rc.sim}"),
                             ("all", "/simulation_events/")):
             for port_label, base in (("ws-port", direct), ("http-port", asgi)):
@@ -425,7 +430,7 @@ async def ridecast_scenarios(rc: Ridecast, sizes: list[int], quick: bool,
     for n in sizes[1:]:
         rate = 40000 / n
         batch = max(1, int(rate / 40))
-        events = int(rate * (2 if quick else 3))
+        events = max(1, int(rate * {1: 3, 4: 2}.get(divisor, 0.25)))
         for port_label, base in (("ws-port", direct), ("http-port", asgi)):
             name = f"ridecast {port_label} sim paced"
             r = await run_scenario(
@@ -437,28 +442,29 @@ async def ridecast_scenarios(rc: Ridecast, sizes: list[int], quick: bool,
 
 
 async def reference_scenarios(kind: str, proc: subprocess.Popen[bytes], port: int,
-                              sizes: list[int], quick: bool,
+                              sizes: list[int], divisor: int,
                               results: dict[str, Result]) -> None:
     # The same number of deliveries at every size: 300k for broadcast(), 20k for daphne,
     # which manages about 1-5k deliveries/s.
     per_1000 = 300 if kind == "bare" else 20
     name = "websockets broadcast()" if kind == "bare" else "daphne+channels"
     for n in sizes[1:]:
-        count = max(per_1000 * (1000 // n) // (4 if quick else 1), 5)
+        count = max(per_1000 * (1000 // n) // divisor, 5)
         r = await run_scenario(name, f"ws://127.0.0.1:{port}/s", n, count, proc.pid,
                                reference_publisher(port, "/control", count), deadline_s=90)
         results[f"{kind} {n}"] = r
         report(r)
 
 
-def main(quick: bool, *, latency_only: bool = False) -> None:
+def main(divisor: int, *, latency_only: bool = False) -> None:
+    """``divisor``: 1 for the full run, 4 for --quick, 40 for --smoke (fewer events)."""
     raise_nofile()
-    sizes = [1, 100] if quick else [1, 100, 1000]
+    sizes = [1, 100] if divisor > 1 else [1, 100, 1000]
     results: dict[str, Result] = {}
     with tempfile.TemporaryDirectory() as tmp:
         rc = start_ridecast(Path(tmp))
         try:
-            asyncio.run(ridecast_scenarios(rc, sizes, quick, results, latency_only))
+            asyncio.run(ridecast_scenarios(rc, sizes, divisor, results, latency_only))
         finally:
             rc.proc.terminate()
             rc.proc.wait(15)
@@ -468,7 +474,7 @@ def main(quick: bool, *, latency_only: bool = False) -> None:
     for kind in ("bare", "daphne"):
         proc, port = start_reference(kind)
         try:
-            asyncio.run(reference_scenarios(kind, proc, port, sizes, quick, results))
+            asyncio.run(reference_scenarios(kind, proc, port, sizes, divisor, results))
         finally:
             proc.terminate()
             proc.wait(15)
@@ -490,7 +496,9 @@ if __name__ == "__main__":
     else:
         parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
         parser.add_argument("--quick", action="store_true", help="1 and 100 subscribers only")
+        parser.add_argument("--smoke", action="store_true",
+                            help="like --quick with a fortieth of the events: checks it runs")
         parser.add_argument("--latency-only", action="store_true",
                             help="only the paced latency runs of ridecast")
         args = parser.parse_args()
-        main(args.quick, latency_only=args.latency_only)
+        main(40 if args.smoke else 4 if args.quick else 1, latency_only=args.latency_only)

@@ -10,6 +10,8 @@ accepted, requests/s, p50/p99 latency, and ridecast's ratio to:
 * naive durable: json + aiosqlite with one commit per request (what group commit replaces).
 
 Each figure is one run on this machine; compare ratios, not absolute numbers, across machines.
+Server CPU per event (CPU seconds of the server process / events accepted) is the figure
+least disturbed by other load on a small machine: compare it when events/s are noisy.
 """
 
 from __future__ import annotations
@@ -96,6 +98,7 @@ def main() -> None:
         print(f"ingest bench: {args.connections} keep-alive connections, {args.seconds:.0f} s "
               "per scenario, 2-core machine, server and load generator share it")
         results: dict[tuple[str, int], float] = {}
+        cpu_per_event: dict[tuple[str, int], float] = {}
         for batch in (1, 100):
             events = [examples[i % len(examples)] for i in range(batch)]
             body = json.dumps(events[0] if batch == 1 else events).encode()
@@ -109,11 +112,15 @@ def main() -> None:
                 cpu = (cpu_seconds(procs[name].pid) - cpu_before) / result.seconds
                 bad = {s: n for s, n in result.statuses.items() if s != 201}
                 results[(name, batch)] = result.rps * batch
-                print(f"  {name:9s} {result.summary(batch)}  server CPU {cpu:4.0%}"
+                cpu_per_event[(name, batch)] = cpu / max(result.rps * batch, 1e-9) * 1e6
+                print(f"  {name:9s} {result.summary(batch)}  server CPU {cpu:4.0%} "
+                      f"= {cpu_per_event[(name, batch)]:5.0f} µs/event"
                       + (f"  NON-201: {bad}" if bad else ""))
             ours = results[("ridecast", batch)]
             print(f"  ridecast / ceiling = {ours / results[('ceiling', batch)]:.2f}   "
-                  f"ridecast / naive = {ours / results[('naive', batch)]:.2f}")
+                  f"ridecast / naive = {ours / results[('naive', batch)]:.2f}   "
+                  "server CPU per event, ridecast / naive = "
+                  f"{cpu_per_event[('ridecast', batch)] / cpu_per_event[('naive', batch)]:.2f}")
             if ("ridecast-pg", batch) in results:
                 print(f"  ridecast on PostgreSQL / on SQLite = "
                       f"{results[('ridecast-pg', batch)] / ours:.2f}")

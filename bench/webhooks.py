@@ -8,14 +8,18 @@ Runs on 127.0.0.1 only, bounded in count and time::
 1. A fast receiver (``ridecast.cli.receiver.Receiver``) runs in its own process and
    records, per request, the time from the event's ``server_ts`` (stamped at ingest) to
    receipt.
-2. Ceiling: a plain keep-alive httpx client, then a raw keep-alive asyncio client, each with
+2. Clients: our ``webhooks/http11.py`` pool, aiohttp's client and httpcore, each keep-alive
+   with ``--clients-connections`` (8) connections, post the same signed envelope to the same
+   receiver; deliveries/s and client CPU per delivery, with ratios (issue 14: a maintained
+   library within 20% of http11.py should replace it). ``--clients-only`` stops there.
+3. Ceiling: a plain keep-alive httpx client, then a raw keep-alive asyncio client, each with
    ``--concurrency`` connections, blast the receiver with the same body; the higher rate is
    the ceiling (the most requests/s this receiver takes from one Python process).
-3. ridecast: a ``ridecast serve`` process (its own SQLite file) with a webhook to the
+4. ridecast: a ``ridecast serve`` process (its own SQLite file) with a webhook to the
    receiver; events are POSTed in batches; every one is a durable outbox delivery. Reported:
    deliveries/s (first ingest to last receipt, and to the last attempt committed as
    succeeded), p50/p99 ingest-to-receipt latency, and the ratio to the ceiling.
-4. Step 3 runs twice in the same server, side by side: ``ordered`` (the default: one
+5. Step 4 runs twice in the same server, side by side: ``ordered`` (the default: one
    request in flight per simulation, so ``--sims`` lanes run in parallel) and ``unordered``
    (``messaging_webhook_ordering: "unordered"``: chunks of one URL in parallel). The
    receiver counts inversions of event order within each simulation.
@@ -147,6 +151,106 @@ async def raw_ceiling(port: int, body: bytes, total: int, concurrency: int) -> f
     start = time.perf_counter()
     await asyncio.gather(*(worker() for _ in range(concurrency)))
     return total / (time.perf_counter() - start)
+
+
+CLIENTS = ("http11.py", "aiohttp", "httpcore")
+
+
+async def client_rate(kind: str, port: int, body: bytes, total: int,
+                      connections: int) -> tuple[float, float]:
+    """(deliveries/s, client CPU µs per delivery) of one HTTP client library, keep-alive with
+    ``connections`` connections, posting the same signed envelope to the same receiver."""
+    from ridecast.events.signing import sign_headers
+    from ridecast.webhooks.http11 import Pool
+
+    url = f"http://127.0.0.1:{port}/hook"
+    headers = {"content-type": "application/json", "user-agent": "ridecast/bench",
+               **sign_headers("whsec_" + "A" * 32, "msg_1", int(time.time()), body)}
+    left = total
+
+    if kind == "http11.py":
+        pool = Pool(connect_timeout_s=5)
+        head = ["POST /hook HTTP/1.1", f"host: 127.0.0.1:{port}",
+                f"content-length: {len(body)}", *(f"{k}: {v}" for k, v in headers.items())]
+        request = ("\r\n".join(head) + "\r\n\r\n").encode("latin-1") + body
+
+        async def one() -> int:
+            answer = await pool.post("http", "127.0.0.1", port, "127.0.0.1", request, 1024)
+            return answer.status
+
+        async def close() -> None:
+            await pool.close()
+    elif kind == "aiohttp":
+        import aiohttp
+
+        session = aiohttp.ClientSession(
+            connector=aiohttp.TCPConnector(limit=connections, limit_per_host=connections),
+            cookie_jar=aiohttp.DummyCookieJar(), auto_decompress=False)
+
+        async def one() -> int:
+            async with session.post(url, data=body, headers=headers,
+                                    allow_redirects=False) as response:
+                await response.content.read(1024)
+                return response.status
+
+        async def close() -> None:
+            await session.close()
+    else:
+        import httpcore
+
+        hc = httpcore.AsyncConnectionPool(max_connections=connections)
+        hc_headers = [(k.encode(), v.encode()) for k, v in headers.items()]
+        hc_headers.append((b"content-length", str(len(body)).encode()))
+
+        async def one() -> int:
+            async with hc.stream("POST", url, headers=hc_headers, content=body) as response:
+                async for _chunk in response.aiter_stream():
+                    break
+                return response.status
+
+        async def close() -> None:
+            await hc.aclose()
+
+    async def worker() -> None:
+        nonlocal left
+        while left > 0:
+            left -= 1
+            status = await one()
+            assert status == 204, status
+
+    try:
+        cpu0, start = time.process_time(), time.perf_counter()
+        await asyncio.gather(*(worker() for _ in range(connections)))
+        wall, cpu = time.perf_counter() - start, time.process_time() - cpu0
+    finally:
+        await close()
+    return total / wall, cpu / total * 1e6
+
+
+def compare_clients(port: int, body: bytes, total: int, connections: int,
+                    rounds: int = 2) -> dict[str, tuple[float, float]]:
+    """Each client ``rounds`` times, interleaved (warm-up first); the best round of each."""
+    best: dict[str, tuple[float, float]] = {}
+    for kind in CLIENTS:  # warm-up: imports, first connections
+        asyncio.run(client_rate(kind, port, body, min(200, total), connections))
+    for _ in range(rounds):
+        for kind in CLIENTS:
+            rate, cpu_us = asyncio.run(client_rate(kind, port, body, total, connections))
+            if kind not in best or rate > best[kind][0]:
+                best[kind] = (rate, cpu_us)
+    return best
+
+
+def print_clients(best: dict[str, tuple[float, float]], total: int, connections: int) -> None:
+    print(f"webhook HTTP clients: {total} deliveries each (best of 2), keep-alive, "
+          f"{connections} connections, same receiver, same signed envelope")
+    for kind, (rate, cpu_us) in best.items():
+        print(f"  {kind:<10} {rate:8,.0f} deliveries/s   client CPU {cpu_us:6.0f} µs/delivery")
+    ours = best["http11.py"]
+    for kind in CLIENTS[1:]:
+        rate, cpu_us = best[kind]
+        print(f"  http11.py / {kind} = {ours[0] / rate:.2f} (deliveries/s)   "
+              f"{kind} CPU / http11.py CPU = {cpu_us / ours[1]:.2f}")
 
 
 async def create_user(database_url: str) -> tuple[str, str]:
@@ -293,6 +397,11 @@ def main() -> None:
     parser.add_argument("--paced-rate", type=int, default=1000,
                         help="events/s of the unsaturated latency phase")
     parser.add_argument("--paced-s", type=float, default=3.0)
+    parser.add_argument("--clients-events", type=int, default=10000,
+                        help="deliveries per HTTP client in the client comparison")
+    parser.add_argument("--clients-connections", type=int, default=8)
+    parser.add_argument("--clients-only", action="store_true",
+                        help="only the comparison of HTTP clients (http11.py, aiohttp, httpcore)")
     parser.add_argument("--receiver-child", type=int, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.receiver_child:
@@ -315,7 +424,11 @@ def main() -> None:
         httpx_rps = asyncio.run(ceiling(hook, body, min(3000, args.events), args.concurrency))
         raw_rps = asyncio.run(raw_ceiling(rport, body, args.events, args.concurrency))
         ceiling_rps = max(httpx_rps, raw_rps)
+        clients = compare_clients(rport, body, args.clients_events, args.clients_connections)
         httpx.post(f"http://127.0.0.1:{rport}/reset")
+        if args.clients_only:
+            print_clients(clients, args.clients_events, args.clients_connections)
+            return
 
         auth = asyncio.run(create_user(database_url))
         env = {**os.environ, "RIDECAST_DATABASE_URL": database_url,
@@ -339,6 +452,7 @@ def main() -> None:
           f"{args.concurrency}  cpus: {os.cpu_count()}")
     print(f"receiver ceiling, plain keep-alive httpx client: {httpx_rps:,.0f} req/s")
     print(f"receiver ceiling, raw keep-alive asyncio client: {raw_rps:,.0f} req/s")
+    print_clients(clients, args.clients_events, args.clients_connections)
     for r in results:
         print(f"--- {r['mode']} ---")
         start, ingested = float(r["start"]), float(r["ingested"])  # type: ignore[arg-type]

@@ -141,9 +141,16 @@ class Ingest:
             )
         return prepared
 
-    async def submit(self, simulation_id: int, items: Sequence[Any]) -> list[StoredEvent]:
-        """Validate, append and publish ``items`` for ``simulation_id``, all or nothing."""
-        meta = await self._catalog.get(simulation_id)
+    async def submit(
+        self, simulation_id: int, items: Sequence[Any], *, meta: SimulationMeta | None = None
+    ) -> list[StoredEvent]:
+        """Validate, append and publish ``items`` for ``simulation_id``, all or nothing.
+
+        ``meta``: the simulation's, when the caller has just looked it up (the API has, to
+        check visibility): no second lookup.
+        """
+        if meta is None or meta.id != simulation_id:
+            meta = await self._catalog.get(simulation_id)
         if meta is None:
             raise NotFound(f"simulation {simulation_id} not found", code="simulation_not_found")
         stored = await self._log.append(self.prepare(meta, items))

@@ -66,6 +66,19 @@ def test_a_value_is_refused_exactly_when_it_breaks_a_limit(value: Any) -> None:
     assert (find_violation(value, LIMITS) is not None) == breaks
 
 
+@given(JSON, st.sampled_from([JsonLimits(), LIMITS, JsonLimits(max_depth=2, max_string=400,
+                                                                  max_items=400)]))
+def test_the_size_shortcut_gives_the_same_answer_as_the_full_walk(
+    value: Any, limits: JsonLimits
+) -> None:
+    """With the body's size (what BodyGuard passes) the answer is the same, path included."""
+    for text in (json.dumps(value), json.dumps(value, ensure_ascii=False, separators=(",", ":"))):
+        size = len(text.encode())
+        assert find_violation(json.loads(text), limits, size=size) == find_violation(
+            json.loads(text), limits
+        )
+
+
 def test_depth_far_beyond_the_stack_is_refused_without_recursion() -> None:
     """100,000 levels: the iterative walk answers, naming the path's start."""
     value: Any = 1

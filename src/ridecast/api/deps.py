@@ -27,9 +27,17 @@ RuntimeDep = Annotated[Runtime, Depends(get_runtime)]
 
 async def current_user(request: Request, runtime: RuntimeDep) -> Principal:
     """The user whose HTTP Basic or ``Token`` credentials the request carries (else 401)."""
-    creds = parse_authorization(request.headers.get("authorization"))
+    return await authenticate(
+        runtime, request.headers.get("authorization"),
+        request.client.host if request.client else None,
+    )
+
+
+async def authenticate(runtime: Runtime, authorization: str | None,
+                       address: str | None) -> Principal:
+    """``current_user`` without FastAPI: the ``Authorization`` header and client address."""
+    creds = parse_authorization(authorization)
     user = creds.username if isinstance(creds, BasicCredentials) else None
-    address = request.client.host if request.client else None
     throttle, now = runtime.login_throttle, time.monotonic()
     wait = throttle.retry_after(user, address, now)
     if wait is not None:

@@ -28,10 +28,23 @@ from ..metrics import INGEST_REJECTED
 from .jsonlimits import JsonLimits, Violation, find_violation
 
 log = logging.getLogger(__name__)
+_MISSING = object()
 
 
 def error_response(exc: RidecastError, headers: dict[str, str] | None = None) -> JSONResponse:
     return JSONResponse(exc.to_body(), status_code=exc.http_status, headers=headers)
+
+
+def ridecast_error_response(exc: RidecastError, path: str, method: str) -> JSONResponse:
+    """The answer to a ``RidecastError`` raised while serving ``method path``."""
+    if path.endswith("/events") and method == "POST":
+        INGEST_REJECTED.labels(exc.code).inc()
+    headers: dict[str, str] = {}
+    if exc.http_status == 401:
+        headers["WWW-Authenticate"] = 'Basic realm="ridecast"'
+    if exc.retry_after is not None:
+        headers["Retry-After"] = str(max(1, math.ceil(exc.retry_after)))
+    return error_response(exc, headers or None)
 
 
 def _loc(loc: tuple[Any, ...]) -> str:
@@ -56,14 +69,7 @@ def install_error_handlers(app: FastAPI) -> None:
 
     @app.exception_handler(RidecastError)
     async def _ridecast(request: Request, exc: RidecastError) -> Response:
-        if request.url.path.endswith("/events") and request.method == "POST":
-            INGEST_REJECTED.labels(exc.code).inc()
-        headers: dict[str, str] = {}
-        if exc.http_status == 401:
-            headers["WWW-Authenticate"] = 'Basic realm="ridecast"'
-        if exc.retry_after is not None:
-            headers["Retry-After"] = str(max(1, math.ceil(exc.retry_after)))
-        return error_response(exc, headers or None)
+        return ridecast_error_response(exc, request.url.path, request.method)
 
     @app.exception_handler(RequestValidationError)
     async def _validation(_request: Request, exc: RequestValidationError) -> Response:
@@ -142,6 +148,9 @@ class BodyGuard:
         self.app = app
         self.max_bytes = max_bytes
         self.limits = limits or JsonLimits()
+        from .events import fast_ingest  # not at the top: api.events imports this module
+
+        self._fast_ingest = fast_ingest
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -183,6 +192,12 @@ class BodyGuard:
             if refused is not None:
                 await error_response(refused)(scope, receive, send)
                 return
+        if body and scope.get("method") == "POST" and scope.get("path", "").endswith(
+            ("/events", "/events/")
+        ):
+            parsed = scope.get("state", {}).get("json_body", _MISSING)
+            if parsed is not _MISSING and await self._fast_ingest(scope, receive, send, parsed):
+                return
         replayed = False
 
         async def replay() -> Message:
@@ -213,7 +228,7 @@ class BodyGuard:
         except ValueError:
             return None
         else:
-            violation = find_violation(parsed, self.limits)
+            violation = find_violation(parsed, self.limits, size=len(body))
         if violation is not None:
             field = f"body.{violation.field}" if violation.field else "body"
             return BadRequest(

@@ -43,13 +43,55 @@ def _path(parts: tuple[str | int, ...]) -> str:
     return out
 
 
-def find_violation(value: Any, limits: JsonLimits) -> Violation | None:
+_SCALARS = (str, float, bool, type(None))
+
+
+def _depth_and_ints_ok(value: Any, max_depth: int) -> bool:
+    """True when no container is deeper than ``max_depth`` and every int fits in 64 bits.
+
+    The cheap half of ``find_violation``: only containers are pushed, no path is built.
+    False also for any type JSON does not produce (the full walk then decides).
+    """
+    if type(value) is not dict and type(value) is not list:
+        return type(value) in _SCALARS or (type(value) is int and INT64_MIN <= value <= INT64_MAX)
+    stack: list[tuple[Any, int]] = [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        if depth > max_depth:
+            return False
+        for child in item.values() if type(item) is dict else item:
+            kind = type(child)
+            if kind is dict or kind is list:
+                stack.append((child, depth + 1))
+            elif kind is int:
+                if not INT64_MIN <= child <= INT64_MAX:
+                    return False
+            elif kind not in _SCALARS:
+                return False
+    return True
+
+
+def find_violation(value: Any, limits: JsonLimits, *, size: int | None = None) -> Violation | None:
     """The first place where ``value`` (parsed JSON) breaks ``limits``, or None.
 
     Depth counts containers: ``{}`` is depth 1, ``{"a": []}`` depth 2. Integers must fit in
     a signed 64-bit integer (every id and number ridecast stores does); strings, keys
     included, are bounded in length; the total count of values is bounded too.
+
+    ``size``, the length in bytes of the JSON text ``value`` was parsed from, allows a
+    shortcut with the same answer: no string of it can be longer than ``size`` characters
+    and it cannot hold more than ``size`` values (each starts at its own byte), so when
+    ``size`` is within both limits only depth and integers need a look, and that walk
+    (containers only, no paths) is several times cheaper. A violation, or any doubt, falls
+    through to the full walk, which finds the path to report.
     """
+    if (
+        size is not None
+        and size <= limits.max_string
+        and size <= limits.max_items
+        and _depth_and_ints_ok(value, limits.max_depth)
+    ):
+        return None
     stack: list[tuple[Any, tuple[str | int, ...], int]] = [(value, (), 0)]
     seen = 0
     while stack:

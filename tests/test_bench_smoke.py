@@ -1,0 +1,81 @@
+"""Every benchmark in bench/ runs to the end with tiny numbers and prints its table.
+
+A bench that no test runs rots unnoticed (an import moves, an option is renamed) until the
+day someone needs its figures. Each bench runs here as a subprocess, as a user would run it,
+with the fewest events that still exercise every phase. Only the exit status and the
+presence of the final table are checked: never a time or a rate (the CI machine is small
+and shared, and the figures belong in docs/performance.md, not in assertions).
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+BENCH = Path(__file__).resolve().parent.parent / "bench"
+
+@dataclass
+class Run:
+    proc: subprocess.Popen[bytes]
+    cwd: Path
+
+
+# (script, arguments, a line of its final table / summary)
+CASES = [
+    ("ingest.py", ["--seconds", "0.3", "--connections", "4", "--postgres", ""],
+     "ridecast / naive ="),
+    ("latency.py", ["--subscribers", "20", "--seconds", "1"], "ratio ridecast / reference"),
+    ("fanout.py", ["--smoke"], "ratios (deliveries/s):"),
+    ("connections.py", ["-n", "20"], "bare websockets"),
+    ("webhooks.py", ["--events", "100", "--sims", "2", "--batch", "50", "--concurrency", "2",
+                     "--paced-rate", "40", "--paced-s", "0.3", "--clients-events", "200"],
+     "http11.py / aiohttp"),
+    ("simulator.py", ["--vehicles", "5", "--bookings", "20", "--hours", "0.1",
+                      "--networks", "straight", "--skip-engine-only"], "end to end"),
+    ("notfound_timing.py", ["--requests", "40"], "ratio of medians"),
+    ("stream_memory.py", ["-n", "20", "--top", "5"], "per stream"),
+]
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Run]]:
+    """Every bench started at once: most of their time is start-up and waiting, so side by
+    side they take about as long as the slowest one alone (about a minute, not four)."""
+    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    started: dict[str, Run] = {}
+    for script, args, _marker in CASES:
+        cwd = tmp_path_factory.mktemp(script.removesuffix(".py"))
+        with (cwd / "stdout").open("wb") as out, (cwd / "stderr").open("wb") as err:
+            proc = subprocess.Popen([sys.executable, str(BENCH / script), *args], cwd=cwd,
+                                    env=env, stdout=out, stderr=err, start_new_session=True)
+        started[script] = Run(proc, cwd)
+    try:
+        yield started
+    finally:
+        for run in started.values():
+            if run.proc.poll() is None:
+                os.killpg(run.proc.pid, signal.SIGTERM)
+                run.proc.wait(30)
+
+
+@pytest.mark.parametrize(("script", "marker"), [(c[0], c[2]) for c in CASES],
+                         ids=[c[0] for c in CASES])
+def test_bench_runs(script: str, marker: str, runs: dict[str, Run]) -> None:
+    run = runs[script]
+    try:
+        code = run.proc.wait(timeout=240)
+    except subprocess.TimeoutExpired:
+        os.killpg(run.proc.pid, signal.SIGTERM)
+        run.proc.wait(30)
+        code = -1
+    stdout = (run.cwd / "stdout").read_text()
+    output = stdout + (run.cwd / "stderr").read_text()
+    assert code == 0, f"bench/{script} exited {code}:\n{output[-4000:]}"
+    assert marker in stdout, f"bench/{script} printed no table:\n{output[-4000:]}"
