@@ -21,8 +21,9 @@ pytestmark = pytest.mark.browser
 
 
 @pytest.fixture
-def offline_page(browser: Any, server: Server) -> Iterator[tuple[Any, list[str]]]:
-    """A page that can reach the server's origin only; the foreign URLs it tried are listed."""
+def offline_page(server: Server, browser: Any) -> Iterator[tuple[Any, list[str]]]:
+    """A page that can reach the server's origin only; the foreign URLs it tried are listed.
+    (The server first: it is set up with asyncio.run, which must not meet Playwright's loop.)"""
     context = browser.new_context(viewport={"width": 1280, "height": 800})
     page = context.new_page()
     page.errors = []
