@@ -62,6 +62,15 @@ def test_swagger_ui_renders_every_operation_offline(
     assert page.errors == []
 
 
+def test_redoc_renders_offline(offline_page: tuple[Any, list[str]], server: Server) -> None:
+    page, foreign = offline_page
+    page.goto(server.base_url + "/redoc")
+    page.get_by_role("heading", name="Post Events").first.wait_for(timeout=30_000)
+    assert page.get_by_role("heading", name="Get Token").count() >= 1
+    assert foreign == []
+    assert page.errors == []
+
+
 def test_the_asyncapi_viewer_renders_channels_and_messages_offline(
     offline_page: tuple[Any, list[str]], server: Server
 ) -> None:
@@ -93,7 +102,7 @@ def test_docs_pages_stay_out_of_the_openapi_document_and_load_nothing_foreign(
 ) -> None:
     paths = httpx.get(server.base_url + "/openapi.json").json()["paths"]
     assert not any(p.startswith("/docs") for p in paths)
-    for page in ("/docs", "/docs/streams"):
+    for page in ("/docs", "/redoc", "/docs/streams"):
         response = httpx.get(server.base_url + page)
         assert response.status_code == 200
         assert "script-src 'self'" in response.headers["content-security-policy"]
