@@ -2,12 +2,17 @@
 
 Clones the committed HEAD of this checkout into an empty folder, runs the README's first
 command (``scripts/demo``, on a free port) in a plain environment without any venv on
-PATH, and runs every command the demo prints, verbatim, in ``bash``.
+PATH, and runs every command the demo prints, verbatim, in ``bash``: the ``curl``, the
+``export`` and ``listen`` lines, the dashboard and API docs links (fetched, and the docs must
+load nothing from another host), and the websocket URL (opened). It also measures the time
+from the clone to the demo's first printed command and the size of the installed ``.venv``,
+and writes both to ``test-artifacts/fresh-clone.json``.
 """
 
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import re
 import shutil
@@ -50,6 +55,7 @@ def test_fresh_clone_demo_prints_commands_that_work_verbatim(tmp_path: Path) -> 
         if shutil.which(tool) is None:
             pytest.skip(f"{tool} is not installed")
     clone = tmp_path / "clone"
+    started = time.monotonic()
     subprocess.run(["git", "clone", "-q", str(ROOT), str(clone)], check=True, timeout=120)
     env = plain_env(tmp_path)
     port = free_port()
@@ -60,11 +66,14 @@ def test_fresh_clone_demo_prints_commands_that_work_verbatim(tmp_path: Path) -> 
                             start_new_session=True)
     lines: list[str] = []
     done = threading.Event()
+    first_command_s: list[float] = []
 
     def read() -> None:
         assert demo.stdout is not None
         for line in demo.stdout:
             lines.append(line.rstrip("\n"))
+            if not first_command_s and line.startswith(("http://", "curl ")):
+                first_command_s.append(time.monotonic() - started)
             if line.startswith("API docs:"):
                 done.set()
         done.set()
@@ -86,6 +95,16 @@ def test_fresh_clone_demo_prints_commands_that_work_verbatim(tmp_path: Path) -> 
         page = subprocess.run(["bash", "-c", f"curl -sf '{printed['dashboard']}'"], cwd=clone,
                               env=env, capture_output=True, text=True, timeout=COMMAND_S)
         assert page.returncode == 0 and "<html" in page.stdout.lower()
+        assert "key=" not in printed["dashboard"]  # the link carries no credential
+
+        docs_line = next(ln for ln in lines if ln.startswith("API docs:"))
+        docs_url = re.search(r"http://\S+/docs", docs_line)
+        assert docs_url is not None, docs_line
+        docs = subprocess.run(["bash", "-c", f"curl -sf '{docs_url.group(0)}'"], cwd=clone,
+                              env=env, capture_output=True, text=True, timeout=COMMAND_S)
+        assert docs.returncode == 0 and "swagger-ui" in docs.stdout, docs.stderr
+        assets = re.findall(r'(?:src|href)="([^"]+)"', docs.stdout)
+        assert assets and all(a.startswith("/") for a in assets), assets  # works offline
 
         stream = subprocess.Popen(["bash", "-c", f"{printed['export']}\n{listen}"], cwd=clone,
                                   env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
@@ -114,3 +133,10 @@ def test_fresh_clone_demo_prints_commands_that_work_verbatim(tmp_path: Path) -> 
         reader.join(COMMAND_S)
         assert demo.stdout is not None
         demo.stdout.close()
+    venv = subprocess.run(["du", "-sk", str(clone / ".venv")], capture_output=True, text=True,
+                          timeout=COMMAND_S)
+    figures = {"clone_to_first_printed_command_s": round(first_command_s[0], 1),
+               "venv_kib": int(venv.stdout.split()[0])}
+    (ROOT / "test-artifacts").mkdir(exist_ok=True)
+    (ROOT / "test-artifacts" / "fresh-clone.json").write_text(json.dumps(figures) + "\n")
+    print(f"fresh clone: {figures}")

@@ -22,6 +22,7 @@ from .api import events as events_api
 from .api import health, simulations, token
 from .api import simulator as simulator_api
 from .api import webhooks as webhooks_api
+from .api.docs_pages import install_docs_pages
 from .api.errors import BodyGuard, UnexpectedErrors, install_error_handlers
 from .api.jsonlimits import JsonLimits
 from .api.openapi import build_openapi
@@ -172,6 +173,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.router.routes.extend(websocket_routes(lambda: getattr(app.state, "hub", None)))
     # Explicit paths (GET / and /dashboard/...), so API and websocket routes stay reachable.
     mount_dashboard(app, settings)
+    install_docs_pages(app)  # /docs and /docs/streams served offline (api/docs_pages.py)
 
     def openapi() -> dict[str, Any]:
         if app.openapi_schema is None:

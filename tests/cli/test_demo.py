@@ -124,7 +124,7 @@ def test_printed_commands_survive_the_shell(user: str, key: str, sim: int, port:
                      f"RIDECAST_API_KEY={key}"]
     assert shlex.split(info.listen) == ["ridecast", "listen", str(sim)]
     fragment = parse_qs(urlsplit(info.dashboard_url).fragment)
-    assert fragment == {"user": [user], "key": [key], "sim": [str(sim)]}
+    assert fragment == {"user": [user], "sim": [str(sim)]}  # never the key
     assert info.websocket_url.startswith(f"ws://127.0.0.1:{port}/simulation_events/{sim}?token=")
 
 

@@ -100,13 +100,40 @@ def test_wrong_key_is_refused_with_a_message(page: Any, demo: Demo) -> None:
     assert page.get_by_test_id("login").is_visible()
 
 
-def test_printed_link_signs_in_and_drops_the_key_from_the_address(page: Any, demo: Demo) -> None:
-    """The printed dashboard link opens signed in, and the key leaves the address bar."""
-    page.goto(demo[1].dashboard_url)
+def sign_in_from_link(page: Any, printed: Printed) -> None:
+    """Open the printed link (user name and simulation, no key) and paste the printed key."""
+    page.goto(printed.dashboard_url)
+    assert page.get_by_test_id("login-user").input_value() == "demo"  # filled from the link
+    page.get_by_test_id("login-key").fill(printed.export_env()["RIDECAST_API_KEY"])
+    page.get_by_test_id("login-submit").click()
     wait_for(lambda: page.get_by_test_id("connection-status").get_attribute("data-state")
              == "live", 20, "the stream to be live")
-    assert "key=" not in page.url
+
+
+def test_printed_link_carries_no_key_and_the_session_keeps_none(page: Any, demo: Demo) -> None:
+    """The printed link names the user and simulation only; signing in trades the key for a
+    session token, and neither the address, the history nor the tab's storage holds the key."""
+    key = demo[1].export_env()["RIDECAST_API_KEY"]
+    assert key not in demo[1].dashboard_url and "key=" not in demo[1].dashboard_url
+    sign_in_from_link(page, demo[1])
     assert page.url.endswith("#sim=" + demo[1].listen.split()[-1])
+    storage = page.evaluate("JSON.stringify(Object.assign({}, sessionStorage))")
+    assert key not in storage and "token" in storage
+    # A reload resumes the session from the tab's storage, without asking for the key again.
+    page.reload()
+    wait_for(lambda: page.get_by_test_id("connection-status").get_attribute("data-state")
+             == "live", 20, "live again after a reload")
+    assert page.get_by_test_id("login").is_hidden()
+    assert page.errors == []
+
+
+def test_an_old_link_with_a_key_is_not_used_and_leaves_the_address(page: Any, demo: Demo) -> None:
+    key = demo[1].export_env()["RIDECAST_API_KEY"]
+    page.goto(f"{demo[0].base_url}/#user=demo&key={key}&sim=1")
+    wait_for(lambda: "no longer carry" in (page.get_by_test_id("login-error").text_content()
+                                           or ""), 10, "the sign-in form to explain")
+    assert key not in page.url
+    assert page.get_by_test_id("login").is_visible()
 
 
 def test_dashboard_reconnects_when_the_server_comes_back(browser: Any, tmp_path: Path) -> None:
@@ -119,9 +146,8 @@ def test_dashboard_reconnects_when_the_server_comes_back(browser: Any, tmp_path:
         printed = first.wait_ready()
         page = context.new_page()
         local_only(page, first.base_url)
-        page.goto(printed.dashboard_url)
+        sign_in_from_link(page, printed)
         state = page.get_by_test_id("connection-status")
-        wait_for(lambda: state.get_attribute("data-state") == "live", 20, "live")
         assert first.stop(signal.SIGTERM) == 0
         wait_for(lambda: state.get_attribute("data-state") in ("reconnecting", "connecting"),
                  10, "the page to notice")

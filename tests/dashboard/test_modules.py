@@ -133,3 +133,36 @@ def test_fleet_model_follows_a_simulated_hour(js: Any) -> None:
     waiting = {s["id"]: {n["booking_id"] for n in s["current_route"]} for s in snapshot}
     still_assigned = {booking for booking, status in result["nodes"] if status == "assigned"}
     assert still_assigned <= set().union(*waiting.values())
+
+
+def test_webhook_health_reads_failing_only_while_the_newest_attempt_failed(js: Any) -> None:
+    """webhookHealth: disabled wins; a failed attempt with no success since is "failing" with
+    that attempt's error; a success after the failure, or no attempt yet, is "active"."""
+    states = js.evaluate("""async () => {
+        const { webhookHealth } = await import('/dashboard/js/panels.js');
+        const sim = { messaging_webhook_disabled_at: null };
+        const refused = { status: "pending", attempt_count: 2, updated_at: "2026-01-01T10:00:05Z",
+          attempts: [{ status_code: null, error_class: "connect", error: "refused" }] };
+        const http500 = { status: "failed", attempt_count: 8, updated_at: "2026-01-01T10:00:09Z",
+          attempts: [{ status_code: 500, error_class: "http_status", error: "" }] };
+        const ok = (t) => ({ status: "succeeded", attempt_count: 1, updated_at: t, attempts: [] });
+        const fresh = { status: "pending", attempt_count: 0, updated_at: "2026-01-01T10:00:20Z" };
+        const run = (recent, lastSuccess, s = sim) => webhookHealth(s, { recent, lastSuccess });
+        return [
+          run([refused, fresh], null),
+          run([refused, http500], null),
+          run([refused], ok("2026-01-01T10:00:01Z")),
+          run([refused], ok("2026-01-01T10:00:07Z")),
+          run([fresh], null),
+          run([refused], null, { messaging_webhook_disabled_at: "x",
+                                 messaging_webhook_disabled_reason: "410 Gone" }),
+        ];
+    }""")
+    assert states == [
+        {"state": "failing", "error": "connect: refused"},
+        {"state": "failing", "error": "HTTP 500"},
+        {"state": "failing", "error": "connect: refused"},
+        {"state": "active", "error": ""},
+        {"state": "active", "error": ""},
+        {"state": "disabled", "error": "410 Gone"},
+    ]

@@ -9,7 +9,7 @@ from typing import Annotated, Any
 import orjson
 from fastapi import Depends, Request
 
-from ..auth.credentials import BasicCredentials, parse_authorization
+from ..auth.credentials import BasicCredentials, TokenCredentials, parse_authorization
 from ..auth.visibility import Principal
 from ..errors import BadRequest, TooManyRequests, Unauthorized
 from ..runtime import Runtime
@@ -26,7 +26,11 @@ RuntimeDep = Annotated[Runtime, Depends(get_runtime)]
 
 
 async def current_user(request: Request, runtime: RuntimeDep) -> Principal:
-    """The user whose HTTP Basic or ``Token`` credentials the request carries (else 401)."""
+    """The user whose HTTP Basic, ``Token`` (API key) or ``Bearer`` (a token of
+    ``GET /api/v2/user/token/``) credentials the request carries (else 401).
+
+    A bearer token's user has no ``key_id``: its requests share one rate bucket per user.
+    """
     return await authenticate(
         runtime, request.headers.get("authorization"),
         request.client.host if request.client else None,
@@ -46,11 +50,16 @@ async def authenticate(runtime: Runtime, authorization: str | None,
             f"retry in {math.ceil(wait)} s", retry_after=wait,
         )
     try:
-        principal = await runtime.accounts.authenticate(creds)
+        if isinstance(creds, TokenCredentials):
+            principal, _expires_at = await runtime.accounts.check_token(creds.token)
+        else:
+            principal = await runtime.accounts.authenticate(creds)
     except Unauthorized:
         throttle.failed(user, address, now)
         raise
-    wait = runtime.key_rate.take(str(principal.key_id), now)
+    bucket = (str(principal.key_id) if principal.key_id is not None
+              else f"token-user:{principal.user_id}")
+    wait = runtime.key_rate.take(bucket, now)
     if wait is not None:
         raise TooManyRequests(
             f"more requests per second than this API key may send "

@@ -47,6 +47,12 @@ SECURITY_SCHEMES = {
         "name": "Authorization",
         "description": "`Authorization: Token <api_key>`.",
     },
+    "bearerAuth": {
+        "type": "http",
+        "scheme": "bearer",
+        "description": "`Authorization: Bearer <token>` with a token of GET /api/v2/user/token/ "
+        "(what the dashboard holds instead of the key); it cannot issue another token.",
+    },
 }
 
 # Statuses every authenticated operation can answer, whatever it does.
@@ -110,7 +116,7 @@ def build_openapi(app: FastAPI, *, max_batch_events: int) -> dict[str, Any]:
             for status in sorted(_statuses(path, method)):
                 responses.setdefault(str(status), _error_response(status))
             if path.startswith("/api/v2/"):
-                operation["security"] = [{"basicAuth": []}, {"tokenAuth": []}]
+                operation["security"] = [{"basicAuth": []}, {"tokenAuth": []}, {"bearerAuth": []}]
     _ingest_limits(schema, max_batch_events)
     _plain_text(schema, "/metrics")
     for path in ("/healthz", "/readyz"):

@@ -1,8 +1,9 @@
 """Parsing of the credentials a request presents (pure, no I/O).
 
 REST: ``Authorization: Basic base64(user:api_key)`` (what clients of the original service
-send) or ``Authorization: Token <api_key>``. Websocket: ``?token=<uuid>`` or
-``Authorization: Bearer|Token <uuid>``.
+send) or ``Authorization: Token <api_key>``, or ``Authorization: Bearer <token>`` with a token
+of ``GET /api/v2/user/token/`` (the dashboard's session: it never keeps the API key).
+Websocket: ``?token=<uuid>`` or ``Authorization: Bearer|Token <uuid>``.
 """
 
 from __future__ import annotations
@@ -30,10 +31,17 @@ class KeyCredentials:
     api_key: str
 
 
+@dataclass(frozen=True, slots=True)
+class TokenCredentials:
+    """A token of ``GET /api/v2/user/token/`` from ``Authorization: Bearer`` (normalised)."""
+
+    token: str
+
+
 ApiCredentials = BasicCredentials | KeyCredentials
 
 
-def parse_authorization(header: str | None) -> ApiCredentials:
+def parse_authorization(header: str | None) -> ApiCredentials | TokenCredentials:
     """Credentials of a REST request; raises ``Unauthorized`` with a precise message."""
     if not header or not header.strip():
         raise Unauthorized(
@@ -59,8 +67,14 @@ def parse_authorization(header: str | None) -> ApiCredentials:
         return BasicCredentials(username, api_key)
     if scheme == "token" and value:
         return KeyCredentials(value)
+    if scheme == "bearer" and value:
+        try:
+            return TokenCredentials(str(uuid.UUID(value)))
+        except ValueError:
+            raise Unauthorized("the bearer token is not a UUID", code="token_malformed") from None
     raise Unauthorized(
-        "unsupported Authorization scheme: use Basic or Token", code="invalid_credentials"
+        "unsupported Authorization scheme: use Basic, Token or Bearer",
+        code="invalid_credentials",
     )
 
 

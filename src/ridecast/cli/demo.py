@@ -130,7 +130,8 @@ def instructions(base_url: str, user: str, api_key: str, simulation_id: int,
                  token: str, launcher: str = "ridecast") -> Instructions:
     """The dashboard link and the commands a new user pastes, for one server and user."""
     ws_base = "ws" + base_url.removeprefix("http")
-    fragment = f"user={quote(user, safe='')}&key={quote(api_key, safe='')}&sim={simulation_id}"
+    # No key in the link: the page asks for it once and trades it for a session token.
+    fragment = f"user={quote(user, safe='')}&sim={simulation_id}"
     curl = " ".join(
         ["curl", "-u", shlex.quote(f"{user}:{api_key}"),
          shlex.quote(f"{base_url}/api/v2/user/token/")]
@@ -294,7 +295,7 @@ def print_instructions(console: Console, creds: DemoCredentials, token: str,
     def line(text: str) -> None:
         console.print(text, soft_wrap=True, markup=False, highlight=False)
 
-    heading("Dashboard (opens signed in):")
+    heading("Dashboard (sign in with the API key above; the link does not carry it):")
     line(info.dashboard_url)
     heading("Get a websocket token:")
     line(info.curl)

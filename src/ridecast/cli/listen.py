@@ -17,7 +17,6 @@ from ..client import AsyncClient, StreamStatus
 from ..client.errors import NotFoundError, TransportError
 from ..client.models import ENV_URL
 from ..client.protocol import read_frame, split_types
-from ..events import ALL_TYPES
 from .remote import (
     DEFAULT,
     JsonOption,
@@ -29,6 +28,7 @@ from .remote import (
     out,
     reporting_errors,
 )
+from .suggest import unknown_types
 
 # One colour per type; related types share a hue so a busy feed stays readable.
 COLOURS: dict[str, str] = {
@@ -52,10 +52,9 @@ def parse_target(args: list[str]) -> tuple[int | None, list[str]]:
             simulation_id = int(arg)
         else:
             types.extend(split_types([arg]))
-    unknown = [t for t in types if t not in ALL_TYPES]
-    if unknown:
-        raise ValueError(f"unknown event type(s): {', '.join(unknown)}; "
-                         f"valid: {', '.join(sorted(ALL_TYPES))}")
+    message = unknown_types(types)
+    if message:
+        raise ValueError(message)
     return simulation_id, types
 
 

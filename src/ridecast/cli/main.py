@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from importlib.metadata import version
 from typing import Annotated
 
@@ -10,6 +11,7 @@ import typer
 from . import (
     config_cmd,
     demo,
+    events_cmd,
     listen,
     receiver,
     schema_cmd,
@@ -56,11 +58,36 @@ app.add_typer(config_cmd.app, name="config")
 app.command("token")(token_cmd.token)
 app.add_typer(simulations_cmd.app, name="simulations")
 app.command("listen")(listen.listen)
+app.add_typer(events_cmd.app, name="events")
 app.add_typer(webhook_cmd.app, name="webhook")
 
 
+def usage_error_line(exc: typer.TyperException) -> str | None:
+    """One line for a usage error (unknown command or option, missing argument...), with
+    Typer's "Did you mean" when it has one; None when there is nothing left to say (the help
+    that a bare group prints has already been shown)."""
+    format_message = getattr(exc, "format_message", None)
+    message = " ".join(str(format_message() if format_message else exc).split())
+    if not message:
+        return None
+    ctx = getattr(exc, "ctx", None)
+    where = getattr(ctx, "command_path", "") or "ridecast"
+    return f"{where}: {message} (see: {where} --help)"
+
+
 def main() -> None:
-    app()
+    """Run the CLI; usage errors are one line on stderr (exit status 2), never a box."""
+    try:
+        result = app(standalone_mode=False)
+    except typer.Abort:
+        print("aborted", file=sys.stderr)
+        sys.exit(1)
+    except typer.TyperException as exc:
+        line = usage_error_line(exc)
+        if line:
+            print(f"error: {line}", file=sys.stderr)
+        sys.exit(int(getattr(exc, "exit_code", 2)))
+    sys.exit(result if isinstance(result, int) else 0)
 
 
 if __name__ == "__main__":

@@ -3,7 +3,9 @@
 The test receiver the interface suggests: point ``messaging_webhook_url`` at it and watch
 what ridecast sends. One block per request (method, URL, headers, body pretty-printed), or
 one JSON line per request with ``--json``; ``--fail-rate 0.3`` answers 500 to a random 30 %
-of requests so that retries can be watched.
+of requests so that retries can be watched; ``--secret whsec_...`` verifies each request's
+Standard Webhooks signature (a bad one is answered 401); ``--forward URL`` relays each request
+to your own endpoint and answers with what it answered.
 
 ``Receiver`` (asyncio) and ``ReceiverThread`` (the same in a background thread) are also what
 the tests and ``bench/webhooks.py`` use: a small, fast HTTP/1.1 server with keep-alive.
@@ -23,12 +25,15 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Annotated
 
+import httpx
 import typer
 
+from ..events.signing import SignatureError, secret_key, verify
 from .netcheck import port_free
 
 MAX_HEADER_BYTES = 64 * 1024
 MAX_BODY_BYTES = 16 * 1024 * 1024
+FORWARD_TIMEOUT_S = 10.0
 
 
 @dataclass
@@ -191,7 +196,8 @@ class ReceiverThread:
         self.stop()
 
 
-def format_request(request: Request, *, as_json: bool) -> str:
+def format_request(request: Request, *, as_json: bool,
+                   notes: dict[str, str] | None = None) -> str:
     """The log line (``--json``) or pretty block of one request."""
     try:
         parsed: object = json.loads(request.body) if request.body else None
@@ -204,6 +210,7 @@ def format_request(request: Request, *, as_json: bool) -> str:
             "time": request.received_at, "method": request.method, "url": request.target,
             "headers": request.headers,
         }
+        line.update(notes or {})
         if parsed is not None:
             line["body"] = parsed
         else:
@@ -212,8 +219,51 @@ def format_request(request: Request, *, as_json: bool) -> str:
     stamp = time.strftime("%H:%M:%S", time.localtime(request.received_at))
     block = [f"── {stamp} {request.method} {request.target}"]
     block += [f"{name}: {value}" for name, value in request.headers.items()]
-    block += ["", text, ""]
-    return "\n".join(block)
+    block += ["", text]
+    block += [f"→ {name}: {value}" for name, value in (notes or {}).items()]
+    return "\n".join([*block, ""])
+
+
+def check_signature(secret: str | None, request: Request) -> str | None:
+    """None when the request is correctly signed (or no secret is set), else the reason."""
+    if secret is None:
+        return None
+    try:
+        verify(secret, request.headers, request.body)
+    except SignatureError as exc:
+        return str(exc)
+    return None
+
+
+def forward_headers(request: Request) -> dict[str, str]:
+    """The headers to pass on: all but those that describe this hop."""
+    return {name: value for name, value in request.headers.items() if name not in HOP_HEADERS}
+
+
+HOP_HEADERS = frozenset({"host", "content-length", "connection", "keep-alive",
+                         "transfer-encoding", "te", "upgrade", "proxy-connection"})
+
+
+def check_forward_url(value: str | None) -> str | None:
+    if value is None:
+        return None
+    try:
+        host = httpx.URL(value).host if value.startswith(("http://", "https://")) else ""
+    except httpx.InvalidURL:
+        host = ""
+    if not host:
+        raise typer.BadParameter(f"{value!r} is not an http:// or https:// URL")
+    return value
+
+
+def check_secret(value: str | None) -> str | None:
+    if value is None:
+        return None
+    try:
+        secret_key(value)
+    except ValueError as exc:
+        raise typer.BadParameter(str(exc)) from None
+    return value
 
 
 def receiver(
@@ -223,17 +273,50 @@ def receiver(
     fail_rate: Annotated[float, typer.Option(min=0.0, max=1.0,
                                              help="Share of requests answered 500.")] = 0.0,
     seed: Annotated[int | None, typer.Option(help="Seed of the --fail-rate draws.")] = None,
+    secret: Annotated[str | None, typer.Option(
+        "--secret", callback=check_secret, show_default=False,
+        help="Verify Standard Webhooks signatures with this whsec_ secret; a request that "
+             "fails is answered 401 (and not forwarded).")] = None,
+    forward: Annotated[str | None, typer.Option(
+        "--forward", callback=check_forward_url, show_default=False,
+        help="Pass each request on to this URL and answer with its status and body "
+             "(502 when it cannot be reached).")] = None,
 ) -> None:
-    """Run a local webhook receiver that logs every request (method, URL, headers, body)."""
-    rng = random.Random(seed)
+    """Run a local webhook receiver that logs every request (method, URL, headers, body).
 
-    def handle(request: Request) -> Reply:
-        failed = rng.random() < fail_rate
-        out = format_request(request, as_json=json_lines)
-        if not json_lines and failed:
-            out += "→ answered 500 (--fail-rate)\n"
-        print(out, flush=True)
-        return Reply(500, b'{"error":"simulated failure"}') if failed else Reply(204)
+    With --secret it checks each request's webhook-signature; with --forward it relays the
+    requests to your own endpoint, so you can watch them on the way.
+    """
+    rng = random.Random(seed)
+    client = httpx.AsyncClient(timeout=FORWARD_TIMEOUT_S) if forward else None
+
+    async def relay(request: Request) -> tuple[Reply, str]:
+        assert client is not None and forward is not None
+        try:
+            response = await client.request(request.method, forward, content=request.body,
+                                            headers=forward_headers(request))
+        except httpx.HTTPError as exc:
+            return (Reply(502, b'{"error":"forward target unreachable"}'),
+                    f"forward to {forward} failed: {type(exc).__name__}: {exc}")
+        return (Reply(response.status_code, response.content),
+                f"forwarded to {forward}: {response.status_code}")
+
+    async def handle(request: Request) -> Reply:
+        notes: dict[str, str] = {}
+        problem = check_signature(secret, request)
+        if secret is not None:
+            notes["signature"] = "valid" if problem is None else f"invalid: {problem}"
+        if problem is not None:
+            reply = Reply(401, b'{"error":"invalid webhook signature"}')
+        elif rng.random() < fail_rate:
+            reply = Reply(500, b'{"error":"simulated failure"}')
+            notes["answer"] = "answered 500 (--fail-rate)"
+        elif forward is not None:
+            reply, notes["forward"] = await relay(request)
+        else:
+            reply = Reply(204)
+        print(format_request(request, as_json=json_lines, notes=notes), flush=True)
+        return reply
 
     if not port_free(host, port):
         print(f"ridecast receiver: {host}:{port} is in use; stop what listens there or pick "
@@ -243,11 +326,16 @@ def receiver(
     async def run() -> None:
         server = Receiver(handle, host=host, port=port)
         await server.start()
-        print(f"ridecast receiver listening on {server.url}", file=sys.stderr, flush=True)
+        extra = "".join((", verifying signatures" if secret else "",
+                         f", forwarding to {forward}" if forward else ""))
+        print(f"ridecast receiver listening on {server.url}{extra}", file=sys.stderr,
+              flush=True)
         try:
             await asyncio.Event().wait()
         finally:
             await server.close()
+            if client is not None:
+                await client.aclose()
 
     with contextlib.suppress(KeyboardInterrupt):
         asyncio.run(run())

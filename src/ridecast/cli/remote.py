@@ -17,7 +17,7 @@ import typer
 from rich.console import Console
 
 from ..client import AuthenticationError, Client, ClientError
-from ..client.errors import APIError
+from ..client.errors import APIError, TransportError
 from ..client.models import DEFAULT_URL, ENV_KEY, ENV_URL, ENV_USER
 
 T = TypeVar("T")
@@ -57,10 +57,16 @@ def fail(message: str, code: int = 1) -> typer.Exit:
 
 
 @contextmanager
-def reporting_errors() -> Iterator[None]:
-    """Turn SDK errors into one line on stderr and a non-zero exit status."""
+def reporting_errors(url: str | None = None) -> Iterator[None]:
+    """Turn SDK errors into one line on stderr and a non-zero exit status; ``url``, when
+    given, is named when no server answers there."""
     try:
         yield
+    except TransportError as exc:
+        if url is None:
+            raise fail(str(exc)) from None
+        raise fail(f"no ridecast server answers at {url} ({exc}); start one (ridecast serve) "
+                   f"or point --url / ${ENV_URL} at it") from None
     except AuthenticationError as exc:
         raise fail(f"{exc.message} ({exc.code}); check --user/--key "
                    f"(${ENV_USER}, ${ENV_KEY})", 2) from None
@@ -77,5 +83,5 @@ def reporting_errors() -> Iterator[None]:
 
 def call(url: str, user: str | None, key: str | None, work: Callable[[Client], T]) -> T:
     """Run ``work`` with a client for these options, reporting SDK errors."""
-    with reporting_errors(), make_client(url, user, key) as client:
+    with reporting_errors(url), make_client(url, user, key) as client:
         return work(client)

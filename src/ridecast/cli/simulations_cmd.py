@@ -1,4 +1,4 @@
-"""``ridecast simulations list|create|show``: simulations on a running server."""
+"""``ridecast simulations list|create|show|status|start|pause|resume|stop|delete``."""
 
 from __future__ import annotations
 
@@ -105,3 +105,111 @@ def show(
         signed = "signed" if sim.webhook_signed else "unsigned"
         out.print(f"webhook: {webhook_cell(sim)} ({signed}) types: {', '.join(sim.webhook_types)}")
     out.print_json(data=sim.data)
+
+
+# The KPIs that `status` shows, in this order, with what each one counts (docs/simulator.md).
+KPI_LABELS: dict[str, str] = {
+    "bookings": "booking requests",
+    "offered": "offers made",
+    "accepted": "offers accepted by riders",
+    "offers_rejected": "offers rejected by riders",
+    "offers_expired": "offers left to expire by riders",
+    "no_offer": "requests refused by the system (no_offer)",
+    "rejected_rate": "share of requests refused by the system",
+    "served": "riders dropped off",
+    "on_board": "riders on board now",
+    "no_shows": "no-shows",
+    "cancellations": "cancellations",
+    "wait_mean_s": "wait for pickup, mean (s)",
+    "wait_p95_s": "wait for pickup, p95 (s)",
+    "ride_over_direct_mean": "ride time / direct time, mean",
+    "vehicle_km": "vehicle km",
+    "empty_km": "empty km",
+    "passenger_km": "passenger km",
+    "occupancy": "occupancy (passenger-km per vehicle-km)",
+    "vehicles": "vehicles",
+    "vehicles_enabled": "vehicles enabled",
+    "events": "events emitted by the simulator",
+}
+
+SimId = Annotated[int, typer.Argument(help="Simulation id.", show_default=False)]
+
+
+def print_status(simulation_id: int, status: dict[str, Any]) -> None:
+    state = str(status.get("status"))
+    colour = {"running": "green", "paused": "yellow", "finished": "blue"}.get(state, "red")
+    clock = f" at {status['sim_ts']}" if status.get("sim_ts") else ""
+    out.print(f"simulation {simulation_id}: simulator [{colour}]{state}[/{colour}]{clock}")
+    if status.get("error"):
+        out.print(f"[red]error: {status['error']}[/red]")
+    kpis = status.get("kpis") or {}
+    if not kpis:
+        return
+    table = Table("KPI", "value", "counts")
+    for name, label in KPI_LABELS.items():
+        if name in kpis:
+            value = kpis[name]
+            table.add_row(name, "" if value is None else str(value), label)
+    out.print(table)
+
+
+@app.command("status")
+def status(
+    simulation_id: SimId,
+    url: UrlOption = DEFAULT, user: UserOption = None, key: KeyOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """The built-in simulator's state, simulated clock and KPIs (GET .../simulator)."""
+    state = call(url, user, key, lambda client: client.simulator(simulation_id))
+    if as_json:
+        print_json(state)
+    else:
+        print_status(simulation_id, state)
+
+
+def _control(action: str, simulation_id: int, url: str, user: str | None, key: str | None,
+             as_json: bool) -> None:
+    state = call(url, user, key, lambda client: client.simulator_action(simulation_id, action))
+    if as_json:
+        print_json(state)
+    else:
+        out.print(f"simulation {simulation_id}: simulator {state.get('status')}")
+
+
+@app.command("start")
+def start(simulation_id: SimId, url: UrlOption = DEFAULT, user: UserOption = None,
+          key: KeyOption = None, as_json: JsonOption = False) -> None:
+    """Start the simulator with the simulation's data.simulator settings (a new run)."""
+    _control("start", simulation_id, url, user, key, as_json)
+
+
+@app.command("pause")
+def pause(simulation_id: SimId, url: UrlOption = DEFAULT, user: UserOption = None,
+          key: KeyOption = None, as_json: JsonOption = False) -> None:
+    """Freeze the simulated clock (operations still apply)."""
+    _control("pause", simulation_id, url, user, key, as_json)
+
+
+@app.command("resume")
+def resume(simulation_id: SimId, url: UrlOption = DEFAULT, user: UserOption = None,
+           key: KeyOption = None, as_json: JsonOption = False) -> None:
+    """Continue a paused simulator."""
+    _control("resume", simulation_id, url, user, key, as_json)
+
+
+@app.command("stop")
+def stop(simulation_id: SimId, url: UrlOption = DEFAULT, user: UserOption = None,
+         key: KeyOption = None, as_json: JsonOption = False) -> None:
+    """Stop the simulator for good (start begins a new run)."""
+    _control("stop", simulation_id, url, user, key, as_json)
+
+
+@app.command("delete")
+def delete(simulation_id: SimId, url: UrlOption = DEFAULT, user: UserOption = None,
+           key: KeyOption = None, as_json: JsonOption = False) -> None:
+    """Delete a simulation: its streams close and it produces no more events."""
+    call(url, user, key, lambda client: client.delete_simulation(simulation_id))
+    if as_json:
+        print_json({"id": simulation_id, "deleted": True})
+    else:
+        out.print(f"simulation {simulation_id} deleted")

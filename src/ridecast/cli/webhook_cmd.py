@@ -30,6 +30,7 @@ from .remote import (
     out,
     print_json,
 )
+from .suggest import unknown_types
 
 app = typer.Typer(help="A simulation's webhook: settings, test, delivery log and replay.",
                   no_args_is_help=True)
@@ -92,6 +93,9 @@ def set_webhook(
         raise fail("--secret and --generate-secret exclude each other")
     chosen = new_secret() if generate_secret else secret
     wanted = split_types(types)
+    problem = unknown_types(wanted)
+    if problem:
+        raise fail(problem)
     sim = call(url, user, key,
                lambda client: client.set_webhook(simulation_id, target, wanted, chosen))
     if as_json:
@@ -198,6 +202,9 @@ def deliveries(
     as_json: JsonOption = False,
 ) -> None:
     """The delivery log: each delivery's status and attempts; --retry/--retry-failed replay."""
+    problem = unknown_types([message_type]) if message_type else None
+    if problem:
+        raise fail(problem)
     if retry is not None:
         result = call(url, user, key, lambda c: c.retry_delivery(simulation_id, retry))
         if as_json:

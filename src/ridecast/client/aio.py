@@ -176,6 +176,14 @@ class AsyncClient:
         """Queue every failed delivery of the simulation again."""
         return await self._do(calls.retry_failed(simulation_id))
 
+    async def simulator(self, simulation_id: int) -> Any:
+        """The built-in simulator's status, simulated clock and KPIs (``GET .../simulator``)."""
+        return await self._do(calls.simulator_status(simulation_id))
+
+    async def simulator_action(self, simulation_id: int, action: str) -> Any:
+        """``start``, ``pause``, ``resume`` or ``stop`` the simulator; returns its status."""
+        return await self._do(calls.simulator_action(simulation_id, action))
+
     async def webhook_test(self, simulation_id: int) -> Any:
         """Send a test event to the simulation's webhook and return the outcome."""
         return await self._do(calls.webhook_test(simulation_id))

@@ -187,6 +187,20 @@ def webhook_test(simulation_id: int) -> Call[Any]:
     return Call("POST", f"{SIMULATION}/{simulation_id}/webhook_test", _json)
 
 
+SIMULATOR_ACTIONS = ("start", "pause", "resume", "stop")
+
+
+def simulator_status(simulation_id: int) -> Call[Any]:
+    return Call("GET", f"{SIMULATION}/{simulation_id}/simulator", _json)
+
+
+def simulator_action(simulation_id: int, action: str) -> Call[Any]:
+    if action not in SIMULATOR_ACTIONS:
+        raise ValueError(f"unknown simulator action {action!r}; valid: "
+                         f"{', '.join(SIMULATOR_ACTIONS)}")
+    return Call("POST", f"{SIMULATION}/{simulation_id}/simulator/{action}", _json)
+
+
 def lost_race(exc: APIError, attempt: int) -> bool:
     """Whether a read-merge-PATCH should read again: a 412 with attempts left."""
     return exc.status == 412 and attempt + 1 < MAX_WEBHOOK_ATTEMPTS

@@ -175,6 +175,14 @@ class Client:
         """Queue every failed delivery of the simulation again."""
         return self._do(calls.retry_failed(simulation_id))
 
+    def simulator(self, simulation_id: int) -> Any:
+        """The built-in simulator's status, simulated clock and KPIs (``GET .../simulator``)."""
+        return self._do(calls.simulator_status(simulation_id))
+
+    def simulator_action(self, simulation_id: int, action: str) -> Any:
+        """``start``, ``pause``, ``resume`` or ``stop`` the simulator; returns its status."""
+        return self._do(calls.simulator_action(simulation_id, action))
+
     def webhook_test(self, simulation_id: int) -> Any:
         """Send a test event to the simulation's webhook and return the outcome."""
         return self._do(calls.webhook_test(simulation_id))

@@ -1,4 +1,6 @@
-// The REST calls the dashboard makes, with HTTP Basic (user name and API key), as any client.
+// The REST calls the dashboard makes. Signing in exchanges the user name and API key (HTTP
+// Basic, once) for a token of GET /api/v2/user/token/; every later call, and the websocket,
+// carries only that token (Authorization: Bearer), so the page never keeps the API key.
 
 export class ApiError extends Error {
   constructor(status, code, message) {
@@ -15,19 +17,32 @@ export function base64Utf8(text) {
   return btoa(binary);
 }
 
+/**
+ * Exchange a user name and API key for a session token: {token, expiresAt}.
+ * The key is sent once, here, and kept nowhere.
+ */
+export async function exchangeKey(user, key, base = "") {
+  const api = new Api(user, "", base);
+  api.authorization = `Basic ${base64Utf8(`${user}:${key}`)}`;
+  const { json, headers } = await api.request("GET", "/api/v2/user/token/", { withHeaders: true });
+  return { token: json.token, expiresAt: headers.get("X-Token-Expires-At") || "" };
+}
+
 export class Api {
   /**
-   * @param {string} user
-   * @param {string} key
+   * @param {string} user the signed-in user's name (shown on the page)
+   * @param {string} token a token of GET /api/v2/user/token/ (the session)
    * @param {string} [base] origin of the server; default: this page's
    */
-  constructor(user, key, base = "") {
+  constructor(user, token, base = "") {
     this.user = user;
     this.base = base;
-    this.authorization = `Basic ${base64Utf8(`${user}:${key}`)}`;
+    this.sessionToken = token;
+    this.authorization = `Bearer ${token}`;
+    this.onUnauthorized = null; // called when the server no longer accepts the session
   }
 
-  async request(method, path, { body, timeoutMs = 10000 } = {}) {
+  async request(method, path, { body, timeoutMs = 10000, withHeaders = false } = {}) {
     const controller = new AbortController();
     const timer = setTimeout(() => controller.abort(), timeoutMs);
     let response;
@@ -59,10 +74,12 @@ export class Api {
     }
     if (!response.ok) {
       const err = (json && json.error) || {};
-      throw new ApiError(response.status, err.code || `http_${response.status}`,
+      const error = new ApiError(response.status, err.code || `http_${response.status}`,
         err.message || `${method} ${path} answered ${response.status}`);
+      if (response.status === 401 && this.onUnauthorized) this.onUnauthorized(error);
+      throw error;
     }
-    return json;
+    return withHeaders ? { json, headers: response.headers } : json;
   }
 
   get(path) {
@@ -73,11 +90,6 @@ export class Api {
     return this.request("POST", path, { body });
   }
 
-  /** A websocket token: GET /api/v2/user/token/. */
-  async token() {
-    const answer = await this.get("/api/v2/user/token/");
-    return answer.token;
-  }
 
   /** The simulations this user can see, newest first. */
   async simulations() {

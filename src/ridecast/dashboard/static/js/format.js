@@ -98,9 +98,49 @@ export function kpiValue(name, value) {
   return Number.isInteger(value) ? value.toLocaleString() : value.toFixed(2);
 }
 
-/** "wait_mean_s" -> "wait mean", "vehicle_km" -> "vehicle km" (units show in the value). */
+/**
+ * What each KPI of GET .../simulator counts: [label on the tile, longer explanation].
+ * "Refused" is the system's own refusal (no_offer); riders' rejections and expired offers are
+ * counted apart, so no tile lumps different outcomes together.
+ */
+export const KPI_LABELS = {
+  bookings: ["booking requests", "Booking requests made in this run."],
+  served: ["riders dropped off", "Bookings completed: picked up and dropped off."],
+  on_board: ["riders on board now", "Bookings picked up and not yet dropped off."],
+  rejected_rate: ["refused: no offer, % of requests",
+    "no_offer ÷ booking requests. Offers that riders rejected or let expire are not in it."],
+  no_offer: ["refused: no offer", "Booking requests answered with no_offer."],
+  offered: ["offers made", "Offers sent to riders."],
+  accepted: ["offers accepted by riders", "Offers that riders accepted."],
+  offers_rejected: ["offers rejected by riders", "Offers that riders turned down."],
+  offers_expired: ["offers expired unanswered", "Offers that riders let expire."],
+  no_shows: ["no-shows", "Riders who did not board at pickup (fail_to_board)."],
+  cancellations: ["cancelled by riders", "Bookings cancelled before pickup."],
+  wait_mean_s: ["wait for pickup, mean (m:ss)", "Pickup time minus request time, mean."],
+  wait_p95_s: ["wait for pickup, p95 (m:ss)", "Pickup time minus request time, 95th percentile."],
+  ride_over_direct_mean: ["ride time ÷ direct time, mean",
+    "Time on board over the direct drive's time (1.00 = no detour)."],
+  occupancy: ["occupancy: riders per vehicle-km",
+    "Passenger-km ÷ vehicle-km: riders on board, averaged over every km driven."],
+  vehicle_km: ["km driven, all vehicles", "Vehicle-km driven in this run."],
+  empty_km: ["km driven empty", "Vehicle-km driven with nobody on board."],
+  passenger_km: ["passenger-km", "Km travelled by riders on board, summed."],
+  vehicles: ["vehicles", "Vehicles in the fleet."],
+  vehicles_enabled: ["vehicles on duty", "Vehicles enabled (not taken off duty by vehicle_use)."],
+  scheduler_decisions: ["scheduler decisions", "Booking requests the scheduler decided on."],
+  scheduler_decision_ms_p50: ["scheduler decision time, p50", "Wall-clock time per decision."],
+  scheduler_decision_ms_p99: ["scheduler decision time, p99", "Wall-clock time per decision."],
+};
+
+/** The tile label of a KPI; an unknown one reads as its name ("wait_mean_s" -> "wait mean"). */
 export function kpiLabel(name) {
+  if (KPI_LABELS[name]) return KPI_LABELS[name][0];
   return name.replace(/_s$/, "").replace(/_ms_/, " ").replaceAll("_", " ");
+}
+
+/** The longer explanation of a KPI (the tile's tooltip), or "". */
+export function kpiTitle(name) {
+  return KPI_LABELS[name] ? KPI_LABELS[name][1] : "";
 }
 
 /** A stable colour per vehicle, spread around the hue circle. */

@@ -1,7 +1,7 @@
 // The dashboard page: sign-in, the simulation picker, and the loop that turns queued events
 // into map, feed and legend updates once per animation frame.
 
-import { Api } from "./api.js";
+import { Api, ApiError, exchangeKey } from "./api.js";
 import { Feed } from "./feed.js";
 import { FleetMap } from "./map.js";
 import { renderLegend, renderSimulator, renderWebhook } from "./panels.js";
@@ -15,11 +15,11 @@ const $ = (id) => document.getElementById(id);
 const REPLAY_EVENTS = 5000;
 const STATUS_EVERY_MS = 3000;
 const DELIVERIES_EVERY_MS = 5000;
-const SESSION_KEY = "ridecast.credentials";
+// The session (user name and token, never the API key) lives in this tab's sessionStorage.
+const SESSION_KEY = "ridecast.session";
 
 const app = {
   api: null,
-  token: null,
   simulationId: null,
   simulation: null,
   stream: null,
@@ -131,14 +131,23 @@ async function refreshWebhook(id) {
   }
   try {
     const base = `/api/v2/simulation/${id}/webhook_deliveries`;
-    const [latest, pending, failed] = await Promise.all([
+    const [latest, pending, failed, succeeded] = await Promise.all([
       app.api.get(`${base}?limit=20`),
       app.api.get(`${base}?status=pending&limit=1`),
       app.api.get(`${base}?status=failed&limit=1`),
+      app.api.get(`${base}?status=succeeded&limit=1`),
     ]);
+    // The list is newest first; the oldest pending deliveries are the ones being retried
+    // (ordered delivery holds the rest behind them), so they tell whether sending works.
+    const pendingTotal = pending.meta.total_count;
+    const oldestPending = pendingTotal > 1
+      ? await app.api.get(`${base}?status=pending&limit=5&offset=${Math.max(0, pendingTotal - 5)}`)
+      : pending;
     if (id !== app.simulationId) return;
     renderWebhook($("webhook"), simulation, {
-      latest, pending: pending.meta.total_count, failed: failed.meta.total_count,
+      latest, pending: pendingTotal, failed: failed.meta.total_count,
+      recent: [...oldestPending.objects, ...failed.objects, ...latest.objects],
+      lastSuccess: succeeded.objects[0] || null,
     });
   } catch (exc) {
     if (id === app.simulationId) {
@@ -151,8 +160,10 @@ async function refreshWebhook(id) {
 // ---- opening a simulation --------------------------------------------------------------
 
 async function getToken(fresh) {
-  if (fresh || !app.token) app.token = await app.api.token();
-  return app.token;
+  // The stream uses the session's own token; when the server refuses it (expired, revoked),
+  // the session is over: a 401 here makes the stream stop and the page ask to sign in again.
+  if (fresh || !app.api) throw new ApiError(401, "token_expired", "the session has ended");
+  return app.api.sessionToken;
 }
 
 function closeSimulation() {
@@ -200,7 +211,7 @@ async function openSimulation(id) {
     onEvent: (event) => app.queue.push(event),
     onStatus: (status) => {
       showConnection(status);
-      if (status.fatal === "credentials") signOut("Your API key is no longer accepted.");
+      if (status.fatal === "credentials") signOut("Your session has ended (expired or revoked); sign in again.");
     },
   });
   app.stream.start();
@@ -233,19 +244,27 @@ function fillPicker(simulations, wanted) {
   }
 }
 
+/** Sign in with a user name and API key: the key buys a session token and is then dropped. */
 async function signIn(user, key, wanted) {
-  const api = new Api(user, key);
-  const simulations = await api.simulations(); // 401 here means wrong name or key
+  const session = await exchangeKey(user, key); // 401 here means wrong name or key
+  await startSession({ user, ...session }, wanted);
+}
+
+async function startSession(session, wanted) {
+  const api = new Api(session.user, session.token);
+  const simulations = await api.simulations(); // 401 here: the session is no longer valid
+  api.onUnauthorized = () => signOut("Your session has ended (expired or revoked); sign in again.");
   app.api = api;
-  app.token = null;
-  sessionStorage.setItem(SESSION_KEY, JSON.stringify({ user, key }));
-  $("whoami").textContent = user;
+  sessionStorage.setItem(SESSION_KEY, JSON.stringify(session));
+  $("whoami").textContent = session.user;
+  $("whoami").title = session.expiresAt ? `session until ${session.expiresAt}` : "";
   $("login").hidden = true;
   $("app").inert = false;
   fillPicker(simulations, wanted);
 }
 
 function signOut(message = "") {
+  if (!app.api && !$("login").hidden) return; // already signed out
   closeSimulation();
   app.api = null;
   app.simulationId = null;
@@ -292,26 +311,29 @@ async function boot() {
   requestAnimationFrame(frame);
   const params = hashParams();
   const wanted = wantedSimulation();
-  // `ridecast demo` prints a link with the key in the fragment (never sent to the server);
-  // it is removed from the address bar and history at once.
-  let creds = params.has("key") ? { user: params.get("user") || "", key: params.get("key") } : null;
-  if (creds) history.replaceState(null, "", wanted ? `#sim=${wanted}` : "#");
-  if (!creds) {
-    try {
-      creds = JSON.parse(sessionStorage.getItem(SESSION_KEY) || "null");
-    } catch {
-      creds = null;
-    }
+  // Links carry at most the user name and simulation (`ridecast demo` prints #user=...&sim=...).
+  // A key in an old-style link is removed from the address bar and history, and not used.
+  if (params.has("key")) {
+    history.replaceState(null, "", wanted ? `#sim=${wanted}` : "#");
+    $("login-error").textContent = "Links no longer carry API keys: paste the key here.";
+  }
+  sessionStorage.removeItem("ridecast.credentials"); // what older versions kept: the key
+  let session = null;
+  try {
+    session = JSON.parse(sessionStorage.getItem(SESSION_KEY) || "null");
+  } catch {
+    session = null;
   }
   if (params.get("user")) $("login-user").value = params.get("user");
-  if (creds && creds.user && creds.key) {
+  if (session && session.user && session.token) {
     try {
-      await signIn(creds.user, creds.key, wanted);
+      await startSession(session, wanted);
       return;
     } catch (exc) {
-      $("login-user").value = creds.user;
+      sessionStorage.removeItem(SESSION_KEY);
+      $("login-user").value = session.user;
       $("login-error").textContent = exc.status === 401
-        ? "The saved API key is no longer accepted." : exc.message;
+        ? "Your session has ended; sign in again." : exc.message;
     }
   }
   $("login").hidden = false;

@@ -1,13 +1,15 @@
 // The side panels: the simulator's status and KPIs, and the webhook's delivery status.
 // Everything user-provided goes through textContent, never innerHTML.
 
-import { clock, kpiLabel, kpiValue } from "./format.js";
+import { clock, kpiLabel, kpiTitle, kpiValue } from "./format.js";
 
 /** KPIs shown up front, in this order; the rest are listed under "all indicators". */
 const MAIN_KPIS = [
   "bookings", "served", "on_board", "rejected_rate", "wait_mean_s", "wait_p95_s",
-  "ride_over_direct_mean", "occupancy", "vehicle_km", "vehicles_enabled", "events",
+  "ride_over_direct_mean", "occupancy", "vehicle_km", "vehicles_enabled",
 ];
+/** Not shown: the page has one event count, the feed's (events received by this page). */
+const HIDDEN_KPIS = ["events"];
 
 const el = (tag, props = {}, ...children) => {
   const node = document.createElement(tag);
@@ -21,7 +23,7 @@ const el = (tag, props = {}, ...children) => {
 };
 
 function kpiTile(name, value) {
-  return el("div", { class: "kpi", testid: `kpi-${name}` },
+  return el("div", { class: "kpi", testid: `kpi-${name}`, title: kpiTitle(name) || name },
     el("dt", {}, kpiLabel(name)), el("dd", {}, kpiValue(name, value)));
 }
 
@@ -45,7 +47,7 @@ export function renderSimulator(parts, answer, problem = "") {
   const scalar = Object.entries(kpis).filter(([, v]) => v === null || typeof v !== "object");
   const main = MAIN_KPIS.filter((name) => name in kpis).map((name) => kpiTile(name, kpis[name]));
   parts.kpis.replaceChildren(...main);
-  const rest = scalar.filter(([name]) => !MAIN_KPIS.includes(name))
+  const rest = scalar.filter(([name]) => !MAIN_KPIS.includes(name) && !HIDDEN_KPIS.includes(name))
     .map(([name, value]) => kpiTile(name, value));
   parts.more.replaceChildren(...rest);
   parts.more.closest("details").hidden = rest.length === 0;
@@ -69,12 +71,15 @@ export function renderWebhook(root, simulation, deliveries, problem = "") {
     return;
   }
   const disabled = simulation.messaging_webhook_disabled_at;
-  const state = disabled ? "disabled" : "active";
-  children.push(el("p", { class: "webhook-url", testid: "webhook-status", "data-state": state },
-    el("span", { class: `badge ${state}` }, state), " ", el("code", {}, url)));
+  const health = webhookHealth(simulation, deliveries);
+  children.push(el("p", { class: "webhook-url", testid: "webhook-status", "data-state": health.state },
+    el("span", { class: `badge ${health.state}` }, health.state), " ", el("code", {}, url)));
   if (disabled) {
     children.push(el("p", { class: "error" },
       `disabled ${clock(disabled)}: ${simulation.messaging_webhook_disabled_reason || ""}`));
+  } else if (health.state === "failing") {
+    children.push(el("p", { class: "webhook-error small", testid: "webhook-error" },
+      `every recent delivery failed; last error: ${health.error}`));
   }
   const types = data.messaging_webhook_message_types;
   if (Array.isArray(types)) children.push(el("p", { class: "muted small" }, `types: ${types.join(", ") || "none"}`));
@@ -88,7 +93,7 @@ export function renderWebhook(root, simulation, deliveries, problem = "") {
     el("span", {}, el("b", {}, String(total)), " deliveries"),
     el("span", { class: "pending" }, el("b", {}, String(deliveries.pending)), " pending"),
     el("span", { class: "failed" }, el("b", {}, String(deliveries.failed)), " failed")));
-  const rows = deliveries.latest.objects.slice(0, 8).map((d) => {
+  const rows = deliveries.latest.objects.slice(0, 5).map((d) => {
     const last = d.attempts && d.attempts.length ? d.attempts[d.attempts.length - 1] : null;
     const outcome = last ? (last.status_code ? String(last.status_code) : last.error_class || "error") : "";
     return el("li", { testid: "webhook-delivery", "data-status": d.status },
@@ -99,6 +104,39 @@ export function renderWebhook(root, simulation, deliveries, problem = "") {
   });
   children.push(el("ol", { class: "deliveries" }, ...rows));
   root.replaceChildren(...children);
+}
+
+/** What a delivery's last attempt says went wrong, in a few words. */
+export function attemptError(delivery) {
+  const attempts = delivery.attempts || [];
+  const last = attempts.length ? attempts[attempts.length - 1] : null;
+  if (last) {
+    const detail = last.error ? `: ${last.error}` : "";
+    if (last.status_code) return `HTTP ${last.status_code}${detail}`;
+    if (last.error_class || last.error) return `${last.error_class || "error"}${detail}`;
+  }
+  return delivery.last_error || "unknown error";
+}
+
+/**
+ * The webhook's state: "disabled" (by the server); "failing" when the newest attempt on
+ * record failed and no delivery succeeded since (with that attempt's error); else "active".
+ * @param {object|null} simulation
+ * @param {object|null} deliveries {recent: delivery rows being retried, failed or latest,
+ *   lastSuccess: the newest succeeded delivery or null}
+ */
+export function webhookHealth(simulation, deliveries) {
+  if (simulation && simulation.messaging_webhook_disabled_at) {
+    return { state: "disabled", error: simulation.messaging_webhook_disabled_reason || "" };
+  }
+  const failures = ((deliveries && deliveries.recent) || [])
+    .filter((d) => d.status !== "succeeded" && (d.attempt_count > 0 || (d.attempts || []).length))
+    .sort((a, b) => String(b.updated_at).localeCompare(String(a.updated_at)));
+  const success = deliveries && deliveries.lastSuccess;
+  if (failures.length && (!success || String(success.updated_at) < String(failures[0].updated_at))) {
+    return { state: "failing", error: attemptError(failures[0]) };
+  }
+  return { state: "active", error: "" };
 }
 
 /** Update the legend's counters ({vehicles, moving, disabled, pickups, dropoffs, waiting}). */

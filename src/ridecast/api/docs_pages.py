@@ -1,0 +1,176 @@
+"""Offline API documentation: ``/docs`` (Swagger UI), ``/redoc`` (ReDoc) and ``/docs/streams``
+(an AsyncAPI viewer).
+
+FastAPI's own ``/docs`` and ``/redoc`` load their scripts from a CDN, so they are blank pages
+without internet. ``install_docs_pages(app)`` replaces them: Swagger UI's and ReDoc's files come
+from the ``fastapi-offline`` package (installed with ridecast), served under
+``/docs/assets/``, and our small init script and the AsyncAPI viewer under ``/docs/static/``.
+Nothing on these pages loads from another origin, so they work offline and under a strict
+Content-Security-Policy (no inline script).
+
+``/docs/streams`` renders ``/asyncapi.json`` (the websocket channels and the 18 event messages
+with their payload fields) in the browser. The pages are HTML, so, as ``/docs`` always was,
+they are left out of the OpenAPI document.
+"""
+
+from __future__ import annotations
+
+import html
+from importlib.util import find_spec
+from pathlib import Path
+
+from fastapi import FastAPI
+from starlette.requests import Request
+from starlette.responses import HTMLResponse, Response
+from starlette.routing import BaseRoute, Route
+from starlette.staticfiles import StaticFiles
+from starlette.types import Scope
+
+DOCS_PATH = "/docs"
+REDOC_PATH = "/redoc"
+STREAMS_PATH = "/docs/streams"
+ASSETS_PATH = "/docs/assets"
+STATIC_PATH = "/docs/static"
+OWN_STATIC_DIR = Path(__file__).parent / "docs_static"
+
+CONTENT_SECURITY_POLICY = "; ".join((
+    "default-src 'self'",
+    "script-src 'self'",
+    "style-src 'self' 'unsafe-inline'",  # Swagger UI sets style attributes
+    "img-src 'self' data:",
+    "connect-src 'self'",
+    "object-src 'none'",
+    "base-uri 'none'",
+    "frame-ancestors 'none'",
+))
+# ReDoc runs its search in a worker made from a blob: URL.
+REDOC_HEADERS_CSP = CONTENT_SECURITY_POLICY + "; worker-src 'self' blob:"
+PAGE_HEADERS = {
+    "Content-Security-Policy": CONTENT_SECURITY_POLICY,
+    "X-Content-Type-Options": "nosniff",
+    "Referrer-Policy": "no-referrer",
+    "Cache-Control": "no-cache",
+}
+REDOC_HEADERS = {**PAGE_HEADERS, "Content-Security-Policy": REDOC_HEADERS_CSP}
+
+
+def swagger_ui_dir() -> Path:
+    """The folder of Swagger UI's files inside the installed ``fastapi-offline`` package."""
+    spec = find_spec("fastapi_offline")
+    if spec is None or spec.origin is None:
+        raise RuntimeError("the fastapi-offline package (Swagger UI's files) is not installed; "
+                           "reinstall ridecast")
+    return Path(spec.origin).parent / "static"
+
+
+def swagger_page(openapi_url: str, title: str) -> str:
+    """The Swagger UI page: assets and init script from this server only."""
+    return f"""<!doctype html>
+<html lang="en">
+<head>
+<meta charset="utf-8">
+<meta name="viewport" content="width=device-width, initial-scale=1">
+<title>{html.escape(title)} API</title>
+<link rel="icon" href="{ASSETS_PATH}/favicon.png">
+<link rel="stylesheet" href="{ASSETS_PATH}/swagger-ui.css">
+<link rel="stylesheet" href="{STATIC_PATH}/docs.css">
+</head>
+<body data-openapi-url="{html.escape(openapi_url)}">
+<nav class="rc-docs-nav">
+  <strong>{html.escape(title)}</strong>
+  <a href="{DOCS_PATH}" aria-current="page">REST API</a>
+  <a href="{STREAMS_PATH}">Websocket streams and webhooks (AsyncAPI)</a>
+  <a href="{html.escape(openapi_url)}">openapi.json</a>
+  <a href="/">dashboard</a>
+</nav>
+<div id="swagger-ui"></div>
+<script src="{ASSETS_PATH}/swagger-ui-bundle.js"></script>
+<script src="{STATIC_PATH}/swagger-init.js"></script>
+</body>
+</html>
+"""
+
+
+def redoc_page(openapi_url: str, title: str) -> str:
+    """The ReDoc page (no web fonts: ReDoc falls back to the system's)."""
+    return f"""<!doctype html>
+<html lang="en">
+<head>
+<meta charset="utf-8">
+<meta name="viewport" content="width=device-width, initial-scale=1">
+<title>{html.escape(title)} API</title>
+<link rel="icon" href="{ASSETS_PATH}/favicon.png">
+<link rel="stylesheet" href="{STATIC_PATH}/docs.css">
+</head>
+<body>
+<redoc spec-url="{html.escape(openapi_url)}"></redoc>
+<script src="{ASSETS_PATH}/redoc.standalone.js"></script>
+</body>
+</html>
+"""
+
+
+def streams_page(title: str) -> str:
+    """The AsyncAPI viewer's page; ``asyncapi.js`` fills it from ``/asyncapi.json``."""
+    return f"""<!doctype html>
+<html lang="en">
+<head>
+<meta charset="utf-8">
+<meta name="viewport" content="width=device-width, initial-scale=1">
+<title>{html.escape(title)} streams and webhooks</title>
+<link rel="icon" href="{ASSETS_PATH}/favicon.png">
+<link rel="stylesheet" href="{STATIC_PATH}/docs.css">
+<link rel="stylesheet" href="{STATIC_PATH}/asyncapi.css">
+</head>
+<body data-asyncapi-url="/asyncapi.json">
+<nav class="rc-docs-nav">
+  <strong>{html.escape(title)}</strong>
+  <a href="{DOCS_PATH}">REST API</a>
+  <a href="{STREAMS_PATH}" aria-current="page">Websocket streams and webhooks (AsyncAPI)</a>
+  <a href="/asyncapi.json">asyncapi.json</a>
+  <a href="/">dashboard</a>
+</nav>
+<main id="asyncapi" data-testid="asyncapi"><p>Loading /asyncapi.json…</p></main>
+<script src="{STATIC_PATH}/asyncapi.js"></script>
+</body>
+</html>
+"""
+
+
+class _Assets(StaticFiles):
+    """Static files with ``nosniff``, revalidated by browsers (ETag) after an upgrade."""
+
+    async def get_response(self, path: str, scope: Scope) -> Response:
+        response = await super().get_response(path, scope)
+        response.headers.setdefault("Cache-Control", "no-cache")
+        response.headers.setdefault("X-Content-Type-Options", "nosniff")
+        return response
+
+
+def _is_cdn_docs_route(route: BaseRoute) -> bool:
+    return isinstance(route, Route) and route.path in (
+        DOCS_PATH, f"{DOCS_PATH}/oauth2-redirect", REDOC_PATH)
+
+
+def install_docs_pages(app: FastAPI) -> None:
+    """Replace FastAPI's CDN-backed docs routes of ``app`` with the offline pages."""
+    app.router.routes[:] = [r for r in app.router.routes if not _is_cdn_docs_route(r)]
+    openapi_url = app.openapi_url or "/openapi.json"
+    swagger = swagger_page(openapi_url, app.title)
+    redoc = redoc_page(openapi_url, app.title)
+    streams = streams_page(app.title)
+
+    async def docs(request: Request) -> Response:
+        return HTMLResponse(swagger, headers=PAGE_HEADERS)
+
+    async def redoc_docs(request: Request) -> Response:
+        return HTMLResponse(redoc, headers=REDOC_HEADERS)
+
+    async def streams_docs(request: Request) -> Response:
+        return HTMLResponse(streams, headers=PAGE_HEADERS)
+
+    app.add_route(DOCS_PATH, docs, methods=["GET", "HEAD"], include_in_schema=False)
+    app.add_route(REDOC_PATH, redoc_docs, methods=["GET", "HEAD"], include_in_schema=False)
+    app.add_route(STREAMS_PATH, streams_docs, methods=["GET", "HEAD"], include_in_schema=False)
+    app.mount(ASSETS_PATH, _Assets(directory=swagger_ui_dir()), name="docs-assets")
+    app.mount(STATIC_PATH, _Assets(directory=OWN_STATIC_DIR), name="docs-static")

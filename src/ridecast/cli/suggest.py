@@ -1,0 +1,26 @@
+""""Did you mean ...?" for mistyped words the CLI checks itself (event types, actions).
+
+Mistyped commands and options get Typer's own suggestion; ``main`` prints it in one line.
+"""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Iterable
+
+from ..events import ALL_TYPES
+
+
+def did_you_mean(word: str, choices: Iterable[str]) -> str:
+    """`` (did you mean 'x'?)`` for the closest choice, or an empty string for none."""
+    close = difflib.get_close_matches(word.lower(), sorted(choices), n=1, cutoff=0.6)
+    return f" (did you mean '{close[0]}'?)" if close else ""
+
+
+def unknown_types(types: Iterable[str]) -> str | None:
+    """The one-line message for the event types that do not exist, or None if all do."""
+    unknown = [t for t in types if t not in ALL_TYPES]
+    if not unknown:
+        return None
+    named = ", ".join(f"'{t}'{did_you_mean(t, ALL_TYPES)}" for t in unknown)
+    return (f"unknown event type {named}; valid: {', '.join(sorted(ALL_TYPES))}")
