@@ -80,3 +80,31 @@ def test_routes_take_longer_than_straight_lines() -> None:
     # Mid-leg positions continue on the same street: the rest of the leg is consistent.
     pos, _ = travel.position(a, b, 60.0)
     assert travel.duration_s(pos, b) == pytest.approx(travel.duration_s(a, b) - 60.0, abs=1.0)
+
+
+def test_fleet_filter_on_arrays_equals_the_plain_one() -> None:
+    """The scheduler's array filter on the network (one backward search per booking) keeps
+    exactly the vehicles, in the same order and with the same pickup-time bounds, as the
+    per-vehicle reference."""
+    from ridecast.simulator import scheduler as sch
+
+    settings = SCENARIO.model_copy(update={"vehicles": 40, "bookings_per_hour": 600,
+                                           "duration_s": 900})
+    engine = Engine(5, settings, START)
+    compared = 0
+    original = sch.Scheduler._network_candidates
+
+    def both(self: sch.Scheduler, travel: Any, to_p: Any, fleet: Any, now: float, pax: int,
+             latest: float) -> Any:
+        nonlocal compared
+        fast = original(self, travel, to_p, fleet, now, pax, latest)
+        plain = self._candidates(to_p, fleet, now, pax, latest)[: self.max_candidates]
+        assert [v.id for _, _, v, _ in fast] == [v.id for _, _, v, _ in plain]
+        assert [t for t, *_ in fast] == pytest.approx([t for t, *_ in plain], abs=1e-6)
+        compared += 1
+        return fast
+
+    engine.scheduler._network_candidates = both.__get__(engine.scheduler)  # type: ignore[method-assign]
+    while not engine.finished:
+        engine.advance(engine.now + 60.0)
+    assert compared > 100

@@ -3,10 +3,12 @@
 ``RoadNetwork`` loads a network file (see ``network_build``): nodes, directed edges with a
 length, a free-flow time and the street geometry between their ends. ``NetworkTravel``
 implements ``TravelModel`` on it: points are snapped to the nearest node with a KD-tree, times
-come from bounded one-to-many ``scipy.sparse.csgraph.dijkstra`` searches cached per source
-node, and a leg's geometry (polyline, GPS positions) follows the edges' geometry. A position
-in the middle of an edge (a vehicle re-routed while driving) is remembered with the rest of its
-edge, so the next leg starts on the street it is on. There is no all-pairs table.
+come from one-to-many ``scipy.sparse.csgraph.dijkstra`` searches (full forward searches with
+predecessors, and bounded backward searches on the reversed graph for ``reach``), each cached
+per node in an LRU whose size follows from a memory budget, and a leg's geometry (polyline,
+GPS positions) follows the edges' geometry. A position in the middle of an edge (a vehicle
+re-routed while driving) is remembered with the rest of its edge, so the next leg starts on the
+street it is on. There is no all-pairs table.
 """
 
 from __future__ import annotations
@@ -19,7 +21,6 @@ from dataclasses import dataclass
 from functools import cache
 from importlib import resources
 from pathlib import Path
-from typing import TypeVar
 
 import numpy as np
 from numpy.typing import NDArray
@@ -31,9 +32,12 @@ from .polyline import LatLon
 from .settings import SimulatorSettings
 from .travel import StraightLineTravel, TravelModel, bearing_deg
 
-_T = TypeVar("_T")
-#: Cached single-source searches (each one float64 array over all nodes).
-SOURCE_CACHE = 4096
+#: Memory for cached full searches with predecessors (12 bytes a node each): about 1,300 of
+#: them on the bundled network, fewer on a bigger one (at least 16).
+SOURCE_CACHE_BYTES = 100_000_000
+#: Memory for cached bounded backward searches (``reach``; 8 bytes a node each): about 2,000
+#: on the bundled network (at least 16).
+REACH_CACHE_BYTES = 100_000_000
 #: Cached legs (geometry + cumulative times) between two points.
 LEG_CACHE = 50_000
 #: Cached point-to-point times (cleared when full).
@@ -149,6 +153,35 @@ class Leg:
         return self.times[-1]
 
 
+class NetworkReach:
+    """Times to (or, ``forward``, from) one point from one bounded search; ``inf`` beyond
+    the search's limit. Answers agree with ``NetworkTravel.duration_s``."""
+
+    __slots__ = ("connector_s", "dist", "forward", "node_at", "target", "travel")
+
+    def __init__(self, travel: NetworkTravel, target: LatLon, dist: NDArray[np.float64],
+                 forward: bool) -> None:
+        self.travel = travel
+        self.target = target
+        self.dist = dist
+        self.forward = forward
+        self.node_at = travel._node_at
+        # Off the network, the target's connector to (or from) its node.
+        self.connector_s = (travel._start(target) if forward else travel._end(target))[2]
+
+    def time(self, a: LatLon) -> float:
+        if a == self.target:
+            return 0.0
+        node = self.node_at.get(a)
+        if node is not None:  # the usual case: a stop on a network node
+            return float(self.dist[node]) + self.connector_s
+        if self.forward:
+            t, _, tail_s, _ = self.travel._end(a)
+            return self.connector_s + float(self.dist[t]) + tail_s
+        s, _, head_s, _ = self.travel._start(a)
+        return head_s + float(self.dist[s]) + self.connector_s
+
+
 @dataclass(slots=True)
 class _Mid:
     """A point inside an edge: the rest of the edge to its head node."""
@@ -170,9 +203,11 @@ class NetworkTravel:
         self._node_at: dict[LatLon, int] = {network.node_pos(i): i for i in range(network.size)}
         self._sources: OrderedDict[int, tuple[NDArray[np.float64], NDArray[np.int32]]] = (
             OrderedDict())
-        self._targets: OrderedDict[int, NDArray[np.float64]] = OrderedDict()
+        # Bounded backward searches by node: (limit, times to the node).
+        self._targets: OrderedDict[int, tuple[float, NDArray[np.float64]]] = OrderedDict()
+        self.reach_cache = max(16, REACH_CACHE_BYTES // (8 * network.size))
+        self.source_cache = max(16, SOURCE_CACHE_BYTES // (12 * network.size))
         self._pairs: dict[tuple[LatLon, LatLon], float] = {}
-        self._fwd: OrderedDict[int, NDArray[np.float64]] = OrderedDict()
         self._legs: OrderedDict[tuple[LatLon, LatLon], Leg] = OrderedDict()
         self._mids: OrderedDict[LatLon, _Mid | tuple[Leg, int, float]] = OrderedDict()
         self.searches = 0
@@ -192,36 +227,42 @@ class NetworkTravel:
         dist, pred = dijkstra(self.net.graph, indices=src, return_predecessors=True)
         res = (dist, pred.astype(np.int32))
         self._sources[src] = res
-        if len(self._sources) > SOURCE_CACHE:
+        if len(self._sources) > self.source_cache:
             self._sources.popitem(last=False)
         return res
 
-    def prepare(self, points: tuple[LatLon, ...], horizon_s: float = math.inf) -> None:
-        """Search from and to each point's node, bounded by ``horizon_s``.
+    def reach(self, target: LatLon, limit_s: float, *, forward: bool = False) -> NetworkReach:
+        """Times to ``target`` (one bounded backward search on the reversed graph, limit
+        ``limit_s``) or, ``forward``, from it (the full search that legs from ``target`` use
+        anyway); see ``NetworkReach``.
 
-        A time beyond the horizon is not cached as infinite: ``duration_s`` then falls back
-        to a full search, so answers stay exact.
+        Backward searches are cached per node with the limit they ran with; a cached one with
+        a limit at least as large answers the same question exactly.
         """
-        nodes = {self._node(p) for p in points}
-        fwd = sorted(nodes - set(self._fwd))
-        rev = sorted(nodes - set(self._targets))
-        limit = horizon_s if math.isfinite(horizon_s) else np.inf
-        if fwd:
-            self.searches += len(fwd)
-            dist = dijkstra(self.net.graph, indices=fwd, limit=limit)
-            for k, src in enumerate(fwd):
-                self._keep(self._fwd, src, dist[k])
-        if rev:
-            self.searches += len(rev)
-            dist = dijkstra(self.net.reverse, indices=rev, limit=limit)
-            for k, dst in enumerate(rev):
-                self._keep(self._targets, dst, dist[k])
-
-    @staticmethod
-    def _keep(cache: OrderedDict[int, _T], key: int, value: _T) -> None:
-        cache[key] = value
-        if len(cache) > SOURCE_CACHE:
+        node = self._node(target)
+        if forward:
+            return NetworkReach(self, target, self._search(node)[0], forward)
+        limit = limit_s if math.isfinite(limit_s) else math.inf
+        cache = self._targets
+        hit = cache.get(node)
+        if hit is not None and hit[0] >= limit:
+            cache.move_to_end(node)
+            return NetworkReach(self, target, hit[1], forward)
+        self.searches += 1
+        dist = dijkstra(self.net.reverse, indices=node,
+                        limit=limit if limit != math.inf else np.inf)
+        cache[node] = (limit, dist)
+        if len(cache) > self.reach_cache:
             cache.popitem(last=False)
+        return NetworkReach(self, target, dist, forward)
+
+    def place(self, p: LatLon) -> tuple[int, float]:
+        """The node a drive from p starts at, and the seconds it takes to get there."""
+        node = self._node_at.get(p)
+        if node is not None:
+            return node, 0.0
+        node, _, seconds, _ = self._start(p)
+        return node, seconds
 
     def _node(self, p: LatLon) -> int:
         node = self._node_at.get(p)
@@ -321,12 +362,11 @@ class NetworkTravel:
         t, _, tail_s, _ = self._end(b)
         if s == t:
             return head_s + tail_s
-        for table, key, at in ((self._fwd, s, t), (self._targets, t, s)):
-            arr = table.get(key)
-            if arr is not None:
-                value = float(arr[at])
-                if value != math.inf:
-                    return head_s + value + tail_s
+        found = self._targets.get(t)
+        if found is not None:
+            value = float(found[1][s])
+            if value != math.inf:
+                return head_s + value + tail_s
         full = self._sources.get(s)
         if full is not None:
             return head_s + float(full[0][t]) + tail_s

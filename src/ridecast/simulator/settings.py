@@ -108,7 +108,7 @@ class SimulatorSettings(BaseModel):
     snapshot_interval_s: float = Field(60.0, gt=0, description="vehicle_states period.")
     arrival_interval_s: float = Field(60.0, gt=0, description="vehicle_arrival period.")
     max_candidates: int = Field(
-        64, ge=1, description="Scheduler: most vehicles tried per booking, nearest first."
+        64, ge=1, description="Scheduler: most vehicles tried per booking, earliest pickup first."
     )
     performance_tracker_enabled: bool = Field(
         True, description="Copied from data.performance_tracker_enabled."
