@@ -15,6 +15,7 @@ from datetime import datetime
 from math import cos, hypot, radians
 from typing import Any
 
+from .demand import Zones, arrival_times
 from .emit import Event
 from .model import BookingStatus, NodeType, OfferStatus, Vehicle
 from .operations import Operations
@@ -51,10 +52,8 @@ class Engine(Operations):
         for vid in range(1, s.vehicles + 1):
             pos = self.random_point(Source.FLEET)
             self.vehicles[vid] = Vehicle(vid, self.streams.uuid(), s.capacity, pos)
-        count = round(s.bookings_per_hour * s.duration_s / 3600.0)
-        # Arrival times of a Poisson process given its count are sorted uniform draws.
-        demand = self.streams[Source.DEMAND]
-        self._arrivals = sorted(demand.uniform(0.0, s.duration_s) for _ in range(count))
+        self._arrivals = arrival_times(s, start, self.streams[Source.DEMAND])
+        self.zones = Zones(s, self.streams[Source.HOT_SPOTS])
         self._next_arrival = 0
         if self._arrivals:
             self.at(self._arrivals[0], DEMAND)
@@ -107,12 +106,13 @@ class Engine(Operations):
 
     def _on_demand(self, _target: int, _version: int) -> None:
         rng = self.streams[Source.DEMAND]
-        pickup = self.random_point(Source.DEMAND)
-        dropoff = self.random_point(Source.DEMAND)
+        snap = self.travel.snap
+        pickup = self.zones.draw(rng, snap)
+        dropoff = self.zones.draw(rng, snap)
         for _ in range(20):
             if self.travel.distance_m(pickup, dropoff) >= self.settings.min_trip_m:
                 break
-            dropoff = self.random_point(Source.DEMAND)
+            dropoff = self.zones.draw(rng, snap)
         u = rng.random()
         passengers = min(self.settings.capacity, 1 if u < 0.7 else 2 if u < 0.9 else 3)
         self.new_booking(pickup, dropoff, passengers, self.settings.max_wait_s, auto=True)

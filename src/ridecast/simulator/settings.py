@@ -48,6 +48,25 @@ class Circle(BaseModel):
     radius_m: float = Field(gt=0, le=100_000)
 
 
+class HotSpot(BaseModel):
+    """A zone of concentrated demand: a disc and its weight among the hot spots."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    lat: float = Field(ge=-85, le=85)
+    lon: float = Field(ge=-180, le=180)
+    radius_m: float = Field(gt=0, le=100_000)
+    weight: float = Field(1.0, gt=0, le=1_000_000)
+
+
+#: Demand by hour of the simulated clock (relative weights, mean 1): a night trough, a
+#: morning peak at 7-9 and an evening peak at 16-18, the usual shape of urban ride demand.
+DEFAULT_DEMAND_PROFILE: tuple[float, ...] = (
+    0.32, 0.22, 0.16, 0.13, 0.16, 0.38, 0.86, 1.72, 1.94, 1.30, 1.03, 1.08,
+    1.22, 1.16, 1.16, 1.35, 1.84, 2.00, 1.62, 1.30, 1.03, 0.86, 0.67, 0.49,
+)
+
+
 class SimulatorSettings(BaseModel):
     """What the simulator simulates; the ``data.simulator`` object of a simulation."""
 
@@ -57,7 +76,25 @@ class SimulatorSettings(BaseModel):
     vehicles: int = Field(12, ge=0, le=10_000, description="Fleet size.")
     capacity: int = Field(4, ge=1, le=50, description="Seats per vehicle.")
     bookings_per_hour: float = Field(
-        90.0, ge=0, le=1_000_000, description="Demand: booking requests per simulated hour."
+        90.0, ge=0, le=1_000_000,
+        description="Demand: booking requests per simulated hour, on average over a day "
+        "(demand_profile shapes it by hour).",
+    )
+    demand_profile: list[float] = Field(
+        default_factory=lambda: list(DEFAULT_DEMAND_PROFILE), min_length=24, max_length=24,
+        description="24 relative weights, one per hour of the simulated clock (start_ts's "
+        "offset); the rate in hour h is bookings_per_hour x w[h] / mean(w). Default: night "
+        "trough, peaks at 7-9 and 16-18. All equal = flat.",
+    )
+    demand_hot_spots: list[HotSpot] | None = Field(
+        None, max_length=100,
+        description="Zones of concentrated demand ({lat, lon, radius_m, weight}); default: "
+        "three placed in the area from the seed (weights 3, 2, 1, radius 15% of the area's).",
+    )
+    demand_background_share: float = Field(
+        0.5, ge=0, le=1,
+        description="Share of request points drawn uniformly in the area; the rest come from "
+        "the hot spots.",
     )
     duration_s: float = Field(
         3600.0, gt=0, le=30 * 86400,
@@ -125,6 +162,8 @@ class SimulatorSettings(BaseModel):
             raise ValueError("speed must be > 0 or 'max'")
         if self.start_ts is not None and self.start_ts.tzinfo is None:
             raise ValueError("start_ts needs an offset")
+        if any(not (0 <= w <= 1e6) for w in self.demand_profile) or sum(self.demand_profile) <= 0:
+            raise ValueError("demand_profile needs 24 weights in [0, 1e6], not all 0")
         if self.network is not None and self.network not in NETWORKS:
             raise ValueError(f"network must be one of {sorted(NETWORKS)}")
         return self
