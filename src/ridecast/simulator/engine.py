@@ -34,6 +34,7 @@ from .world import (
     SNAPSHOT,
     TRACKER,
     UNBREAK,
+    WARMUP,
 )
 
 
@@ -63,13 +64,15 @@ class Engine(Operations):
             if u < s.vehicle_break_probability:
                 self.at((0.1 + 0.6 * when) * s.duration_s, BREAK, vid)
         self.at(0.0, SNAPSHOT)
+        if s.kpi_warmup_s > 0:
+            self.at(s.kpi_warmup_s, WARMUP)
         if s.performance_tracker_enabled:
             self.at(s.arrival_interval_s, TRACKER)
         self._handlers = {
             DEMAND: self._on_demand, RESPOND: self._on_respond, EXPIRE: self._on_expire,
             ARRIVE: self._on_arrive, GPS: self._on_gps, SNAPSHOT: self._on_snapshot,
             TRACKER: self._on_tracker, CANCEL: self._on_cancel, CHANGE: self._on_change,
-            BREAK: self._on_break, UNBREAK: self._on_unbreak,
+            BREAK: self._on_break, UNBREAK: self._on_unbreak, WARMUP: self._on_warmup,
         }
 
     # ---- running ---------------------------------------------------------------------
@@ -202,6 +205,10 @@ class Engine(Operations):
         if booking.status is BookingStatus.ASSIGNED and not self.change_demand(
                 booking, booking.passengers + direction):
             self.change_demand(booking, booking.passengers - direction)
+
+    def _on_warmup(self, _target: int, _version: int) -> None:
+        # No event: the KPIs measure driving from here on (see kpis.py).
+        self.warmup_m = {vid: self.driven_m(v) for vid, v in self.vehicles.items()}
 
     def _on_break(self, vehicle_id: int, _version: int) -> None:
         vehicle = self.vehicles[vehicle_id]

@@ -98,6 +98,7 @@ class Booking:
     offer_id: int | None = None
     picked_up_t: float | None = None  # departure from the pickup node
     dropped_off_t: float | None = None
+    cancel_reason: str | None = None  # rider, operator, no_vehicle, vehicle_disabled
 
     @property
     def latest_pickup_t(self) -> float:

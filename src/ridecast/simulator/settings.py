@@ -147,6 +147,11 @@ class SimulatorSettings(BaseModel):
     max_candidates: int = Field(
         64, ge=1, description="Scheduler: most vehicles tried per booking, earliest pickup first."
     )
+    kpi_warmup_s: float = Field(
+        900.0, ge=0, le=30 * 86400,
+        description="KPIs in 'measured' leave out bookings requested, and driving done, "
+        "before this many simulated seconds (the fleet is still filling up).",
+    )
     performance_tracker_enabled: bool = Field(
         True, description="Copied from data.performance_tracker_enabled."
     )

@@ -32,7 +32,8 @@ from .settings import BBox, SimulatorSettings
 from .travel import TravelModel
 
 # Timer kinds; a heap entry is (time, seq, kind, target id, version).
-DEMAND, RESPOND, EXPIRE, ARRIVE, GPS, SNAPSHOT, TRACKER, CANCEL, CHANGE, BREAK, UNBREAK = range(11)
+(DEMAND, RESPOND, EXPIRE, ARRIVE, GPS, SNAPSHOT, TRACKER, CANCEL, CHANGE, BREAK, UNBREAK,
+ WARMUP) = range(12)
 
 OPEN_STATES = (BookingStatus.OFFERED, BookingStatus.ASSIGNED, BookingStatus.PICKED_UP)
 
@@ -53,6 +54,8 @@ class World:
         self.offers: dict[int, Offer] = {}
         self.nodes: dict[int, RouteNode] = {}
         self.decision_ms: list[float] = []
+        #: Per vehicle (vehicle m, empty m, passenger m) driven before the warm-up ended.
+        self.warmup_m: dict[int, tuple[float, float, float]] | None = None
         self.open_bookings = 0
         self.on_break: set[int] = set()
         self._heap: list[tuple[float, int, int, int, int]] = []
@@ -108,6 +111,18 @@ class World:
         vehicle.passenger_m += metres * load
         if load == 0:
             vehicle.empty_m += metres
+
+    def driven_m(self, vehicle: Vehicle) -> tuple[float, float, float]:
+        """(vehicle m, empty m, passenger m) so far, the leg in progress included."""
+        vm, em, pm = vehicle.vehicle_m, vehicle.empty_m, vehicle.passenger_m
+        if vehicle.route and self.now > vehicle.anchor_t:
+            pos, _, _ = self.position(vehicle)
+            metres = self.travel.distance_m(vehicle.anchor, pos)
+            load = vehicle.load
+            vm += metres
+            pm += metres * load
+            em += metres if load == 0 else 0.0
+        return vm, em, pm
 
     def reanchor(self, vehicle: Vehicle) -> None:
         """Make the vehicle's current position its anchor, so that its route can change."""
@@ -222,6 +237,7 @@ class World:
         ins = self.find(booking, prefer=offer.vehicle_id)
         if ins is None:
             self.set_status(booking, BookingStatus.CANCELLED)
+            booking.cancel_reason = "no_vehicle"
             self.emitter.cancellation(self.now, booking, "no_vehicle")
             return
         self.insert(booking, ins)
@@ -286,6 +302,7 @@ class World:
             self.offers[booking.offer_id].status = OfferStatus.VOID
         vehicle = self.remove_booking(booking)
         self.set_status(booking, BookingStatus.CANCELLED)
+        booking.cancel_reason = reason
         self.emitter.cancellation(self.now, booking, reason)
         if vehicle is not None:
             self.route_changed(vehicle)
@@ -311,6 +328,7 @@ class World:
             ins = self.find(booking)
             if ins is None:
                 self.set_status(booking, BookingStatus.CANCELLED)
+                booking.cancel_reason = "vehicle_disabled"
                 self.emitter.cancellation(self.now, booking, "vehicle_disabled")
             else:
                 self.insert(booking, ins)
