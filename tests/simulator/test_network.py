@@ -95,10 +95,11 @@ def test_fleet_filter_on_arrays_equals_the_plain_one() -> None:
     compared = 0
     original = sch.Scheduler._network_candidates
 
-    def both(self: sch.Scheduler, travel: Any, to_p: Any, fleet: Any, now: float, pax: int,
+    def both(self: sch.Scheduler, rows: Any, to_p: Any, bookings: Any, now: float, pax: int,
              latest: float) -> Any:
         nonlocal compared
-        fast = original(self, travel, to_p, fleet, now, pax, latest)
+        fast = original(self, rows, to_p, bookings, now, pax, latest)
+        fleet = [(v, self.plan(v, bookings)) for v in rows[2] if v.enabled]
         plain = self._candidates(to_p, fleet, now, pax, latest)[: self.max_candidates]
         assert [v.id for _, _, v, _ in fast] == [v.id for _, _, v, _ in plain]
         assert [t for t, *_ in fast] == pytest.approx([t for t, *_ in plain], abs=1e-6)

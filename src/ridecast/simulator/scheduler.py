@@ -39,6 +39,11 @@ from .travel import Reach, TravelModel
 
 INF = math.inf
 _Entries = NDArray[np.float64]
+#: The fleet's entries: rows, offset of each vehicle's rows, vehicles, their (id, version,
+#: enabled) when the rows were built, and their ids.
+_Fleet = tuple[_Entries, NDArray[np.int64], list[Vehicle], list[tuple[int, int, bool]],
+               NDArray[np.int64]]
+_DISABLED: _Entries = np.array([[0.0, 0.0, 0.0, -1.0, 0.0]])  # no seat: never a candidate
 WAIT_WEIGHT = 0.5
 """Cost of one second of the new rider's wait, next to one second of added vehicle time."""
 
@@ -146,6 +151,7 @@ class Scheduler:
         self.max_candidates = max_candidates
         self._plans: dict[int, Plan] = {}
         self._entries_cache: dict[int, tuple[int, _Entries]] = {}
+        self._fleet: _Fleet | None = None
 
     def plan(self, vehicle: Vehicle, bookings: Mapping[int, Booking]) -> Plan:
         """The vehicle's current plan (cached until its version changes)."""
@@ -181,22 +187,24 @@ class Scheduler:
         if latest < now:
             return None
         travel = self.travel
-        fleet: list[tuple[Vehicle, Plan]] = []
-        earliest_anchor = now
-        for vehicle in vehicles:
-            if vehicle.enabled:
-                fleet.append((vehicle, self.plan(vehicle, bookings)))
-                if vehicle.route and vehicle.anchor_t < earliest_anchor:
-                    earliest_anchor = vehicle.anchor_t
-        if not fleet:
-            return None
-        # One bounded backward search from the pickup: exact times from everywhere a vehicle
-        # could still make it from (a moving vehicle is bounded from where it left).
-        to_p = travel.reach(p, latest - earliest_anchor)
-        if isinstance(travel, NetworkTravel) and isinstance(to_p, NetworkReach):
-            scored = self._network_candidates(travel, to_p, fleet, now, pax, latest)
+        if isinstance(travel, NetworkTravel):
+            fleet_rows = self._fleet_rows(travel, vehicles, bookings)
+            if fleet_rows is None:
+                return None
+            rows = fleet_rows[0]
+            moving = rows[:, 1][(rows[:, 4] == 0) & (rows[:, 3] >= 0)]
+            earliest_anchor = min(now, float(moving.min())) if len(moving) else now
+            # One bounded backward search from the pickup: exact times from everywhere a
+            # vehicle could still make it from (a moving one: from where it left).
+            net_reach = travel.reach(p, latest - earliest_anchor)
+            scored = self._network_candidates(fleet_rows, net_reach, bookings, now, pax, latest)
+            to_p: Reach = net_reach
         else:
-            scored = self._candidates(to_p, fleet, now, pax, latest)
+            fleet = [(v, self.plan(v, bookings)) for v in vehicles if v.enabled]
+            earliest_anchor = min((v.anchor_t for v, _ in fleet if v.route), default=now)
+            generic = travel.reach(p, latest - min(now, earliest_anchor))
+            scored = self._candidates(generic, fleet, now, pax, latest)
+            to_p = generic
         if not scored:
             return None
         # Bounds: a pickup-to-node or node-to-dropoff drive lies inside the new ride.
@@ -206,7 +214,13 @@ class Scheduler:
         if prefer is not None:
             # The offered vehicle first: wherever it ranks, it wins when it still fits.
             scored.sort(key=lambda item: item[1] != prefer)
-        for _, _, vehicle, plan in scored[: self.max_candidates]:
+        floor = 2.0 * self.dwell_s - 1e-6
+        for earliest, _, vehicle, plan in scored[: self.max_candidates]:
+            # Sorted by earliest pickup: once even the smallest possible cost (the wait to
+            # that pickup, and two stops) is above the best, no later candidate can win.
+            if (best is not None and prefer is None
+                    and WAIT_WEIGHT * (earliest - now) + floor > best.cost):
+                break
             start, start_t = self.start_of(vehicle, plan, now)
             found = self._best_in_vehicle(booking, vehicle, plan, start, start_t, now, reaches)
             if found is None:
@@ -259,26 +273,48 @@ class Scheduler:
         self._entries_cache[vehicle.id] = (plan.version, table)
         return table
 
-    def _network_candidates(self, travel: NetworkTravel, to_p: NetworkReach,
-                            fleet: list[tuple[Vehicle, Plan]], now: float, pax: int,
+    def _fleet_rows(self, travel: NetworkTravel, vehicles: Iterable[Vehicle],
+                    bookings: Mapping[int, Booking]) -> _Fleet | None:
+        """All vehicles' entries as one array (rows of disabled vehicles have no seat),
+        rebuilt only where a vehicle's version or state changed since the last booking."""
+        fleet = vehicles if isinstance(vehicles, list) else list(vehicles)
+        if not fleet:
+            return None
+        cached = self._fleet
+        if cached is not None and len(cached[2]) == len(fleet):
+            keys = cached[3]
+            dirty = [i for i, v in enumerate(fleet)
+                     if keys[i] != (v.id, v.version, v.enabled)]
+            if not dirty and all(a is b for a, b in zip(cached[2], fleet, strict=True)):
+                return cached
+        tables = [self._entries(travel, v, self.plan(v, bookings)) if v.enabled
+                  else _DISABLED for v in fleet]
+        sizes = np.fromiter((len(t) for t in tables), dtype=np.int64, count=len(tables))
+        offsets = np.zeros(len(tables), dtype=np.int64)
+        np.cumsum(sizes[:-1], out=offsets[1:])
+        ids = np.fromiter((v.id for v in fleet), dtype=np.int64, count=len(fleet))
+        self._fleet = (np.concatenate(tables), offsets, list(fleet),
+                       [(v.id, v.version, v.enabled) for v in fleet], ids)
+        return self._fleet
+
+    def _network_candidates(self, fleet_rows: _Fleet, to_p: NetworkReach,
+                            bookings: Mapping[int, Booking], now: float, pax: int,
                             latest: float) -> list[tuple[float, int, Vehicle, Plan]]:
         """``_candidates`` on a road network, as array arithmetic over the whole fleet; only
         the first ``max_candidates`` are returned."""
-        tables = [self._entries(travel, vehicle, plan) for vehicle, plan in fleet]
-        sizes = np.fromiter((len(t) for t in tables), dtype=np.int64, count=len(tables))
-        rows = np.concatenate(tables)
+        rows, offsets, fleet, _, ids = fleet_rows
         times, idle = rows[:, 1], rows[:, 4] > 0
         drive = rows[:, 2] + to_p.dist[rows[:, 0].astype(np.int64)]
         at = np.where(idle, np.maximum(times, now) + drive, np.maximum(times + drive, now))
         at[rows[:, 3] < pax] = INF
-        offsets = np.zeros(len(tables), dtype=np.int64)
-        np.cumsum(sizes[:-1], out=offsets[1:])
         earliest = np.minimum.reduceat(at, offsets) + to_p.connector_s
         ok = np.flatnonzero(earliest <= latest + 1e-6)
-        ids = np.fromiter((fleet[i][0].id for i in ok), dtype=np.int64, count=len(ok))
-        order = np.lexsort((ids, earliest[ok]))[: self.max_candidates].tolist()
-        times_ok, ok_list, ids_list = earliest[ok].tolist(), ok.tolist(), ids.tolist()
-        return [(times_ok[i], ids_list[i], *fleet[ok_list[i]]) for i in order]
+        order = ok[np.lexsort((ids[ok], earliest[ok]))][: self.max_candidates].tolist()
+        out: list[tuple[float, int, Vehicle, Plan]] = []
+        for i in order:
+            vehicle = fleet[i]
+            out.append((float(earliest[i]), vehicle.id, vehicle, self.plan(vehicle, bookings)))
+        return out
 
     def _best_in_vehicle(
         self,
