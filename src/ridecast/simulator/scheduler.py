@@ -152,6 +152,7 @@ class Scheduler:
         self._plans: dict[int, Plan] = {}
         self._entries_cache: dict[int, tuple[int, _Entries]] = {}
         self._fleet: _Fleet | None = None
+        self._fleet_tables: list[_Entries] = []
 
     def plan(self, vehicle: Vehicle, bookings: Mapping[int, Booking]) -> Plan:
         """The vehicle's current plan (cached until its version changes)."""
@@ -281,20 +282,25 @@ class Scheduler:
         if not fleet:
             return None
         cached = self._fleet
-        if cached is not None and len(cached[2]) == len(fleet):
-            keys = cached[3]
-            dirty = [i for i, v in enumerate(fleet)
-                     if keys[i] != (v.id, v.version, v.enabled)]
-            if not dirty and all(a is b for a, b in zip(cached[2], fleet, strict=True)):
-                return cached
-        tables = [self._entries(travel, v, self.plan(v, bookings)) if v.enabled
-                  else _DISABLED for v in fleet]
+        keys = [(v.id, v.version, v.enabled) for v in fleet]
+        if cached is not None and cached[3] == keys:
+            return cached
+        old = self._fleet_tables
+        same = cached is not None and [k[0] for k in cached[3]] == [k[0] for k in keys]
+        tables: list[_Entries] = []
+        for i, v in enumerate(fleet):
+            if same and cached is not None and cached[3][i] == keys[i]:
+                tables.append(old[i])
+            elif v.enabled:
+                tables.append(self._entries(travel, v, self.plan(v, bookings)))
+            else:
+                tables.append(_DISABLED)
+        self._fleet_tables = tables
         sizes = np.fromiter((len(t) for t in tables), dtype=np.int64, count=len(tables))
         offsets = np.zeros(len(tables), dtype=np.int64)
         np.cumsum(sizes[:-1], out=offsets[1:])
         ids = np.fromiter((v.id for v in fleet), dtype=np.int64, count=len(fleet))
-        self._fleet = (np.concatenate(tables), offsets, list(fleet),
-                       [(v.id, v.version, v.enabled) for v in fleet], ids)
+        self._fleet = (np.concatenate(tables), offsets, fleet, keys, ids)
         return self._fleet
 
     def _network_candidates(self, fleet_rows: _Fleet, to_p: NetworkReach,

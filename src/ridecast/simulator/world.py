@@ -11,6 +11,7 @@ from __future__ import annotations
 import heapq
 import math
 import time
+from collections import OrderedDict
 from datetime import datetime
 from typing import Any
 
@@ -35,6 +36,8 @@ from .travel import TravelModel
 (DEMAND, RESPOND, EXPIRE, ARRIVE, GPS, SNAPSHOT, TRACKER, CANCEL, CHANGE, BREAK, UNBREAK,
  WARMUP) = range(12)
 
+ENCODED_LEGS = 20_000
+
 OPEN_STATES = (BookingStatus.OFFERED, BookingStatus.ASSIGNED, BookingStatus.PICKED_UP)
 
 
@@ -54,6 +57,7 @@ class World:
         self.offers: dict[int, Offer] = {}
         self.nodes: dict[int, RouteNode] = {}
         self.decision_ms: list[float] = []
+        self._encoded: OrderedDict[tuple[LatLon, LatLon], str] = OrderedDict()
         #: Per vehicle (vehicle m, empty m, passenger m) driven before the warm-up ended.
         self.warmup_m: dict[int, tuple[float, float, float]] | None = None
         self.open_bookings = 0
@@ -139,6 +143,17 @@ class World:
             points.extend(self.travel.path(points[-1], node.pos)[1:])
         return points
 
+    def encoded_leg(self, a: LatLon, b: LatLon) -> str:
+        """The polyline5 of the drive from a to b; an LRU of ``ENCODED_LEGS`` (a route change
+        re-sends every edge of the route, most of them unchanged)."""
+        key = (a, b)
+        text = self._encoded.get(key)
+        if text is None:
+            text = self._encoded[key] = encode(self.travel.path(a, b))
+            if len(self._encoded) > ENCODED_LEGS:
+                self._encoded.popitem(last=False)
+        return text
+
     def node_dicts(self, route: list[RouteNode]) -> list[dict[str, Any]]:
         return [n.to_dict(self.bookings[n.booking_id].passengers) for n in route]
 
@@ -167,7 +182,7 @@ class World:
             edges = []
             for a, b in zip(vehicle.route, vehicle.route[1:], strict=False):
                 edges.append({"from_node_id": a.id, "to_node_id": b.id,
-                              "polyline5": encode(self.travel.path(a.pos, b.pos)),
+                              "polyline5": self.encoded_leg(a.pos, b.pos),
                               "edge_type": "between_nodes"})
             self.emitter.assignment(t, vehicle, self.node_dicts(vehicle.route), edges)
         self.emitter.state_changed(t, vehicle, self.path(vehicle), nodes_changed,
