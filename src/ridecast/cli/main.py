@@ -11,6 +11,7 @@ from . import (
     config_cmd,
     demo,
     listen,
+    network_cmd,
     receiver,
     schema_cmd,
     serve,
@@ -57,6 +58,7 @@ app.command("token")(token_cmd.token)
 app.add_typer(simulations_cmd.app, name="simulations")
 app.command("listen")(listen.listen)
 app.add_typer(webhook_cmd.app, name="webhook")
+app.add_typer(network_cmd.app, name="network")
 
 
 def main() -> None:

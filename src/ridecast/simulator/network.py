@@ -18,7 +18,7 @@ import itertools
 import math
 from collections import OrderedDict
 from dataclasses import dataclass
-from functools import cache
+from functools import cache, lru_cache
 from importlib import resources
 from pathlib import Path
 
@@ -28,8 +28,9 @@ from scipy.sparse import csr_matrix
 from scipy.sparse.csgraph import dijkstra
 from scipy.spatial import cKDTree
 
+from ..errors import BadRequest
 from .polyline import LatLon
-from .settings import SimulatorSettings
+from .settings import NETWORKS, SimulatorSettings, user_network_path
 from .travel import StraightLineTravel, TravelModel, bearing_deg
 
 #: Memory for cached full searches with predecessors (12 bytes a node each): about 1,300 of
@@ -111,11 +112,6 @@ class RoadNetwork:
                 and self.bounds[1] <= lon <= self.bounds[3])
 
 
-def network_dir(data_dir: Path | None) -> Path | None:
-    """Where user-imported networks live: ``<data dir>/networks``."""
-    return None if data_dir is None else data_dir / "networks"
-
-
 @cache
 def load_bundled(name: str) -> RoadNetwork:
     """A network shipped inside the package, loaded once per process."""
@@ -124,9 +120,14 @@ def load_bundled(name: str) -> RoadNetwork:
         return RoadNetwork(path)
 
 
-@cache
-def load_file(path: Path) -> RoadNetwork:
+@lru_cache(maxsize=8)
+def _load_file(path: Path, mtime_ns: int) -> RoadNetwork:
     return RoadNetwork(path)
+
+
+def load_file(path: Path) -> RoadNetwork:
+    """An imported network, loaded once per process and file version (re-imports count)."""
+    return _load_file(path, path.stat().st_mtime_ns)
 
 
 def travel_for(settings: SimulatorSettings) -> TravelModel:
@@ -137,7 +138,12 @@ def travel_for(settings: SimulatorSettings) -> TravelModel:
         name = "gothenburg" if load_bundled("gothenburg").contains(*centre) else "straight"
     if name == "straight":
         return StraightLineTravel(settings.vehicle_speed_kmh)
-    return NetworkTravel(load_bundled(name))
+    if name in NETWORKS:
+        return NetworkTravel(load_bundled(name))
+    path = user_network_path(name)
+    if path is None:
+        raise BadRequest(f"no network named {name!r}", code="invalid_simulation_data")
+    return NetworkTravel(load_file(path.resolve()))
 
 
 @dataclass(slots=True)

@@ -10,15 +10,36 @@ shows the whole interface.
 
 from __future__ import annotations
 
+import os
+import re
 from datetime import datetime
+from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from ..errors import BadRequest
 
-#: Accepted values of ``network`` (bundled networks and the straight-line model).
+#: Built-in values of ``network`` (bundled networks and the straight-line model).
 NETWORKS = frozenset({"straight", "gothenburg"})
+#: A user network's name (``ridecast network import FILE NAME``): never a path.
+NETWORK_NAME = re.compile(r"[a-z0-9][a-z0-9_-]{0,63}")
+#: Where imported networks live unless set: ``networks/`` in the default data directory.
+DEFAULT_NETWORK_DIR = Path("ridecast-data") / "networks"
+
+
+def network_dir() -> Path:
+    """Where ``ridecast network import`` writes and simulations look: ``$RIDECAST_NETWORK_DIR``,
+    else ``./ridecast-data/networks`` (the default data directory's)."""
+    return Path(os.environ.get("RIDECAST_NETWORK_DIR") or DEFAULT_NETWORK_DIR)
+
+
+def user_network_path(name: str) -> Path | None:
+    """The file of an imported network, if ``name`` is a valid name and it exists."""
+    if name in NETWORKS or not NETWORK_NAME.fullmatch(name):
+        return None
+    path = network_dir() / f"{name}.npz"
+    return path if path.is_file() else None
 
 
 class BBox(BaseModel):
@@ -112,9 +133,10 @@ class SimulatorSettings(BaseModel):
         description="Service area: {min_lat,min_lon,max_lat,max_lon} or {lat,lon,radius_m}.",
     )
     network: str | None = Field(
-        None, description="Road network: 'gothenburg' (bundled, OpenStreetMap) or 'straight' "
-        "(straight lines at vehicle_speed_kmh); default: 'gothenburg' when the area's centre "
-        "lies inside it, else 'straight'.",
+        None, description="Road network: 'gothenburg' (bundled, OpenStreetMap), the name of "
+        "one imported with 'ridecast network import', or 'straight' (straight lines at "
+        "vehicle_speed_kmh); default: 'gothenburg' when the area's centre lies inside it, "
+        "else 'straight'.",
     )
     vehicle_speed_kmh: float = Field(30.0, gt=0, le=200, description="Straight-line speed.")
     dwell_s: float = Field(20.0, ge=0, le=600, description="Stop time at each node.")
@@ -169,8 +191,10 @@ class SimulatorSettings(BaseModel):
             raise ValueError("start_ts needs an offset")
         if any(not (0 <= w <= 1e6) for w in self.demand_profile) or sum(self.demand_profile) <= 0:
             raise ValueError("demand_profile needs 24 weights in [0, 1e6], not all 0")
-        if self.network is not None and self.network not in NETWORKS:
-            raise ValueError(f"network must be one of {sorted(NETWORKS)}")
+        if (self.network is not None and self.network not in NETWORKS
+                and user_network_path(self.network) is None):
+            raise ValueError(f"network must be one of {sorted(NETWORKS)} or the name of a "
+                             "network imported with 'ridecast network import'")
         return self
 
     def area_centre(self) -> tuple[float, float]:
