@@ -42,6 +42,8 @@ def simulator_data(args: argparse.Namespace, network: str) -> dict[str, Any]:
         "simulator": {
             "seed": args.seed, "vehicles": args.vehicles, "capacity": 4,
             "bookings_per_hour": args.bookings / hours, "duration_s": hours * 3600.0,
+            # Flat in time, so that --bookings is the number of requests.
+            "demand_profile": [1.0] * 24,
             "speed": "max", "start_ts": START.isoformat(),
             "area": {"lat": 57.705, "lon": 11.963, "radius_m": args.radius_m},
             "network": network,
