@@ -23,7 +23,7 @@ SCENARIO = SimulatorSettings(
     seed=7, vehicles=20, bookings_per_hour=206.2, duration_s=1800, speed="max",
     area=Circle(lat=48.8566, lon=2.3522, radius_m=4000),
 )
-PINNED = "603ed37022c713ed24fcbdf12b55f2d020e3c29e832dc98a9b3e7367eae65969"
+PINNED = "bdb44995bf7c644869b4f7e8d3858c91f0ca6c7aafd44281e016478596ef6a47"
 
 
 def run(settings: SimulatorSettings) -> list[dict[str, Any]]:

@@ -24,7 +24,7 @@ SCENARIO = SimulatorSettings(
     area=Circle(lat=57.705, lon=11.963, radius_m=4000),
 )
 # Re-pin only for a deliberate change of the stream (or of the bundled network).
-PINNED = "7646ff8e4508f8c9996860e737a69ac9884086f142379e00485fbf974aa32877"
+PINNED = "04f8ba689b13dd8d8c5ac417e6a1e9508699bc87a058a0a7067ee3b81b7164b5"
 
 
 @lru_cache(maxsize=2)
@@ -110,3 +110,36 @@ def test_fleet_filter_on_arrays_equals_the_plain_one() -> None:
     while not engine.finished:
         engine.advance(engine.now + 60.0)
     assert compared > 100
+
+
+def test_idle_vehicles_rebalance_to_hot_spots_along_streets() -> None:
+    """No demand yet, one hot spot, no background share: idle vehicles drive to the spot
+    on the streets (GPS on edges, paths of directed edges); with rebalancing off they stay."""
+    from ridecast.simulator.settings import HotSpot
+
+    spot = HotSpot(lat=57.7065, lon=11.9700, radius_m=600, weight=1)
+    settings = SCENARIO.model_copy(update={
+        "bookings_per_hour": 0, "duration_s": 1800, "demand_hot_spots": [spot],
+        "demand_background_share": 0.0, "vehicle_break_probability": 0.0})
+
+    def last_positions(s: SimulatorSettings) -> tuple[list[tuple[float, float]], NetworkCheck]:
+        engine = Engine(5, s, START)
+        check = NetworkCheck(load_bundled("gothenburg"))
+        states: list[dict[str, Any]] = []
+        while not engine.finished:
+            for event in engine.advance(engine.now + 60.0):
+                check.feed(event)
+                if event["message_type"] == "vehicle_states":
+                    states = event["data"]["vehicle_states"]
+        return [(v["lat"], v["lon"]) for v in states], check
+
+    def inside(p: tuple[float, float]) -> bool:
+        dy = (p[0] - spot.lat) * 111_195.0
+        dx = (p[1] - spot.lon) * 111_195.0 * 0.5344
+        return dx * dx + dy * dy <= (spot.radius_m + 50) ** 2
+
+    moved, check = last_positions(settings)
+    stayed, _ = last_positions(settings.model_copy(update={"rebalance_interval_s": 0}))
+    assert check.errors == [] and check.gps_checked > 50
+    assert sum(map(inside, moved)) == len(moved) == settings.vehicles
+    assert sum(map(inside, stayed)) < len(stayed) // 2

@@ -30,6 +30,8 @@ from .world import (
     DEMAND,
     EXPIRE,
     GPS,
+    REBALANCE,
+    RELOCATED,
     RESPOND,
     SNAPSHOT,
     TRACKER,
@@ -66,6 +68,8 @@ class Engine(Operations):
         self.at(0.0, SNAPSHOT)
         if s.kpi_warmup_s > 0:
             self.at(s.kpi_warmup_s, WARMUP)
+        if s.rebalance_interval_s > 0 and self.zones.spots:
+            self.at(s.rebalance_interval_s, REBALANCE)
         if s.performance_tracker_enabled:
             self.at(s.arrival_interval_s, TRACKER)
         self._handlers = {
@@ -73,6 +77,7 @@ class Engine(Operations):
             ARRIVE: self._on_arrive, GPS: self._on_gps, SNAPSHOT: self._on_snapshot,
             TRACKER: self._on_tracker, CANCEL: self._on_cancel, CHANGE: self._on_change,
             BREAK: self._on_break, UNBREAK: self._on_unbreak, WARMUP: self._on_warmup,
+            REBALANCE: self._on_rebalance, RELOCATED: self._on_relocated,
         }
 
     # ---- running ---------------------------------------------------------------------
@@ -150,7 +155,7 @@ class Engine(Operations):
 
     def _on_gps(self, vehicle_id: int, _version: int) -> None:
         vehicle = self.vehicles[vehicle_id]
-        if not vehicle.route and self.now > vehicle.anchor_t:
+        if not vehicle.route and vehicle.target is None and self.now > vehicle.anchor_t:
             vehicle.gps_running = False
             return
         pos, heading, speed = self.position(vehicle)
@@ -209,6 +214,61 @@ class Engine(Operations):
     def _on_warmup(self, _target: int, _version: int) -> None:
         # No event: the KPIs measure driving from here on (see kpis.py).
         self.warmup_m = {vid: self.driven_m(v) for vid, v in self.vehicles.items()}
+
+    def _on_rebalance(self, _target: int, _version: int) -> None:
+        """Send idle vehicles towards the hot spots short of their share of the idle fleet."""
+        if self.now >= self.settings.duration_s:
+            return  # no more demand to wait for
+        self.at(self.now + self.settings.rebalance_interval_s, REBALANCE)
+        spots = self.zones.spots
+        idle = [v for v in self.vehicles.values()
+                if v.enabled and not v.route and v.id not in self.on_break]
+        total_w = sum(spot.weight for spot in spots)
+        if not idle or total_w <= 0:
+            return
+        share = 1.0 - self.settings.demand_background_share
+
+        def spot_of(p: tuple[float, float]) -> int | None:
+            for k, spot in enumerate(spots):
+                dy = (p[0] - spot.lat) * 111_195.0
+                dx = (p[1] - spot.lon) * 111_195.0 * cos(radians(spot.lat))
+                if dx * dx + dy * dy <= spot.radius_m ** 2:
+                    return k
+            return None
+
+        have = [0] * len(spots)
+        free = []
+        for v in idle:
+            k = spot_of(v.target if v.target is not None else v.anchor)
+            if k is not None:
+                have[k] += 1
+            elif v.target is None:
+                free.append(v)
+        want = [round(share * len(idle) * spot.weight / total_w) for spot in spots]
+        deficits = sorted(((want[k] - have[k], -k) for k in range(len(spots))), reverse=True)
+        for deficit, neg_k in deficits:
+            spot = spots[-neg_k]
+            goal = self.travel.snap((spot.lat, spot.lon))
+            cos_lat = cos(radians(spot.lat))
+            free.sort(key=lambda v: (hypot(v.anchor[0] - spot.lat,
+                                           (v.anchor[1] - spot.lon) * cos_lat), v.id))
+            for _ in range(max(0, deficit)):
+                if not free:
+                    return
+                vehicle = free.pop(0)
+                if vehicle.anchor == goal:
+                    continue
+                self.reanchor(vehicle)
+                vehicle.target = goal
+                self.route_changed(vehicle, nodes_changed=False, assignment=False)
+
+    def _on_relocated(self, vehicle_id: int, version: int) -> None:
+        vehicle = self.vehicles[vehicle_id]
+        if version != vehicle.version or vehicle.target is None or vehicle.route:
+            return  # the vehicle got a route (or stopped) on the way
+        self.drive(vehicle, vehicle.target)
+        vehicle.anchor, vehicle.anchor_t, vehicle.target = vehicle.target, self.now, None
+        self.rearm(vehicle)
 
     def _on_break(self, vehicle_id: int, _version: int) -> None:
         vehicle = self.vehicles[vehicle_id]

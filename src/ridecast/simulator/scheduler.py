@@ -164,10 +164,10 @@ class Scheduler:
 
     def start_of(self, vehicle: Vehicle, plan: Plan, now: float) -> tuple[LatLon, float]:
         """Where and when a vehicle can begin a detour: now, or after its current stop."""
-        if not vehicle.route or now <= vehicle.anchor_t:
+        heading_to = vehicle.heading_to
+        if heading_to is None or now <= vehicle.anchor_t:
             return vehicle.anchor, max(now, vehicle.anchor_t)
-        pos, _ = self.travel.position(vehicle.anchor, vehicle.route[0].pos,
-                                      now - vehicle.anchor_t)
+        pos, _ = self.travel.position(vehicle.anchor, heading_to, now - vehicle.anchor_t)
         return pos, now
 
     def best_insertion(
@@ -202,7 +202,8 @@ class Scheduler:
             to_p: Reach = net_reach
         else:
             fleet = [(v, self.plan(v, bookings)) for v in vehicles if v.enabled]
-            earliest_anchor = min((v.anchor_t for v, _ in fleet if v.route), default=now)
+            earliest_anchor = min((v.anchor_t for v, _ in fleet if v.heading_to is not None),
+                                  default=now)
             generic = travel.reach(p, latest - min(now, earliest_anchor))
             scored = self._candidates(generic, fleet, now, pax, latest)
             to_p = generic
@@ -243,7 +244,7 @@ class Scheduler:
             route = vehicle.route
             earliest = INF
             if plan.load0 + pax <= vehicle.capacity:
-                if not route:
+                if vehicle.heading_to is None:
                     earliest = max(now, vehicle.anchor_t) + to_p.time(vehicle.anchor)
                 else:
                     earliest = max(now, vehicle.anchor_t + to_p.time(vehicle.anchor))
@@ -266,7 +267,8 @@ class Scheduler:
             return cached[1]
         cap, route = vehicle.capacity, vehicle.route
         node, conn = travel.place(vehicle.anchor)
-        rows = [(node, vehicle.anchor_t, conn, cap - plan.load0, 0.0 if route else 1.0)]
+        idle = 1.0 if vehicle.heading_to is None else 0.0  # a rebalancing vehicle drives
+        rows = [(node, vehicle.anchor_t, conn, cap - plan.load0, idle)]
         for k, stop in enumerate(route):
             node, conn = travel.place(stop.pos)
             rows.append((node, plan.dep[k], conn, cap - plan.load_after[k], 0.0))

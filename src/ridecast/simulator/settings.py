@@ -169,6 +169,11 @@ class SimulatorSettings(BaseModel):
     max_candidates: int = Field(
         64, ge=1, description="Scheduler: most vehicles tried per booking, earliest pickup first."
     )
+    rebalance_interval_s: float = Field(
+        300.0, ge=0, le=86400,
+        description="Every this many seconds (while demand comes), idle vehicles drive "
+        "towards the hot spots short of their share of the idle fleet; 0 = never.",
+    )
     kpi_warmup_s: float = Field(
         900.0, ge=0, le=30 * 86400,
         description="KPIs in 'measured' leave out bookings requested, and driving done, "

@@ -34,7 +34,7 @@ from .travel import TravelModel
 
 # Timer kinds; a heap entry is (time, seq, kind, target id, version).
 (DEMAND, RESPOND, EXPIRE, ARRIVE, GPS, SNAPSHOT, TRACKER, CANCEL, CHANGE, BREAK, UNBREAK,
- WARMUP) = range(12)
+ WARMUP, REBALANCE, RELOCATED) = range(14)
 
 ENCODED_LEGS = 20_000
 
@@ -97,9 +97,9 @@ class World:
 
     def position(self, vehicle: Vehicle) -> tuple[LatLon, float, float]:
         """(position, bearing, speed m/s) of a vehicle now."""
-        if not vehicle.route:
+        target = vehicle.heading_to
+        if target is None:
             return vehicle.anchor, 0.0, 0.0
-        target = vehicle.route[0].pos
         if self.now <= vehicle.anchor_t:
             heading = self.travel.position(vehicle.anchor, target, 0.0)[1]
             return vehicle.anchor, heading, 0.0
@@ -119,7 +119,7 @@ class World:
     def driven_m(self, vehicle: Vehicle) -> tuple[float, float, float]:
         """(vehicle m, empty m, passenger m) so far, the leg in progress included."""
         vm, em, pm = vehicle.vehicle_m, vehicle.empty_m, vehicle.passenger_m
-        if vehicle.route and self.now > vehicle.anchor_t:
+        if vehicle.heading_to is not None and self.now > vehicle.anchor_t:
             pos, _, _ = self.position(vehicle)
             metres = self.travel.distance_m(vehicle.anchor, pos)
             load = vehicle.load
@@ -130,10 +130,11 @@ class World:
 
     def reanchor(self, vehicle: Vehicle) -> None:
         """Make the vehicle's current position its anchor, so that its route can change."""
-        if vehicle.route and self.now > vehicle.anchor_t:
+        if vehicle.heading_to is not None and self.now > vehicle.anchor_t:
             pos, _, _ = self.position(vehicle)
             self.drive(vehicle, pos)
             vehicle.anchor = pos
+        vehicle.target = None  # a rebalancing drive ends wherever the vehicle is
         vehicle.anchor_t = max(vehicle.anchor_t, self.now)
 
     def path(self, vehicle: Vehicle) -> list[LatLon]:
@@ -141,6 +142,8 @@ class World:
         points = [vehicle.anchor]
         for node in vehicle.route:
             points.extend(self.travel.path(points[-1], node.pos)[1:])
+        if vehicle.target is not None and not vehicle.route:
+            points.extend(self.travel.path(vehicle.anchor, vehicle.target)[1:])
         return points
 
     def encoded_leg(self, a: LatLon, b: LatLon) -> str:
@@ -163,8 +166,14 @@ class World:
         """New version: the cached plan and any pending arrival timer become stale."""
         vehicle.version += 1
         plan = self.scheduler.plan(vehicle, self.bookings)
-        if vehicle.route:
-            self.at(plan.arr[0], ARRIVE, vehicle.id, vehicle.version)
+        if vehicle.route or vehicle.target is not None:
+            if vehicle.route:
+                self.at(plan.arr[0], ARRIVE, vehicle.id, vehicle.version)
+            else:
+                assert vehicle.target is not None
+                arrive = vehicle.anchor_t + self.travel.duration_s(vehicle.anchor,
+                                                                   vehicle.target)
+                self.at(arrive, RELOCATED, vehicle.id, vehicle.version)
             if not vehicle.gps_running:
                 vehicle.gps_running = True
                 self.at(self.now + self.settings.gps_interval_s, GPS, vehicle.id)
