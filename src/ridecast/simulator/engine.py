@@ -11,6 +11,7 @@ nothing.
 from __future__ import annotations
 
 import heapq
+import math
 from datetime import datetime
 from math import cos, hypot, radians
 from typing import Any
@@ -18,6 +19,7 @@ from typing import Any
 from .demand import Zones, arrival_times
 from .emit import Event
 from .model import BookingStatus, NodeType, OfferStatus, Vehicle
+from .network import NetworkTravel
 from .operations import Operations
 from .rng import Source
 from .settings import SimulatorSettings
@@ -27,6 +29,7 @@ from .world import (
     BREAK,
     CANCEL,
     CHANGE,
+    CONGESTION,
     DEMAND,
     EXPIRE,
     GPS,
@@ -68,6 +71,12 @@ class Engine(Operations):
         self.at(0.0, SNAPSHOT)
         if s.kpi_warmup_s > 0:
             self.at(s.kpi_warmup_s, WARMUP)
+        # Congestion (road network only): one factor per clock hour, changed on the hour.
+        self._factors: list[float] = []
+        self._clock0 = start.hour * 3600.0 + start.minute * 60.0 + start.second
+        if isinstance(self.travel, NetworkTravel):
+            self.travel.factor = self.congestion_at(0.0)
+            self.at(3600.0 - self._clock0 % 3600.0, CONGESTION)
         if s.rebalance_interval_s > 0 and self.zones.spots:
             self.at(s.rebalance_interval_s, REBALANCE)
         if s.performance_tracker_enabled:
@@ -78,6 +87,7 @@ class Engine(Operations):
             TRACKER: self._on_tracker, CANCEL: self._on_cancel, CHANGE: self._on_change,
             BREAK: self._on_break, UNBREAK: self._on_unbreak, WARMUP: self._on_warmup,
             REBALANCE: self._on_rebalance, RELOCATED: self._on_relocated,
+            CONGESTION: self._on_congestion,
         }
 
     # ---- running ---------------------------------------------------------------------
@@ -214,6 +224,38 @@ class Engine(Operations):
     def _on_warmup(self, _target: int, _version: int) -> None:
         # No event: the KPIs measure driving from here on (see kpis.py).
         self.warmup_m = {vid: self.driven_m(v) for vid, v in self.vehicles.items()}
+
+    def congestion_at(self, t: float) -> float:
+        """The congestion factor in force at simulated time t (seeded, one per clock hour:
+        the profile's value x log-normal noise, at least 1)."""
+        k = int((self._clock0 + t) // 3600.0)
+        rng = self.streams[Source.CONGESTION]
+        s = self.settings
+        first_hour = int(self._clock0 // 3600.0)
+        while len(self._factors) <= k - first_hour:
+            hour = (first_hour + len(self._factors)) % 24
+            noise = math.exp(rng.gauss(0.0, s.congestion_noise)) if s.congestion_noise else 1.0
+            self._factors.append(max(1.0, s.congestion_profile[hour] * noise))
+        return self._factors[k - first_hour]
+
+    def _on_congestion(self, _target: int, _version: int) -> None:
+        """On the hour: vehicles on the road keep where they are, then drive on at the new
+        hour's speeds (no event: paths do not change, only times)."""
+        travel = self.travel
+        assert isinstance(travel, NetworkTravel)
+        factor = self.congestion_at(self.now + 1.0)
+        self.at(self.now + 3600.0, CONGESTION)
+        if factor == travel.factor:
+            return
+        moving = [v for v in self.vehicles.values() if v.heading_to is not None]
+        for vehicle in moving:
+            if self.now > vehicle.anchor_t:
+                pos, _, _ = self.position(vehicle)
+                self.drive(vehicle, pos)
+                vehicle.anchor, vehicle.anchor_t = pos, self.now
+        travel.factor = factor
+        for vehicle in moving:
+            self.rearm(vehicle)
 
     def _on_rebalance(self, _target: int, _version: int) -> None:
         """Send idle vehicles towards the hot spots short of their share of the idle fleet."""

@@ -163,7 +163,7 @@ class NetworkReach:
     """Times to (or, ``forward``, from) one point from one bounded search; ``inf`` beyond
     the search's limit. Answers agree with ``NetworkTravel.duration_s``."""
 
-    __slots__ = ("connector_s", "dist", "forward", "node_at", "target", "travel")
+    __slots__ = ("connector_s", "dist", "factor", "forward", "node_at", "target", "travel")
 
     def __init__(self, travel: NetworkTravel, target: LatLon, dist: NDArray[np.float64],
                  forward: bool) -> None:
@@ -172,6 +172,8 @@ class NetworkReach:
         self.dist = dist
         self.forward = forward
         self.node_at = travel._node_at
+        #: ``dist`` and ``connector_s`` are free-flow seconds; times are these x ``factor``.
+        self.factor = travel.factor
         # Off the network, the target's connector to (or from) its node.
         self.connector_s = (travel._start(target) if forward else travel._end(target))[2]
 
@@ -180,12 +182,12 @@ class NetworkReach:
             return 0.0
         node = self.node_at.get(a)
         if node is not None:  # the usual case: a stop on a network node
-            return float(self.dist[node]) + self.connector_s
+            return (float(self.dist[node]) + self.connector_s) * self.factor
         if self.forward:
             t, _, tail_s, _ = self.travel._end(a)
-            return self.connector_s + float(self.dist[t]) + tail_s
+            return (self.connector_s + float(self.dist[t]) + tail_s) * self.factor
         s, _, head_s, _ = self.travel._start(a)
-        return head_s + float(self.dist[s]) + self.connector_s
+        return (head_s + float(self.dist[s]) + self.connector_s) * self.factor
 
 
 @dataclass(slots=True)
@@ -204,6 +206,9 @@ class NetworkTravel:
     def __init__(self, network: RoadNetwork) -> None:
         self.net = network
         self.speed_mps = float((network.edge_m / network.edge_s).max())  # upper bound
+        #: Congestion: every time is the free-flow time x this (>= 1); the engine sets it by
+        #: the hour and re-times the vehicles on the road when it changes.
+        self.factor = 1.0
         self._edge_s: list[float] = network.edge_s.tolist()
         self._edge_m: list[float] = network.edge_m.tolist()
         self._node_at: dict[LatLon, int] = {network.node_pos(i): i for i in range(network.size)}
@@ -248,7 +253,7 @@ class NetworkTravel:
         node = self._node(target)
         if forward:
             return NetworkReach(self, target, self._search(node)[0], forward)
-        limit = limit_s if math.isfinite(limit_s) else math.inf
+        limit = limit_s / self.factor if math.isfinite(limit_s) else math.inf
         cache = self._targets
         hit = cache.get(node)
         if hit is not None and hit[0] >= limit:
@@ -356,7 +361,7 @@ class NetworkTravel:
             seconds = self._pairs[key] = self._duration(a, b)
             if len(self._pairs) > PAIR_CACHE:
                 self._pairs.clear()
-        return seconds
+        return seconds * self.factor
 
     def _duration(self, a: LatLon, b: LatLon) -> float:
         hit = self._legs.get((a, b))
@@ -386,6 +391,7 @@ class NetworkTravel:
         return list(self.leg(a, b).points)
 
     def position(self, a: LatLon, b: LatLon, elapsed_s: float) -> tuple[LatLon, float]:
+        elapsed_s /= self.factor  # legs are timed at free flow
         leg = self.leg(a, b)
         pts, times = leg.points, leg.times
         if elapsed_s >= times[-1]:

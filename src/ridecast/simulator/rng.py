@@ -26,6 +26,7 @@ class Source(StrEnum):
     FLEET = "fleet"
     IDS = "ids"
     HOT_SPOTS = "hot_spots"
+    CONGESTION = "congestion"
 
 
 def derive_seed(seed: int, source: str) -> int:

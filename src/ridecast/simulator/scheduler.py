@@ -312,10 +312,10 @@ class Scheduler:
         the first ``max_candidates`` are returned."""
         rows, offsets, fleet, _, ids = fleet_rows
         times, idle = rows[:, 1], rows[:, 4] > 0
-        drive = rows[:, 2] + to_p.dist[rows[:, 0].astype(np.int64)]
+        drive = (rows[:, 2] + to_p.dist[rows[:, 0].astype(np.int64)]) * to_p.factor
         at = np.where(idle, np.maximum(times, now) + drive, np.maximum(times + drive, now))
         at[rows[:, 3] < pax] = INF
-        earliest = np.minimum.reduceat(at, offsets) + to_p.connector_s
+        earliest = np.minimum.reduceat(at, offsets) + to_p.connector_s * to_p.factor
         ok = np.flatnonzero(earliest <= latest + 1e-6)
         order = ok[np.lexsort((ids[ok], earliest[ok]))][: self.max_candidates].tolist()
         out: list[tuple[float, int, Vehicle, Plan]] = []

@@ -88,6 +88,14 @@ DEFAULT_DEMAND_PROFILE: tuple[float, ...] = (
 )
 
 
+#: Congestion by hour of the simulated clock: road-network travel times are the free-flow
+#: times x this (>= 1): free at night, peaks at 7-9 and 16-18.
+DEFAULT_CONGESTION_PROFILE: tuple[float, ...] = (
+    1.00, 1.00, 1.00, 1.00, 1.00, 1.05, 1.20, 1.45, 1.50, 1.30, 1.15, 1.15,
+    1.20, 1.15, 1.15, 1.25, 1.45, 1.55, 1.40, 1.20, 1.10, 1.05, 1.00, 1.00,
+)
+
+
 class SimulatorSettings(BaseModel):
     """What the simulator simulates; the ``data.simulator`` object of a simulation."""
 
@@ -139,6 +147,17 @@ class SimulatorSettings(BaseModel):
         "else 'straight'.",
     )
     vehicle_speed_kmh: float = Field(30.0, gt=0, le=200, description="Straight-line speed.")
+    congestion_profile: list[float] = Field(
+        default_factory=lambda: list(DEFAULT_CONGESTION_PROFILE), min_length=24, max_length=24,
+        description="Road network only: 24 factors (>= 1, <= 10), one per hour of the "
+        "simulated clock; travel times are free-flow times x the factor of the hour. "
+        "Default: 1 at night, 1.5 at 8, 1.55 at 17.",
+    )
+    congestion_noise: float = Field(
+        0.05, ge=0, le=1,
+        description="Sigma of a seeded log-normal noise on each hour's congestion factor "
+        "(the result is kept >= 1).",
+    )
     dwell_s: float = Field(20.0, ge=0, le=600, description="Stop time at each node.")
     max_wait_s: float = Field(
         600.0, gt=0, description="Latest pickup = request time + max_wait_s."
