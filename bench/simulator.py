@@ -1,7 +1,9 @@
 """Simulator benchmark: 500 vehicles, 10,000 bookings, 4 simulated hours, as fast as possible.
 
 Runs each travel model of ``--networks`` (default: the bundled Gothenburg road network, then
-the straight-line model) on the same demand in one run, and reports both.
+the straight-line model) on the same demand in one run, reports both, then a summary with the
+first model's figures over the second's and the issue's targets (end to end >= 100x real
+time, scheduler p99 <= 10 ms on the network).
 
 Every event goes through ``Ingest.submit`` into the event log (SQLite by default, or
 ``--database-url``), exactly as in the server. Prints the simulated-time / wall-time ratio
@@ -17,6 +19,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import math
 import tempfile
 import time
 from datetime import UTC, datetime
@@ -39,6 +42,8 @@ def simulator_data(args: argparse.Namespace, network: str) -> dict[str, Any]:
         "simulator": {
             "seed": args.seed, "vehicles": args.vehicles, "capacity": 4,
             "bookings_per_hour": args.bookings / hours, "duration_s": hours * 3600.0,
+            # Flat in time, so that --bookings is the number of requests.
+            "demand_profile": [1.0] * 24,
             "speed": "max", "start_ts": START.isoformat(),
             "area": {"lat": 57.705, "lon": 11.963, "radius_m": args.radius_m},
             "network": network,
@@ -94,14 +99,37 @@ def main() -> None:
     parser.add_argument("--database-url", default=None)
     parser.add_argument("--skip-engine-only", action="store_true")
     args = parser.parse_args()
+    figures: dict[str, dict[str, float]] = {}
     for network in args.networks.split(","):
         print(f"== network {network}")
-        run_one(args, simulator_data(args, network))
+        figures[network] = run_one(args, simulator_data(args, network))
+    compare(figures)
 
 
-def run_one(args: argparse.Namespace, data: dict[str, Any]) -> None:
+def compare(figures: dict[str, dict[str, float]]) -> None:
+    """Each model beside the first, as ratios, and the issue's targets for the network."""
+    names = list(figures)
+    keys = ("engine_x", "end_to_end_x", "p50_ms", "p99_ms")
+    print("== summary")
+    print(f"{'model':12}" + "".join(f"{k:>14}" for k in keys))
+    for name in names:
+        row = figures[name]
+        print(f"{name:12}" + "".join(f"{row.get(k, math.nan):14.2f}" for k in keys))
+    if len(names) > 1:
+        base, other = figures[names[0]], figures[names[1]]
+        print(f"{names[0]}/{names[1]}" + "".join(
+            f"{base.get(k, math.nan) / other.get(k, math.nan):14.2f}" for k in keys))
+    if "gothenburg" in figures:
+        row = figures["gothenburg"]
+        print(f"target (gothenburg): end to end >= 100x: {row['end_to_end_x'] >= 100}; "
+              f"scheduler p99 <= 10 ms: {row['p99_ms'] <= 10}")
+
+
+def run_one(args: argparse.Namespace, data: dict[str, Any]) -> dict[str, float]:
+    figures: dict[str, float] = {}
     if not args.skip_engine_only:
         sim_s, wall_s, events = engine_only(data)
+        figures["engine_x"] = sim_s / wall_s
         print(f"engine only : {sim_s / wall_s:8.0f}x  ({sim_s:.0f} sim s in {wall_s:.1f} s, "
               f"{events / wall_s:,.0f} events/s)")
 
@@ -121,6 +149,10 @@ def run_one(args: argparse.Namespace, data: dict[str, Any]) -> None:
                                        "ride_over_direct_mean", "occupancy", "vehicle_km",
                                        "empty_km")}
     print("kpis        :", json.dumps(summary))
+    figures["end_to_end_x"] = result["sim_s"] / result["wall_s"]
+    figures["p50_ms"] = k["scheduler_decision_ms_p50"] or math.nan
+    figures["p99_ms"] = k["scheduler_decision_ms_p99"] or math.nan
+    return figures
 
 
 if __name__ == "__main__":

@@ -32,6 +32,7 @@ def _t(ts: str) -> float:
 class NetworkCheck:
     net: RoadNetwork
     gps_tolerance_m: float = 10.0
+    min_factor: float = 1.0  # congestion: no drive faster than free flow x this
     errors: list[str] = field(default_factory=list)
     gps_checked: int = 0
     edges_checked: int = 0
@@ -109,7 +110,8 @@ class NetworkCheck:
         self.last_node[vehicle] = (here, t)
         if prev is None or prev[0] == here:
             return
-        fastest = float(dijkstra(self.net.graph, indices=prev[0], limit=t - prev[1] + 60)[here])
+        fastest = self.min_factor * float(
+            dijkstra(self.net.graph, indices=prev[0], limit=t - prev[1] + 60)[here])
         self.legs_timed += 1
         if t - prev[1] < fastest - 1.0:
             self._err(f"vehicle {vehicle} drove {prev[0]}->{here} in {t - prev[1]:.0f} s, "

@@ -29,3 +29,47 @@ def test_kpis_of_a_run_are_consistent() -> None:
     assert k["wait_mean_s"] <= k["wait_p95_s"] <= engine.settings.max_wait_s
     assert k["ride_over_direct_mean"] >= 1.0
     assert k["scheduler_decisions"] >= k["bookings"]
+
+
+def _run(warmup: float) -> tuple[Engine, list[dict[str, object]]]:
+    settings = SimulatorSettings(speed="max", duration_s=2400, kpi_warmup_s=warmup,
+                                 bookings_per_hour=150, seed=4)
+    engine = Engine(1, settings, datetime(2024, 1, 1, 8, tzinfo=UTC))
+    return engine, engine.advance(1e9)
+
+
+def test_measured_kpis_leave_out_the_warm_up() -> None:
+    """'measured' counts the bookings requested after the warm-up (as the stream shows them),
+    splits rejections by cause, and states its window."""
+    engine, events = _run(900.0)
+    m = compute(engine)["measured"]
+    assert m["window"]["warmup_s"] == 900.0 and m["window"]["started"]
+    start = datetime(2024, 1, 1, 8, tzinfo=UTC).timestamp()
+    later = [b for e in events if e["message_type"] == "bookings"
+             for b in e["data"]["bookings"]  # type: ignore[index]
+             if datetime.fromisoformat(b["requested_ts"]).timestamp() - start >= 900.0]
+    assert m["requests"] == len(later) > 0
+    r = m["rejections"]
+    ended = m["served"] + m["no_shows"] + r["no_vehicle"] + r["rider_rejected"] + r["expired"]
+    assert ended <= m["requests"]
+    k = compute(engine)
+    assert r["rider_rejected"] <= k["offers_rejected"] and r["expired"] <= k["offers_expired"]
+    assert 0 < m["vehicle_km"] < k["vehicle_km"]
+    assert abs(m["vehicle_km_empty"] + m["vehicle_km_occupied"] - m["vehicle_km"]) < 1e-2
+    assert m["wait_s"]["mean"] <= engine.settings.max_wait_s
+    assert m["detour"]["mean"] >= 1.0
+
+
+def test_no_warm_up_measures_the_whole_run() -> None:
+    """With kpi_warmup_s 0 'measured' agrees with the whole-run keys."""
+    engine, _ = _run(0.0)
+    k = compute(engine)
+    m = k["measured"]
+    assert m["requests"] == k["bookings"]
+    assert m["served"] == k["served"]
+    assert m["rejections"]["no_vehicle"] >= k["no_offer"]
+    assert m["rejections"]["rider_rejected"] == k["offers_rejected"]
+    assert m["rejections"]["expired"] == k["offers_expired"]
+    assert abs(m["vehicle_km"] - k["vehicle_km"]) < 1e-2
+    assert abs(m["vehicle_km_empty"] - k["empty_km"]) < 1e-2
+    assert m["occupancy"] == k["occupancy"]

@@ -19,11 +19,12 @@ from .networkcheck import NetworkCheck
 
 START = datetime(2024, 5, 6, 8, 0, tzinfo=UTC)
 SCENARIO = SimulatorSettings(
-    seed=3, vehicles=10, bookings_per_hour=240, duration_s=1200, speed="max",
+    # 08:00-08:20 in the default demand profile (weight 1.94): 80 bookings.
+    seed=3, vehicles=10, bookings_per_hour=124, duration_s=1200, speed="max",
     area=Circle(lat=57.705, lon=11.963, radius_m=4000),
 )
 # Re-pin only for a deliberate change of the stream (or of the bundled network).
-PINNED = "349ddfb0374c55252bfba8f467cad53f3f39e0094bd687e8bfa469b1793c2c4f"
+PINNED = "0214e91a029fb4b1619025ab796fde54bba15d4f40b8aec0cfcca0b6d05a1d7f"
 
 
 @lru_cache(maxsize=2)
@@ -80,3 +81,123 @@ def test_routes_take_longer_than_straight_lines() -> None:
     # Mid-leg positions continue on the same street: the rest of the leg is consistent.
     pos, _ = travel.position(a, b, 60.0)
     assert travel.duration_s(pos, b) == pytest.approx(travel.duration_s(a, b) - 60.0, abs=1.0)
+
+
+def test_fleet_filter_on_arrays_equals_the_plain_one() -> None:
+    """The scheduler's array filter on the network (one backward search per booking) keeps
+    exactly the vehicles, in the same order and with the same pickup-time bounds, as the
+    per-vehicle reference."""
+    from ridecast.simulator import scheduler as sch
+
+    settings = SCENARIO.model_copy(update={"vehicles": 40, "bookings_per_hour": 600,
+                                           "duration_s": 900})
+    engine = Engine(5, settings, START)
+    compared = 0
+    original = sch.Scheduler._network_candidates
+
+    def both(self: sch.Scheduler, rows: Any, to_p: Any, bookings: Any, now: float, pax: int,
+             latest: float) -> Any:
+        nonlocal compared
+        fast = original(self, rows, to_p, bookings, now, pax, latest)
+        fleet = [(v, self.plan(v, bookings)) for v in rows[2] if v.enabled]
+        plain = self._candidates(to_p, fleet, now, pax, latest)[: self.max_candidates]
+        assert [v.id for _, _, v, _ in fast] == [v.id for _, _, v, _ in plain]
+        assert [t for t, *_ in fast] == pytest.approx([t for t, *_ in plain], abs=1e-6)
+        compared += 1
+        return fast
+
+    engine.scheduler._network_candidates = both.__get__(engine.scheduler)  # type: ignore[method-assign]
+    while not engine.finished:
+        engine.advance(engine.now + 60.0)
+    assert compared > 100
+
+
+def test_idle_vehicles_rebalance_to_hot_spots_along_streets() -> None:
+    """No demand yet, one hot spot, no background share: idle vehicles drive to the spot
+    on the streets (GPS on edges, paths of directed edges); with rebalancing off they stay."""
+    from ridecast.simulator.settings import HotSpot
+
+    spot = HotSpot(lat=57.7065, lon=11.9700, radius_m=600, weight=1)
+    settings = SCENARIO.model_copy(update={
+        "bookings_per_hour": 0, "duration_s": 1800, "demand_hot_spots": [spot],
+        "demand_background_share": 0.0, "vehicle_break_probability": 0.0})
+
+    def last_positions(s: SimulatorSettings) -> tuple[list[tuple[float, float]], NetworkCheck]:
+        engine = Engine(5, s, START)
+        check = NetworkCheck(load_bundled("gothenburg"))
+        states: list[dict[str, Any]] = []
+        while not engine.finished:
+            for event in engine.advance(engine.now + 60.0):
+                check.feed(event)
+                if event["message_type"] == "vehicle_states":
+                    states = event["data"]["vehicle_states"]
+        return [(v["lat"], v["lon"]) for v in states], check
+
+    def inside(p: tuple[float, float]) -> bool:
+        dy = (p[0] - spot.lat) * 111_195.0
+        dx = (p[1] - spot.lon) * 111_195.0 * 0.5344
+        return dx * dx + dy * dy <= (spot.radius_m + 50) ** 2
+
+    moved, check = last_positions(settings)
+    stayed, _ = last_positions(settings.model_copy(update={"rebalance_interval_s": 0}))
+    assert check.errors == [] and check.gps_checked > 50
+    assert sum(map(inside, moved)) == len(moved) == settings.vehicles
+    assert sum(map(inside, stayed)) < len(stayed) // 2
+
+
+def _run_events(settings: SimulatorSettings, start: datetime) -> list[dict[str, Any]]:
+    engine = Engine(5, settings, start)
+    events: list[dict[str, Any]] = []
+    while not engine.finished:
+        events.extend(engine.advance(engine.now + 60.0))
+    return events
+
+
+def test_congestion_slows_every_drive_and_etas_follow() -> None:
+    """Congestion x2 all day: no stop is reached sooner than twice the free-flow drive,
+    GPS stays on the streets, and each stop is reached when the last vehicle_arrival sent
+    after the vehicle's last route change said it would be."""
+    settings = SCENARIO.model_copy(update={"congestion_profile": [2.0] * 24,
+                                           "congestion_noise": 0.0})
+    events = _run_events(settings, START)
+    check = NetworkCheck(load_bundled("gothenburg"), min_factor=2.0)
+    eta: dict[int, str] = {}  # node id -> planned arrival, from vehicle_arrival
+    matched = 0
+    for event in events:
+        check.feed(event)
+        kind, data = event["message_type"], event["data"]
+        if kind in ("vehicle_state_changed", "demand_modification", "fail_to_board"):
+            eta = {n: ts for n, ts in eta.items() if n not in _nodes_of(events, data)}
+        elif kind == "vehicle_arrival":
+            eta[data["node_id"]] = data["estimated_scheduled_ts"]
+        elif kind == "node_status" and data["node_id"] in eta:
+            planned = datetime.fromisoformat(eta.pop(data["node_id"]))
+            arrived = datetime.fromisoformat(event["current_sim_ts"])
+            assert abs((arrived - planned).total_seconds()) <= 1.0
+            matched += 1
+    assert check.errors == [] and check.legs_timed > 20
+    assert matched > 20
+
+
+def _nodes_of(events: list[dict[str, Any]], data: dict[str, Any]) -> set[int]:
+    """Node ids of the vehicle named in ``data`` (all its nodes ever assigned)."""
+    vid = data["vehicle_id"]
+    return {n["id"] for e in events if e["message_type"] == "assignment"
+            and e["data"]["vehicle_id"] == vid for n in e["data"]["nodes"]}
+
+
+def test_congestion_changes_on_the_hour_and_is_seeded() -> None:
+    """Across a change of hour (free flow, then x3) vehicles stay on their streets; the
+    noise is seeded: same seed, same stream; another seed, other times."""
+    settings = SCENARIO.model_copy(update={
+        "congestion_profile": [1.0] * 8 + [3.0] * 16, "duration_s": 900,
+        "congestion_noise": 0.1})
+    start = START.replace(hour=7, minute=50)
+    events = _run_events(settings, start)
+    check = NetworkCheck(load_bundled("gothenburg"))
+    for event in events:
+        check.feed(event)
+    assert check.errors == [] and check.gps_checked > 100
+    assert events == _run_events(settings, start)
+    other = _run_events(settings.model_copy(update={"seed": 4}), start)
+    assert other != events

@@ -11,6 +11,7 @@ import pytest
 from ridecast.errors import Conflict, NotFound
 from ridecast.simulator import Engine, SimulatorSettings
 from ridecast.simulator.clock import MaxClock, WallClock
+from ridecast.simulator.demand import hourly_rates
 from ridecast.simulator.manager import SimulatorManager
 from ridecast.simulator.runner import Runner, Status
 
@@ -91,7 +92,9 @@ async def test_manager_status_and_restart() -> None:
     async with asyncio.timeout(20):
         await manager.runners[9].wait_finished()
     status = manager.status(9)
-    assert status["status"] == "finished" and status["kpis"]["bookings"] == 15
+    # 15 minutes at 08:00, where the default demand profile is 1.94 times the mean.
+    expected = round(hourly_rates(SMALL)[8] * 0.25)
+    assert status["status"] == "finished" and status["kpis"]["bookings"] == expected
     assert status["sim_ts"] > status["started_sim_ts"]
     await manager.start(9, data)
     await manager.close()

@@ -55,6 +55,8 @@ DEMO_SIMULATOR: dict[str, Any] = {
     "vehicles": 30,
     "capacity": 4,
     "bookings_per_hour": 360,
+    # Flat in time: the demo starts now, and must be as busy at 03:00 as at 17:00.
+    "demand_profile": [1.0] * 24,
     "duration_s": 4 * 3600,
     "gps_interval_s": 1,
     "area": {"lat": 57.705, "lon": 11.963, "radius_m": 5000},  # Gothenburg: on the streets

@@ -13,6 +13,7 @@ from . import (
     demo,
     events_cmd,
     listen,
+    network_cmd,
     receiver,
     schema_cmd,
     serve,
@@ -60,6 +61,7 @@ app.add_typer(simulations_cmd.app, name="simulations")
 app.command("listen")(listen.listen)
 app.add_typer(events_cmd.app, name="events")
 app.add_typer(webhook_cmd.app, name="webhook")
+app.add_typer(network_cmd.app, name="network")
 
 
 def usage_error_line(exc: typer.TyperException) -> str | None:

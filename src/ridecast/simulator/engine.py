@@ -11,12 +11,15 @@ nothing.
 from __future__ import annotations
 
 import heapq
+import math
 from datetime import datetime
 from math import cos, hypot, radians
 from typing import Any
 
+from .demand import Zones, arrival_times
 from .emit import Event
 from .model import BookingStatus, NodeType, OfferStatus, Vehicle
+from .network import NetworkTravel
 from .operations import Operations
 from .rng import Source
 from .settings import SimulatorSettings
@@ -26,13 +29,17 @@ from .world import (
     BREAK,
     CANCEL,
     CHANGE,
+    CONGESTION,
     DEMAND,
     EXPIRE,
     GPS,
+    REBALANCE,
+    RELOCATED,
     RESPOND,
     SNAPSHOT,
     TRACKER,
     UNBREAK,
+    WARMUP,
 )
 
 
@@ -51,10 +58,8 @@ class Engine(Operations):
         for vid in range(1, s.vehicles + 1):
             pos = self.random_point(Source.FLEET)
             self.vehicles[vid] = Vehicle(vid, self.streams.uuid(), s.capacity, pos)
-        count = round(s.bookings_per_hour * s.duration_s / 3600.0)
-        # Arrival times of a Poisson process given its count are sorted uniform draws.
-        demand = self.streams[Source.DEMAND]
-        self._arrivals = sorted(demand.uniform(0.0, s.duration_s) for _ in range(count))
+        self._arrivals = arrival_times(s, start, self.streams[Source.DEMAND])
+        self.zones = Zones(s, self.streams[Source.HOT_SPOTS])
         self._next_arrival = 0
         if self._arrivals:
             self.at(self._arrivals[0], DEMAND)
@@ -64,13 +69,25 @@ class Engine(Operations):
             if u < s.vehicle_break_probability:
                 self.at((0.1 + 0.6 * when) * s.duration_s, BREAK, vid)
         self.at(0.0, SNAPSHOT)
+        if s.kpi_warmup_s > 0:
+            self.at(s.kpi_warmup_s, WARMUP)
+        # Congestion (road network only): one factor per clock hour, changed on the hour.
+        self._factors: list[float] = []
+        self._clock0 = start.hour * 3600.0 + start.minute * 60.0 + start.second
+        if isinstance(self.travel, NetworkTravel):
+            self.travel.factor = self.congestion_at(0.0)
+            self.at(3600.0 - self._clock0 % 3600.0, CONGESTION)
+        if s.rebalance_interval_s > 0 and self.zones.spots:
+            self.at(s.rebalance_interval_s, REBALANCE)
         if s.performance_tracker_enabled:
             self.at(s.arrival_interval_s, TRACKER)
         self._handlers = {
             DEMAND: self._on_demand, RESPOND: self._on_respond, EXPIRE: self._on_expire,
             ARRIVE: self._on_arrive, GPS: self._on_gps, SNAPSHOT: self._on_snapshot,
             TRACKER: self._on_tracker, CANCEL: self._on_cancel, CHANGE: self._on_change,
-            BREAK: self._on_break, UNBREAK: self._on_unbreak,
+            BREAK: self._on_break, UNBREAK: self._on_unbreak, WARMUP: self._on_warmup,
+            REBALANCE: self._on_rebalance, RELOCATED: self._on_relocated,
+            CONGESTION: self._on_congestion,
         }
 
     # ---- running ---------------------------------------------------------------------
@@ -107,12 +124,13 @@ class Engine(Operations):
 
     def _on_demand(self, _target: int, _version: int) -> None:
         rng = self.streams[Source.DEMAND]
-        pickup = self.random_point(Source.DEMAND)
-        dropoff = self.random_point(Source.DEMAND)
+        snap = self.travel.snap
+        pickup = self.zones.draw(rng, snap)
+        dropoff = self.zones.draw(rng, snap)
         for _ in range(20):
             if self.travel.distance_m(pickup, dropoff) >= self.settings.min_trip_m:
                 break
-            dropoff = self.random_point(Source.DEMAND)
+            dropoff = self.zones.draw(rng, snap)
         u = rng.random()
         passengers = min(self.settings.capacity, 1 if u < 0.7 else 2 if u < 0.9 else 3)
         self.new_booking(pickup, dropoff, passengers, self.settings.max_wait_s, auto=True)
@@ -147,7 +165,7 @@ class Engine(Operations):
 
     def _on_gps(self, vehicle_id: int, _version: int) -> None:
         vehicle = self.vehicles[vehicle_id]
-        if not vehicle.route and self.now > vehicle.anchor_t:
+        if not vehicle.route and vehicle.target is None and self.now > vehicle.anchor_t:
             vehicle.gps_running = False
             return
         pos, heading, speed = self.position(vehicle)
@@ -202,6 +220,97 @@ class Engine(Operations):
         if booking.status is BookingStatus.ASSIGNED and not self.change_demand(
                 booking, booking.passengers + direction):
             self.change_demand(booking, booking.passengers - direction)
+
+    def _on_warmup(self, _target: int, _version: int) -> None:
+        # No event: the KPIs measure driving from here on (see kpis.py).
+        self.warmup_m = {vid: self.driven_m(v) for vid, v in self.vehicles.items()}
+
+    def congestion_at(self, t: float) -> float:
+        """The congestion factor in force at simulated time t (seeded, one per clock hour:
+        the profile's value x log-normal noise, at least 1)."""
+        k = int((self._clock0 + t) // 3600.0)
+        rng = self.streams[Source.CONGESTION]
+        s = self.settings
+        first_hour = int(self._clock0 // 3600.0)
+        while len(self._factors) <= k - first_hour:
+            hour = (first_hour + len(self._factors)) % 24
+            noise = math.exp(rng.gauss(0.0, s.congestion_noise)) if s.congestion_noise else 1.0
+            self._factors.append(max(1.0, s.congestion_profile[hour] * noise))
+        return self._factors[k - first_hour]
+
+    def _on_congestion(self, _target: int, _version: int) -> None:
+        """On the hour: vehicles on the road keep where they are, then drive on at the new
+        hour's speeds (no event: paths do not change, only times)."""
+        travel = self.travel
+        assert isinstance(travel, NetworkTravel)
+        factor = self.congestion_at(self.now + 1.0)
+        self.at(self.now + 3600.0, CONGESTION)
+        if factor == travel.factor:
+            return
+        moving = [v for v in self.vehicles.values() if v.heading_to is not None]
+        for vehicle in moving:
+            if self.now > vehicle.anchor_t:
+                pos, _, _ = self.position(vehicle)
+                self.drive(vehicle, pos)
+                vehicle.anchor, vehicle.anchor_t = pos, self.now
+        travel.factor = factor
+        for vehicle in moving:
+            self.rearm(vehicle)
+
+    def _on_rebalance(self, _target: int, _version: int) -> None:
+        """Send idle vehicles towards the hot spots short of their share of the idle fleet."""
+        if self.now >= self.settings.duration_s:
+            return  # no more demand to wait for
+        self.at(self.now + self.settings.rebalance_interval_s, REBALANCE)
+        spots = self.zones.spots
+        idle = [v for v in self.vehicles.values()
+                if v.enabled and not v.route and v.id not in self.on_break]
+        total_w = sum(spot.weight for spot in spots)
+        if not idle or total_w <= 0:
+            return
+        share = 1.0 - self.settings.demand_background_share
+
+        def spot_of(p: tuple[float, float]) -> int | None:
+            for k, spot in enumerate(spots):
+                dy = (p[0] - spot.lat) * 111_195.0
+                dx = (p[1] - spot.lon) * 111_195.0 * cos(radians(spot.lat))
+                if dx * dx + dy * dy <= spot.radius_m ** 2:
+                    return k
+            return None
+
+        have = [0] * len(spots)
+        free = []
+        for v in idle:
+            k = spot_of(v.target if v.target is not None else v.anchor)
+            if k is not None:
+                have[k] += 1
+            elif v.target is None:
+                free.append(v)
+        want = [round(share * len(idle) * spot.weight / total_w) for spot in spots]
+        deficits = sorted(((want[k] - have[k], -k) for k in range(len(spots))), reverse=True)
+        for deficit, neg_k in deficits:
+            spot = spots[-neg_k]
+            goal = self.travel.snap((spot.lat, spot.lon))
+            cos_lat = cos(radians(spot.lat))
+            free.sort(key=lambda v: (hypot(v.anchor[0] - spot.lat,
+                                           (v.anchor[1] - spot.lon) * cos_lat), v.id))
+            for _ in range(max(0, deficit)):
+                if not free:
+                    return
+                vehicle = free.pop(0)
+                if vehicle.anchor == goal:
+                    continue
+                self.reanchor(vehicle)
+                vehicle.target = goal
+                self.route_changed(vehicle, nodes_changed=False, assignment=False)
+
+    def _on_relocated(self, vehicle_id: int, version: int) -> None:
+        vehicle = self.vehicles[vehicle_id]
+        if version != vehicle.version or vehicle.target is None or vehicle.route:
+            return  # the vehicle got a route (or stopped) on the way
+        self.drive(vehicle, vehicle.target)
+        vehicle.anchor, vehicle.anchor_t, vehicle.target = vehicle.target, self.now, None
+        self.rearm(vehicle)
 
     def _on_break(self, vehicle_id: int, _version: int) -> None:
         vehicle = self.vehicles[vehicle_id]

@@ -1,11 +1,17 @@
 """Key performance indicators of a run, in the terms the ride-pooling literature uses.
 
+The top-level keys (which the dashboard reads) cover the whole run so far:
+
 - service: bookings, offered, served (dropped off), no_offer (the system's rejections) and its
   rate, offers rejected or expired by riders, no-shows, cancellations;
 - level of service: wait (pickup minus request time) mean and p95, ride time over direct
   time (detour factor) mean;
 - efficiency: vehicle km, empty km, passenger km, occupancy = passenger-km / vehicle-km;
 - the scheduler's wall-clock decision time per booking, p50 and p99 (not part of any event).
+
+``measured`` holds the same quantities after the warm-up (``kpi_warmup_s``): bookings
+requested from then on, and driving done from then on, with the window stated; see
+``docs/simulator.md`` for each definition.
 """
 
 from __future__ import annotations
@@ -72,4 +78,68 @@ def compute(world: World) -> dict[str, Any]:
         "scheduler_decision_ms_p99": _round(percentile(decisions, 99), 4),
         "events": sum(world.emitter.counts.values()),
         "events_by_type": dict(sorted(world.emitter.counts.items())),
+        "measured": measured(world),
+    }
+
+
+def _stats(values: Sequence[float], digits: int = 1) -> dict[str, float | None]:
+    return {"mean": _round(sum(values) / len(values) if values else None, digits),
+            "p50": _round(percentile(values, 50), digits),
+            "p95": _round(percentile(values, 95), digits)}
+
+
+def measured(world: World) -> dict[str, Any]:
+    """The KPIs after the warm-up: bookings requested at or after it, driving after it."""
+    warmup = world.settings.kpi_warmup_s
+    started = world.now >= warmup
+    window = {"warmup_s": warmup, "from_s": warmup, "to_s": round(world.now, 3),
+              "started": started}
+    bookings = [b for b in world.bookings.values() if b.requested_t >= warmup]
+    dwell = world.settings.dwell_s
+    offers = world.offers
+    total = len(bookings)
+    no_vehicle = sum(b.status is BookingStatus.NO_OFFER or b.cancel_reason == "no_vehicle"
+                     for b in bookings)
+    answered = [offers[b.offer_id].status for b in bookings if b.offer_id is not None]
+    rider_rejected = answered.count(OfferStatus.REJECTED)
+    expired = answered.count(OfferStatus.EXPIRED)
+    picked = [b for b in bookings if b.picked_up_t is not None]
+    waits = [b.picked_up_t - dwell - b.requested_t for b in picked
+             if b.picked_up_t is not None]
+    done = [b for b in picked if b.dropped_off_t is not None and b.picked_up_t is not None]
+    rides = [b.dropped_off_t - b.picked_up_t for b in done
+             if b.dropped_off_t is not None and b.picked_up_t is not None]
+    detours = [ride / b.direct_s for ride, b in zip(rides, done, strict=True) if b.direct_s > 0]
+    vm = em = pm = 0.0
+    if started:
+        base = world.warmup_m or {}
+        for vid, vehicle in world.vehicles.items():
+            now_vm, now_em, now_pm = world.driven_m(vehicle)
+            b_vm, b_em, b_pm = base.get(vid, (0.0, 0.0, 0.0))
+            vm += now_vm - b_vm
+            em += now_em - b_em
+            pm += now_pm - b_pm
+    rejections = no_vehicle + rider_rejected + expired
+    return {
+        "window": window,
+        "requests": total,
+        "served": sum(b.status is BookingStatus.COMPLETED for b in bookings),
+        "rejections": {
+            "no_vehicle": no_vehicle,
+            "rider_rejected": rider_rejected,
+            "expired": expired,
+            "rate": _round(rejections / total if total else None, 4),
+        },
+        "no_shows": sum(b.status is BookingStatus.NO_SHOW for b in bookings),
+        "cancelled_by_rider": sum(b.cancel_reason == "rider" for b in bookings),
+        "wait_s": _stats(waits),
+        "ride_s": _stats(rides),
+        "detour": _stats(detours, 3),
+        "vehicle_km": round(vm / 1000.0, 3),
+        "vehicle_km_empty": round(em / 1000.0, 3),
+        "vehicle_km_occupied": round((vm - em) / 1000.0, 3),
+        "passenger_km": round(pm / 1000.0, 3),
+        "empty_share": _round(em / vm if vm else None, 4),
+        "occupancy": _round(pm / vm if vm else None),
+        "occupancy_when_occupied": _round(pm / (vm - em) if vm - em > 0 else None),
     }

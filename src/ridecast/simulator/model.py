@@ -98,6 +98,7 @@ class Booking:
     offer_id: int | None = None
     picked_up_t: float | None = None  # departure from the pickup node
     dropped_off_t: float | None = None
+    cancel_reason: str | None = None  # rider, operator, no_vehicle, vehicle_disabled
 
     @property
     def latest_pickup_t(self) -> float:
@@ -152,6 +153,13 @@ class Vehicle:
     vehicle_m: float = 0.0
     empty_m: float = 0.0
     passenger_m: float = 0.0
+    target: LatLon | None = None  # rebalancing: an idle vehicle driving here, empty
+
+    @property
+    def heading_to(self) -> LatLon | None:
+        """Where the vehicle is driving from its anchor: its next stop, or its rebalancing
+        target, or nowhere."""
+        return self.route[0].pos if self.route else self.target
 
     @property
     def load(self) -> int:

@@ -3,10 +3,12 @@
 ``RoadNetwork`` loads a network file (see ``network_build``): nodes, directed edges with a
 length, a free-flow time and the street geometry between their ends. ``NetworkTravel``
 implements ``TravelModel`` on it: points are snapped to the nearest node with a KD-tree, times
-come from bounded one-to-many ``scipy.sparse.csgraph.dijkstra`` searches cached per source
-node, and a leg's geometry (polyline, GPS positions) follows the edges' geometry. A position
-in the middle of an edge (a vehicle re-routed while driving) is remembered with the rest of its
-edge, so the next leg starts on the street it is on. There is no all-pairs table.
+come from one-to-many ``scipy.sparse.csgraph.dijkstra`` searches (full forward searches with
+predecessors, and bounded backward searches on the reversed graph for ``reach``), each cached
+per node in an LRU whose size follows from a memory budget, and a leg's geometry (polyline,
+GPS positions) follows the edges' geometry. A position in the middle of an edge (a vehicle
+re-routed while driving) is remembered with the rest of its edge, so the next leg starts on the
+street it is on. There is no all-pairs table.
 """
 
 from __future__ import annotations
@@ -16,10 +18,9 @@ import itertools
 import math
 from collections import OrderedDict
 from dataclasses import dataclass
-from functools import cache
+from functools import cache, lru_cache
 from importlib import resources
 from pathlib import Path
-from typing import TypeVar
 
 import numpy as np
 from numpy.typing import NDArray
@@ -27,13 +28,17 @@ from scipy.sparse import csr_matrix
 from scipy.sparse.csgraph import dijkstra
 from scipy.spatial import cKDTree
 
+from ..errors import BadRequest
 from .polyline import LatLon
-from .settings import SimulatorSettings
+from .settings import NETWORKS, SimulatorSettings, user_network_path
 from .travel import StraightLineTravel, TravelModel, bearing_deg
 
-_T = TypeVar("_T")
-#: Cached single-source searches (each one float64 array over all nodes).
-SOURCE_CACHE = 4096
+#: Memory for cached full searches with predecessors (12 bytes a node each): about 1,300 of
+#: them on the bundled network, fewer on a bigger one (at least 16).
+SOURCE_CACHE_BYTES = 100_000_000
+#: Memory for cached bounded backward searches (``reach``; 8 bytes a node each): about 2,000
+#: on the bundled network (at least 16).
+REACH_CACHE_BYTES = 100_000_000
 #: Cached legs (geometry + cumulative times) between two points.
 LEG_CACHE = 50_000
 #: Cached point-to-point times (cleared when full).
@@ -107,11 +112,6 @@ class RoadNetwork:
                 and self.bounds[1] <= lon <= self.bounds[3])
 
 
-def network_dir(data_dir: Path | None) -> Path | None:
-    """Where user-imported networks live: ``<data dir>/networks``."""
-    return None if data_dir is None else data_dir / "networks"
-
-
 @cache
 def load_bundled(name: str) -> RoadNetwork:
     """A network shipped inside the package, loaded once per process."""
@@ -120,9 +120,14 @@ def load_bundled(name: str) -> RoadNetwork:
         return RoadNetwork(path)
 
 
-@cache
-def load_file(path: Path) -> RoadNetwork:
+@lru_cache(maxsize=8)
+def _load_file(path: Path, mtime_ns: int) -> RoadNetwork:
     return RoadNetwork(path)
+
+
+def load_file(path: Path) -> RoadNetwork:
+    """An imported network, loaded once per process and file version (re-imports count)."""
+    return _load_file(path, path.stat().st_mtime_ns)
 
 
 def travel_for(settings: SimulatorSettings) -> TravelModel:
@@ -133,7 +138,12 @@ def travel_for(settings: SimulatorSettings) -> TravelModel:
         name = "gothenburg" if load_bundled("gothenburg").contains(*centre) else "straight"
     if name == "straight":
         return StraightLineTravel(settings.vehicle_speed_kmh)
-    return NetworkTravel(load_bundled(name))
+    if name in NETWORKS:
+        return NetworkTravel(load_bundled(name))
+    path = user_network_path(name)
+    if path is None:
+        raise BadRequest(f"no network named {name!r}", code="invalid_simulation_data")
+    return NetworkTravel(load_file(path.resolve()))
 
 
 @dataclass(slots=True)
@@ -147,6 +157,37 @@ class Leg:
     @property
     def seconds(self) -> float:
         return self.times[-1]
+
+
+class NetworkReach:
+    """Times to (or, ``forward``, from) one point from one bounded search; ``inf`` beyond
+    the search's limit. Answers agree with ``NetworkTravel.duration_s``."""
+
+    __slots__ = ("connector_s", "dist", "factor", "forward", "node_at", "target", "travel")
+
+    def __init__(self, travel: NetworkTravel, target: LatLon, dist: NDArray[np.float64],
+                 forward: bool) -> None:
+        self.travel = travel
+        self.target = target
+        self.dist = dist
+        self.forward = forward
+        self.node_at = travel._node_at
+        #: ``dist`` and ``connector_s`` are free-flow seconds; times are these x ``factor``.
+        self.factor = travel.factor
+        # Off the network, the target's connector to (or from) its node.
+        self.connector_s = (travel._start(target) if forward else travel._end(target))[2]
+
+    def time(self, a: LatLon) -> float:
+        if a == self.target:
+            return 0.0
+        node = self.node_at.get(a)
+        if node is not None:  # the usual case: a stop on a network node
+            return (float(self.dist[node]) + self.connector_s) * self.factor
+        if self.forward:
+            t, _, tail_s, _ = self.travel._end(a)
+            return (self.connector_s + float(self.dist[t]) + tail_s) * self.factor
+        s, _, head_s, _ = self.travel._start(a)
+        return (head_s + float(self.dist[s]) + self.connector_s) * self.factor
 
 
 @dataclass(slots=True)
@@ -165,14 +206,19 @@ class NetworkTravel:
     def __init__(self, network: RoadNetwork) -> None:
         self.net = network
         self.speed_mps = float((network.edge_m / network.edge_s).max())  # upper bound
+        #: Congestion: every time is the free-flow time x this (>= 1); the engine sets it by
+        #: the hour and re-times the vehicles on the road when it changes.
+        self.factor = 1.0
         self._edge_s: list[float] = network.edge_s.tolist()
         self._edge_m: list[float] = network.edge_m.tolist()
         self._node_at: dict[LatLon, int] = {network.node_pos(i): i for i in range(network.size)}
         self._sources: OrderedDict[int, tuple[NDArray[np.float64], NDArray[np.int32]]] = (
             OrderedDict())
-        self._targets: OrderedDict[int, NDArray[np.float64]] = OrderedDict()
+        # Bounded backward searches by node: (limit, times to the node).
+        self._targets: OrderedDict[int, tuple[float, NDArray[np.float64]]] = OrderedDict()
+        self.reach_cache = max(16, REACH_CACHE_BYTES // (8 * network.size))
+        self.source_cache = max(16, SOURCE_CACHE_BYTES // (12 * network.size))
         self._pairs: dict[tuple[LatLon, LatLon], float] = {}
-        self._fwd: OrderedDict[int, NDArray[np.float64]] = OrderedDict()
         self._legs: OrderedDict[tuple[LatLon, LatLon], Leg] = OrderedDict()
         self._mids: OrderedDict[LatLon, _Mid | tuple[Leg, int, float]] = OrderedDict()
         self.searches = 0
@@ -192,36 +238,42 @@ class NetworkTravel:
         dist, pred = dijkstra(self.net.graph, indices=src, return_predecessors=True)
         res = (dist, pred.astype(np.int32))
         self._sources[src] = res
-        if len(self._sources) > SOURCE_CACHE:
+        if len(self._sources) > self.source_cache:
             self._sources.popitem(last=False)
         return res
 
-    def prepare(self, points: tuple[LatLon, ...], horizon_s: float = math.inf) -> None:
-        """Search from and to each point's node, bounded by ``horizon_s``.
+    def reach(self, target: LatLon, limit_s: float, *, forward: bool = False) -> NetworkReach:
+        """Times to ``target`` (one bounded backward search on the reversed graph, limit
+        ``limit_s``) or, ``forward``, from it (the full search that legs from ``target`` use
+        anyway); see ``NetworkReach``.
 
-        A time beyond the horizon is not cached as infinite: ``duration_s`` then falls back
-        to a full search, so answers stay exact.
+        Backward searches are cached per node with the limit they ran with; a cached one with
+        a limit at least as large answers the same question exactly.
         """
-        nodes = {self._node(p) for p in points}
-        fwd = sorted(nodes - set(self._fwd))
-        rev = sorted(nodes - set(self._targets))
-        limit = horizon_s if math.isfinite(horizon_s) else np.inf
-        if fwd:
-            self.searches += len(fwd)
-            dist = dijkstra(self.net.graph, indices=fwd, limit=limit)
-            for k, src in enumerate(fwd):
-                self._keep(self._fwd, src, dist[k])
-        if rev:
-            self.searches += len(rev)
-            dist = dijkstra(self.net.reverse, indices=rev, limit=limit)
-            for k, dst in enumerate(rev):
-                self._keep(self._targets, dst, dist[k])
-
-    @staticmethod
-    def _keep(cache: OrderedDict[int, _T], key: int, value: _T) -> None:
-        cache[key] = value
-        if len(cache) > SOURCE_CACHE:
+        node = self._node(target)
+        if forward:
+            return NetworkReach(self, target, self._search(node)[0], forward)
+        limit = limit_s / self.factor if math.isfinite(limit_s) else math.inf
+        cache = self._targets
+        hit = cache.get(node)
+        if hit is not None and hit[0] >= limit:
+            cache.move_to_end(node)
+            return NetworkReach(self, target, hit[1], forward)
+        self.searches += 1
+        dist = dijkstra(self.net.reverse, indices=node,
+                        limit=limit if limit != math.inf else np.inf)
+        cache[node] = (limit, dist)
+        if len(cache) > self.reach_cache:
             cache.popitem(last=False)
+        return NetworkReach(self, target, dist, forward)
+
+    def place(self, p: LatLon) -> tuple[int, float]:
+        """The node a drive from p starts at, and the seconds it takes to get there."""
+        node = self._node_at.get(p)
+        if node is not None:
+            return node, 0.0
+        node, _, seconds, _ = self._start(p)
+        return node, seconds
 
     def _node(self, p: LatLon) -> int:
         node = self._node_at.get(p)
@@ -309,7 +361,7 @@ class NetworkTravel:
             seconds = self._pairs[key] = self._duration(a, b)
             if len(self._pairs) > PAIR_CACHE:
                 self._pairs.clear()
-        return seconds
+        return seconds * self.factor
 
     def _duration(self, a: LatLon, b: LatLon) -> float:
         hit = self._legs.get((a, b))
@@ -321,12 +373,11 @@ class NetworkTravel:
         t, _, tail_s, _ = self._end(b)
         if s == t:
             return head_s + tail_s
-        for table, key, at in ((self._fwd, s, t), (self._targets, t, s)):
-            arr = table.get(key)
-            if arr is not None:
-                value = float(arr[at])
-                if value != math.inf:
-                    return head_s + value + tail_s
+        found = self._targets.get(t)
+        if found is not None:
+            value = float(found[1][s])
+            if value != math.inf:
+                return head_s + value + tail_s
         full = self._sources.get(s)
         if full is not None:
             return head_s + float(full[0][t]) + tail_s
@@ -340,6 +391,7 @@ class NetworkTravel:
         return list(self.leg(a, b).points)
 
     def position(self, a: LatLon, b: LatLon, elapsed_s: float) -> tuple[LatLon, float]:
+        elapsed_s /= self.factor  # legs are timed at free flow
         leg = self.leg(a, b)
         pts, times = leg.points, leg.times
         if elapsed_s >= times[-1]:

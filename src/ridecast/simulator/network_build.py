@@ -1,9 +1,11 @@
 """Turn OpenStreetMap ways into the simulator's compact network file (pure, no network I/O).
 
-Keeps drivable ways, builds a directed graph (one-way streets, ``oneway=-1``, roundabouts and
-motorways), takes speeds from ``maxspeed`` or else from the road class, keeps the largest
-strongly connected component, then merges chains of degree-2 nodes into single edges while
-keeping their street geometry, and writes an ``.npz`` file read by ``network.RoadNetwork``.
+Reads OpenStreetMap ways (an overpass GeoJSON document, or an ``.osm.pbf`` file through
+pyosmium), keeps drivable ones, builds a directed graph (one-way streets, ``oneway=-1``,
+roundabouts and motorways), takes speeds from ``maxspeed`` or else from the road class,
+keeps the largest strongly connected component, then merges chains of degree-2 nodes into
+single edges while keeping their street geometry, and writes an ``.npz`` file read by
+``network.RoadNetwork``.
 """
 
 from __future__ import annotations
@@ -59,6 +61,30 @@ def ways_from_geojson(data: Mapping[str, Any]) -> Iterable[Way]:
         yield [(float(lat), float(lon)) for lon, lat in geometry["coordinates"]], tags
 
 
+def ways_from_osm(path: Path) -> Iterable[Way]:
+    """Drivable ways of an OpenStreetMap file (``.osm.pbf``, ``.osm``), read with pyosmium
+    (the ``osm`` extra: ``pip install 'ridecast[osm]'``)."""
+    import osmium
+
+    # Nodes are read for their locations only; ways without a highway tag never reach Python.
+    processor = (osmium.FileProcessor(str(path), osmium.osm.NODE | osmium.osm.WAY)
+                 .with_locations()
+                 .with_filter(osmium.filter.EntityFilter(osmium.osm.WAY))
+                 .with_filter(osmium.filter.KeyFilter("highway")))
+    for way in processor:
+        if not isinstance(way, osmium.osm.Way):
+            continue
+        tags = {tag.k: tag.v for tag in way.tags}
+        if tags.get("highway") not in CLASS_SPEED_KMH:
+            continue
+        if tags.get("area") == "yes" or tags.get("access") in ("no", "private"):
+            continue
+        points = [(node.location.lat, node.location.lon) for node in way.nodes
+                  if node.location.valid()]
+        if len(points) >= 2:
+            yield points, tags
+
+
 def build(ways: Iterable[Way], out: Path) -> dict[str, int]:
     """Build the graph from ``ways`` and write it to ``out``; return a few counts."""
     index: dict[tuple[int, int], int] = {}
@@ -92,6 +118,8 @@ def build(ways: Iterable[Way], out: Path) -> dict[str, int]:
                     arcs[(u, v)] = m / mps
                     lengths[(u, v)] = m
     n = len(coords)
+    if not arcs:
+        raise ValueError("no drivable streets in the input")
     us = np.fromiter((k[0] for k in arcs), dtype=np.int64, count=len(arcs))
     vs = np.fromiter((k[1] for k in arcs), dtype=np.int64, count=len(arcs))
     graph = csr_matrix((np.ones(len(arcs)), (us, vs)), shape=(n, n))
@@ -114,6 +142,8 @@ def build(ways: Iterable[Way], out: Path) -> dict[str, int]:
 
     nodes = [v for v in range(n) if keep[v]]
     kept = [v for v in nodes if not removable(v)]
+    if len(kept) < 2:
+        raise ValueError("the largest connected street network has fewer than 2 junctions")
     new_id = {v: i for i, v in enumerate(kept)}
     e_u: list[int] = []
     e_v: list[int] = []

@@ -25,6 +25,8 @@ class Source(StrEnum):
     GPS_NOISE = "gps_noise"
     FLEET = "fleet"
     IDS = "ids"
+    HOT_SPOTS = "hot_spots"
+    CONGESTION = "congestion"
 
 
 def derive_seed(seed: int, source: str) -> int:

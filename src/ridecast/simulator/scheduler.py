@@ -1,8 +1,15 @@
 """Insertion heuristic for dial-a-ride: where does a new booking fit best?
 
-For a new booking, every vehicle near enough to reach the pickup in time is tried, nearest
-first (at most ``max_candidates``); in each, every position of the pickup and every later
-position of the dropoff. An insertion is feasible when the seats are never exceeded, the
+For a new booking, one bounded backward search from the pickup (limit: the time left until
+its latest pickup, from the earliest time a moving vehicle left its last stop) gives the
+exact drive to the pickup from every node that can still make it; a vehicle is a candidate
+when, from where it is (a lower bound while it drives a leg: from where it left, by the
+triangle inequality) or after one of its stops with a seat free, it may be at the pickup in
+time. Candidates are tried earliest-possible-pickup first (at
+most ``max_candidates``); in each, every position of the pickup and every later position of
+the dropoff, with times from three more searches per booking (forward from the pickup and
+backward to the dropoff, both bounded by the longest ride, and forward from the dropoff):
+no search per vehicle. An insertion is feasible when the seats are never exceeded, the
 pickup comes before the dropoff, and every passenger on board or assigned (the new one too)
 keeps their latest pickup time and their longest ride time. The cheapest feasible insertion
 wins; none feasible means ``no_offer``.
@@ -22,11 +29,21 @@ import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
+import numpy as np
+from numpy.typing import NDArray
+
 from .model import Booking, NodeType, RouteNode, Vehicle
+from .network import NetworkReach, NetworkTravel
 from .polyline import LatLon
-from .travel import TravelModel
+from .travel import Reach, TravelModel
 
 INF = math.inf
+_Entries = NDArray[np.float64]
+#: The fleet's entries: rows, offset of each vehicle's rows, vehicles, their (id, version,
+#: enabled) when the rows were built, and their ids.
+_Fleet = tuple[_Entries, NDArray[np.int64], list[Vehicle], list[tuple[int, int, bool]],
+               NDArray[np.int64]]
+_DISABLED: _Entries = np.array([[0.0, 0.0, 0.0, -1.0, 0.0]])  # no seat: never a candidate
 WAIT_WEIGHT = 0.5
 """Cost of one second of the new rider's wait, next to one second of added vehicle time."""
 
@@ -133,6 +150,9 @@ class Scheduler:
         self.dwell_s = dwell_s
         self.max_candidates = max_candidates
         self._plans: dict[int, Plan] = {}
+        self._entries_cache: dict[int, tuple[int, _Entries]] = {}
+        self._fleet: _Fleet | None = None
+        self._fleet_tables: list[_Entries] = []
 
     def plan(self, vehicle: Vehicle, bookings: Mapping[int, Booking]) -> Plan:
         """The vehicle's current plan (cached until its version changes)."""
@@ -144,10 +164,10 @@ class Scheduler:
 
     def start_of(self, vehicle: Vehicle, plan: Plan, now: float) -> tuple[LatLon, float]:
         """Where and when a vehicle can begin a detour: now, or after its current stop."""
-        if not vehicle.route or now <= vehicle.anchor_t:
+        heading_to = vehicle.heading_to
+        if heading_to is None or now <= vehicle.anchor_t:
             return vehicle.anchor, max(now, vehicle.anchor_t)
-        pos, _ = self.travel.position(vehicle.anchor, vehicle.route[0].pos,
-                                      now - vehicle.anchor_t)
+        pos, _ = self.travel.position(vehicle.anchor, heading_to, now - vehicle.anchor_t)
         return pos, now
 
     def best_insertion(
@@ -163,35 +183,48 @@ class Scheduler:
         ``prefer`` names a vehicle whose feasible insertion wins over cheaper ones elsewhere
         (the vehicle a rider was offered).
         """
-        p = booking.pickup
-        self.travel.prepare((p, booking.dropoff),
-                            booking.latest_pickup_t - now + booking.max_ride_s)
-        cos_lat = math.cos(math.radians(p[0]))
-        reach_deg = (booking.latest_pickup_t - now) * self.travel.speed_mps / 111_195.0
-        reach2 = (reach_deg * 1.01) ** 2
-        scored: list[tuple[float, int, Vehicle, Plan, LatLon, float]] = []
-        for vehicle in vehicles:
-            if not vehicle.enabled:
-                continue
-            plan = self.plan(vehicle, bookings)
-            start, start_t = self.start_of(vehicle, plan, now)
-            dy = start[0] - p[0]
-            dx = (start[1] - p[1]) * cos_lat
-            d2 = dx * dx + dy * dy
-            # Any route reaches the pickup no sooner than straight from the start point.
-            slack_deg = (booking.latest_pickup_t - start_t) * self.travel.speed_mps / 111_195.0
-            if slack_deg < 0 or d2 > reach2 or d2 > (slack_deg * 1.01) ** 2:
-                continue
-            key = d2
-            for node in vehicle.route:
-                ny = node.pos[0] - p[0]
-                nx = (node.pos[1] - p[1]) * cos_lat
-                key = min(key, nx * nx + ny * ny)
-            scored.append((key, vehicle.id, vehicle, plan, start, start_t))
-        scored.sort(key=lambda item: (item[0], item[1]))
+        p, d = booking.pickup, booking.dropoff
+        latest, pax = booking.latest_pickup_t, booking.passengers
+        if latest < now:
+            return None
+        travel = self.travel
+        if isinstance(travel, NetworkTravel):
+            fleet_rows = self._fleet_rows(travel, vehicles, bookings)
+            if fleet_rows is None:
+                return None
+            rows = fleet_rows[0]
+            moving = rows[:, 1][(rows[:, 4] == 0) & (rows[:, 3] >= 0)]
+            earliest_anchor = min(now, float(moving.min())) if len(moving) else now
+            # One bounded backward search from the pickup: exact times from everywhere a
+            # vehicle could still make it from (a moving one: from where it left).
+            net_reach = travel.reach(p, latest - earliest_anchor)
+            scored = self._network_candidates(fleet_rows, net_reach, bookings, now, pax, latest)
+            to_p: Reach = net_reach
+        else:
+            fleet = [(v, self.plan(v, bookings)) for v in vehicles if v.enabled]
+            earliest_anchor = min((v.anchor_t for v, _ in fleet if v.heading_to is not None),
+                                  default=now)
+            generic = travel.reach(p, latest - min(now, earliest_anchor))
+            scored = self._candidates(generic, fleet, now, pax, latest)
+            to_p = generic
+        if not scored:
+            return None
+        # Bounds: a pickup-to-node or node-to-dropoff drive lies inside the new ride.
+        reaches = (to_p, travel.reach(p, booking.max_ride_s, forward=True),
+                   travel.reach(d, booking.max_ride_s), travel.reach(d, INF, forward=True))
         best: Insertion | None = None
-        for _, _, vehicle, plan, start, start_t in scored[: self.max_candidates]:
-            found = self._best_in_vehicle(booking, vehicle, plan, start, start_t, now)
+        if prefer is not None:
+            # The offered vehicle first: wherever it ranks, it wins when it still fits.
+            scored.sort(key=lambda item: item[1] != prefer)
+        floor = 2.0 * self.dwell_s - 1e-6
+        for earliest, _, vehicle, plan in scored[: self.max_candidates]:
+            # Sorted by earliest pickup: once even the smallest possible cost (the wait to
+            # that pickup, and two stops) is above the best, no later candidate can win.
+            if (best is not None and prefer is None
+                    and WAIT_WEIGHT * (earliest - now) + floor > best.cost):
+                break
+            start, start_t = self.start_of(vehicle, plan, now)
+            found = self._best_in_vehicle(booking, vehicle, plan, start, start_t, now, reaches)
             if found is None:
                 continue
             if prefer is not None and found.vehicle_id == prefer:
@@ -199,6 +232,97 @@ class Scheduler:
             if best is None or (found.cost, found.vehicle_id) < (best.cost, best.vehicle_id):
                 best = found
         return best
+
+    @staticmethod
+    def _candidates(to_p: Reach, fleet: list[tuple[Vehicle, Plan]], now: float, pax: int,
+                    latest: float) -> list[tuple[float, int, Vehicle, Plan]]:
+        """Vehicles that may be at the pickup by ``latest``, by a lower bound of when
+        (exact for an idle vehicle and after a stop; for one driving a leg, from where it
+        left, minus the time since: the triangle inequality), earliest first."""
+        scored: list[tuple[float, int, Vehicle, Plan]] = []
+        for vehicle, plan in fleet:
+            route = vehicle.route
+            earliest = INF
+            if plan.load0 + pax <= vehicle.capacity:
+                if vehicle.heading_to is None:
+                    earliest = max(now, vehicle.anchor_t) + to_p.time(vehicle.anchor)
+                else:
+                    earliest = max(now, vehicle.anchor_t + to_p.time(vehicle.anchor))
+            dep, load_after = plan.dep, plan.load_after
+            for k, node in enumerate(route):
+                if load_after[k] + pax <= vehicle.capacity:
+                    at = dep[k] + to_p.time(node.pos)
+                    if at < earliest:
+                        earliest = at
+            if earliest <= latest + 1e-6:
+                scored.append((earliest, vehicle.id, vehicle, plan))
+        scored.sort(key=lambda item: (item[0], item[1]))
+        return scored
+
+    def _entries(self, travel: NetworkTravel, vehicle: Vehicle, plan: Plan) -> _Entries:
+        """Where a vehicle could turn towards a pickup, as rows (node, time, connector
+        seconds, free seats, idle); cached with its plan."""
+        cached = self._entries_cache.get(vehicle.id)
+        if cached is not None and cached[0] == plan.version:
+            return cached[1]
+        cap, route = vehicle.capacity, vehicle.route
+        node, conn = travel.place(vehicle.anchor)
+        idle = 1.0 if vehicle.heading_to is None else 0.0  # a rebalancing vehicle drives
+        rows = [(node, vehicle.anchor_t, conn, cap - plan.load0, idle)]
+        for k, stop in enumerate(route):
+            node, conn = travel.place(stop.pos)
+            rows.append((node, plan.dep[k], conn, cap - plan.load_after[k], 0.0))
+        table = np.array(rows, dtype=np.float64)
+        self._entries_cache[vehicle.id] = (plan.version, table)
+        return table
+
+    def _fleet_rows(self, travel: NetworkTravel, vehicles: Iterable[Vehicle],
+                    bookings: Mapping[int, Booking]) -> _Fleet | None:
+        """All vehicles' entries as one array (rows of disabled vehicles have no seat),
+        rebuilt only where a vehicle's version or state changed since the last booking."""
+        fleet = vehicles if isinstance(vehicles, list) else list(vehicles)
+        if not fleet:
+            return None
+        cached = self._fleet
+        keys = [(v.id, v.version, v.enabled) for v in fleet]
+        if cached is not None and cached[3] == keys:
+            return cached
+        old = self._fleet_tables
+        same = cached is not None and [k[0] for k in cached[3]] == [k[0] for k in keys]
+        tables: list[_Entries] = []
+        for i, v in enumerate(fleet):
+            if same and cached is not None and cached[3][i] == keys[i]:
+                tables.append(old[i])
+            elif v.enabled:
+                tables.append(self._entries(travel, v, self.plan(v, bookings)))
+            else:
+                tables.append(_DISABLED)
+        self._fleet_tables = tables
+        sizes = np.fromiter((len(t) for t in tables), dtype=np.int64, count=len(tables))
+        offsets = np.zeros(len(tables), dtype=np.int64)
+        np.cumsum(sizes[:-1], out=offsets[1:])
+        ids = np.fromiter((v.id for v in fleet), dtype=np.int64, count=len(fleet))
+        self._fleet = (np.concatenate(tables), offsets, fleet, keys, ids)
+        return self._fleet
+
+    def _network_candidates(self, fleet_rows: _Fleet, to_p: NetworkReach,
+                            bookings: Mapping[int, Booking], now: float, pax: int,
+                            latest: float) -> list[tuple[float, int, Vehicle, Plan]]:
+        """``_candidates`` on a road network, as array arithmetic over the whole fleet; only
+        the first ``max_candidates`` are returned."""
+        rows, offsets, fleet, _, ids = fleet_rows
+        times, idle = rows[:, 1], rows[:, 4] > 0
+        drive = (rows[:, 2] + to_p.dist[rows[:, 0].astype(np.int64)]) * to_p.factor
+        at = np.where(idle, np.maximum(times, now) + drive, np.maximum(times + drive, now))
+        at[rows[:, 3] < pax] = INF
+        earliest = np.minimum.reduceat(at, offsets) + to_p.connector_s * to_p.factor
+        ok = np.flatnonzero(earliest <= latest + 1e-6)
+        order = ok[np.lexsort((ids[ok], earliest[ok]))][: self.max_candidates].tolist()
+        out: list[tuple[float, int, Vehicle, Plan]] = []
+        for i in order:
+            vehicle = fleet[i]
+            out.append((float(earliest[i]), vehicle.id, vehicle, self.plan(vehicle, bookings)))
+        return out
 
     def _best_in_vehicle(
         self,
@@ -208,18 +332,18 @@ class Scheduler:
         start: LatLon,
         start_t: float,
         now: float,
+        reaches: tuple[Reach, Reach, Reach, Reach],
     ) -> Insertion | None:
         route = vehicle.route
         n = len(route)
-        dur = self.travel.duration_s
+        to_p, from_p_r, to_d_r, from_d_r = reaches
         dw = self.dwell_s
-        p, d = booking.pickup, booking.dropoff
         pax, cap = booking.passengers, vehicle.capacity
         latest, max_ride, direct = booking.latest_pickup_t, booking.max_ride_s, booking.direct_s
         arr, dep, slack, load_after = plan.arr, plan.dep, plan.slack, plan.load_after
-        from_p = [dur(p, node.pos) for node in route]
-        from_d = [dur(d, node.pos) for node in route]
-        to_d = [dur(node.pos, d) for node in route]
+        from_p = [from_p_r.time(node.pos) for node in route]
+        from_d = [from_d_r.time(node.pos) for node in route]
+        to_d = [to_d_r.time(node.pos) for node in route]
         best: Insertion | None = None
         for i in range(n + 1):
             if i == 0:
@@ -228,7 +352,7 @@ class Scheduler:
                 prev_pos, prev_dep, load_prev = route[i - 1].pos, dep[i - 1], load_after[i - 1]
             if load_prev + pax > cap:
                 continue
-            a_p = prev_dep + dur(prev_pos, p)
+            a_p = prev_dep + to_p.time(prev_pos)
             if a_p > latest:
                 continue
             d_p = a_p + dw

@@ -10,15 +10,36 @@ shows the whole interface.
 
 from __future__ import annotations
 
+import os
+import re
 from datetime import datetime
+from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from ..errors import BadRequest
 
-#: Accepted values of ``network`` (bundled networks and the straight-line model).
+#: Built-in values of ``network`` (bundled networks and the straight-line model).
 NETWORKS = frozenset({"straight", "gothenburg"})
+#: A user network's name (``ridecast network import FILE NAME``): never a path.
+NETWORK_NAME = re.compile(r"[a-z0-9][a-z0-9_-]{0,63}")
+#: Where imported networks live unless set: ``networks/`` in the default data directory.
+DEFAULT_NETWORK_DIR = Path("ridecast-data") / "networks"
+
+
+def network_dir() -> Path:
+    """Where ``ridecast network import`` writes and simulations look: ``$RIDECAST_NETWORK_DIR``,
+    else ``./ridecast-data/networks`` (the default data directory's)."""
+    return Path(os.environ.get("RIDECAST_NETWORK_DIR") or DEFAULT_NETWORK_DIR)
+
+
+def user_network_path(name: str) -> Path | None:
+    """The file of an imported network, if ``name`` is a valid name and it exists."""
+    if name in NETWORKS or not NETWORK_NAME.fullmatch(name):
+        return None
+    path = network_dir() / f"{name}.npz"
+    return path if path.is_file() else None
 
 
 class BBox(BaseModel):
@@ -48,6 +69,33 @@ class Circle(BaseModel):
     radius_m: float = Field(gt=0, le=100_000)
 
 
+class HotSpot(BaseModel):
+    """A zone of concentrated demand: a disc and its weight among the hot spots."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    lat: float = Field(ge=-85, le=85)
+    lon: float = Field(ge=-180, le=180)
+    radius_m: float = Field(gt=0, le=100_000)
+    weight: float = Field(1.0, gt=0, le=1_000_000)
+
+
+#: Demand by hour of the simulated clock (relative weights, mean 1): a night trough, a
+#: morning peak at 7-9 and an evening peak at 16-18, the usual shape of urban ride demand.
+DEFAULT_DEMAND_PROFILE: tuple[float, ...] = (
+    0.32, 0.22, 0.16, 0.13, 0.16, 0.38, 0.86, 1.72, 1.94, 1.30, 1.03, 1.08,
+    1.22, 1.16, 1.16, 1.35, 1.84, 2.00, 1.62, 1.30, 1.03, 0.86, 0.67, 0.49,
+)
+
+
+#: Congestion by hour of the simulated clock: road-network travel times are the free-flow
+#: times x this (>= 1): free at night, peaks at 7-9 and 16-18.
+DEFAULT_CONGESTION_PROFILE: tuple[float, ...] = (
+    1.00, 1.00, 1.00, 1.00, 1.00, 1.05, 1.20, 1.45, 1.50, 1.30, 1.15, 1.15,
+    1.20, 1.15, 1.15, 1.25, 1.45, 1.55, 1.40, 1.20, 1.10, 1.05, 1.00, 1.00,
+)
+
+
 class SimulatorSettings(BaseModel):
     """What the simulator simulates; the ``data.simulator`` object of a simulation."""
 
@@ -57,7 +105,25 @@ class SimulatorSettings(BaseModel):
     vehicles: int = Field(12, ge=0, le=10_000, description="Fleet size.")
     capacity: int = Field(4, ge=1, le=50, description="Seats per vehicle.")
     bookings_per_hour: float = Field(
-        90.0, ge=0, le=1_000_000, description="Demand: booking requests per simulated hour."
+        90.0, ge=0, le=1_000_000,
+        description="Demand: booking requests per simulated hour, on average over a day "
+        "(demand_profile shapes it by hour).",
+    )
+    demand_profile: list[float] = Field(
+        default_factory=lambda: list(DEFAULT_DEMAND_PROFILE), min_length=24, max_length=24,
+        description="24 relative weights, one per hour of the simulated clock (start_ts's "
+        "offset); the rate in hour h is bookings_per_hour x w[h] / mean(w). Default: night "
+        "trough, peaks at 7-9 and 16-18. All equal = flat.",
+    )
+    demand_hot_spots: list[HotSpot] | None = Field(
+        None, max_length=100,
+        description="Zones of concentrated demand ({lat, lon, radius_m, weight}); default: "
+        "three placed in the area from the seed (weights 3, 2, 1, radius 15% of the area's).",
+    )
+    demand_background_share: float = Field(
+        0.5, ge=0, le=1,
+        description="Share of request points drawn uniformly in the area; the rest come from "
+        "the hot spots.",
     )
     duration_s: float = Field(
         3600.0, gt=0, le=30 * 86400,
@@ -75,11 +141,23 @@ class SimulatorSettings(BaseModel):
         description="Service area: {min_lat,min_lon,max_lat,max_lon} or {lat,lon,radius_m}.",
     )
     network: str | None = Field(
-        None, description="Road network: 'gothenburg' (bundled, OpenStreetMap) or 'straight' "
-        "(straight lines at vehicle_speed_kmh); default: 'gothenburg' when the area's centre "
-        "lies inside it, else 'straight'.",
+        None, description="Road network: 'gothenburg' (bundled, OpenStreetMap), the name of "
+        "one imported with 'ridecast network import', or 'straight' (straight lines at "
+        "vehicle_speed_kmh); default: 'gothenburg' when the area's centre lies inside it, "
+        "else 'straight'.",
     )
     vehicle_speed_kmh: float = Field(30.0, gt=0, le=200, description="Straight-line speed.")
+    congestion_profile: list[float] = Field(
+        default_factory=lambda: list(DEFAULT_CONGESTION_PROFILE), min_length=24, max_length=24,
+        description="Road network only: 24 factors (>= 1, <= 10), one per hour of the "
+        "simulated clock; travel times are free-flow times x the factor of the hour. "
+        "Default: 1 at night, 1.5 at 8, 1.55 at 17.",
+    )
+    congestion_noise: float = Field(
+        0.05, ge=0, le=1,
+        description="Sigma of a seeded log-normal noise on each hour's congestion factor "
+        "(the result is kept >= 1).",
+    )
     dwell_s: float = Field(20.0, ge=0, le=600, description="Stop time at each node.")
     max_wait_s: float = Field(
         600.0, gt=0, description="Latest pickup = request time + max_wait_s."
@@ -108,7 +186,17 @@ class SimulatorSettings(BaseModel):
     snapshot_interval_s: float = Field(60.0, gt=0, description="vehicle_states period.")
     arrival_interval_s: float = Field(60.0, gt=0, description="vehicle_arrival period.")
     max_candidates: int = Field(
-        64, ge=1, description="Scheduler: most vehicles tried per booking, nearest first."
+        64, ge=1, description="Scheduler: most vehicles tried per booking, earliest pickup first."
+    )
+    rebalance_interval_s: float = Field(
+        300.0, ge=0, le=86400,
+        description="Every this many seconds (while demand comes), idle vehicles drive "
+        "towards the hot spots short of their share of the idle fleet; 0 = never.",
+    )
+    kpi_warmup_s: float = Field(
+        900.0, ge=0, le=30 * 86400,
+        description="KPIs in 'measured' leave out bookings requested, and driving done, "
+        "before this many simulated seconds (the fleet is still filling up).",
     )
     performance_tracker_enabled: bool = Field(
         True, description="Copied from data.performance_tracker_enabled."
@@ -125,8 +213,12 @@ class SimulatorSettings(BaseModel):
             raise ValueError("speed must be > 0 or 'max'")
         if self.start_ts is not None and self.start_ts.tzinfo is None:
             raise ValueError("start_ts needs an offset")
-        if self.network is not None and self.network not in NETWORKS:
-            raise ValueError(f"network must be one of {sorted(NETWORKS)}")
+        if any(not (0 <= w <= 1e6) for w in self.demand_profile) or sum(self.demand_profile) <= 0:
+            raise ValueError("demand_profile needs 24 weights in [0, 1e6], not all 0")
+        if (self.network is not None and self.network not in NETWORKS
+                and user_network_path(self.network) is None):
+            raise ValueError(f"network must be one of {sorted(NETWORKS)} or the name of a "
+                             "network imported with 'ridecast network import'")
         return self
 
     def area_centre(self) -> tuple[float, float]:

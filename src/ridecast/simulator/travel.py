@@ -3,7 +3,7 @@
 ``TravelModel`` is what the scheduler and the engine ask: how long from A to B, how far, along
 which points, and where is a vehicle that left A for B some seconds ago. ``StraightLineTravel``
 answers with great-circle distances at a constant speed and straight legs; a road network
-(OSRM, a contracted graph) replaces it by implementing the same four methods.
+(OSRM, a contracted graph) replaces it by implementing the same methods.
 """
 
 from __future__ import annotations
@@ -63,9 +63,33 @@ class TravelModel(Protocol):
         """The point where a trip or a vehicle at p starts (on the network, if any)."""
         ...
 
-    def prepare(self, points: tuple[LatLon, ...], horizon_s: float = math.inf) -> None:
-        """A hint: many times (up to ``horizon_s``) to and from these points follow."""
+    def reach(self, target: LatLon, limit_s: float, *, forward: bool = False) -> Reach:
+        """Times to ``target`` from anywhere (``forward``: from ``target`` to anywhere).
+
+        Exact up to ``limit_s``; a time beyond it may come back as ``math.inf``. The scheduler
+        asks for one per booking (bounded by what could still be feasible) instead of one
+        search per vehicle.
+        """
         ...
+
+
+class Reach(Protocol):
+    """One-to-many travel times around one point; see ``TravelModel.reach``."""
+
+    def time(self, a: LatLon) -> float:
+        """Time from a to the point (or from the point to a, for a forward reach)."""
+        ...
+
+
+class StraightReach:
+    """``Reach`` of the straight-line model: exact everywhere, never infinite."""
+
+    def __init__(self, travel: StraightLineTravel, target: LatLon) -> None:
+        self.travel = travel
+        self.target = target
+
+    def time(self, a: LatLon) -> float:
+        return self.travel.duration_s(a, self.target)
 
 
 class StraightLineTravel:
@@ -91,8 +115,8 @@ class StraightLineTravel:
     def snap(self, p: LatLon) -> LatLon:
         return p
 
-    def prepare(self, points: tuple[LatLon, ...], horizon_s: float = math.inf) -> None:
-        pass
+    def reach(self, target: LatLon, limit_s: float, *, forward: bool = False) -> StraightReach:
+        return StraightReach(self, target)  # symmetric: forward or not, the same times
 
     def position(self, a: LatLon, b: LatLon, elapsed_s: float) -> tuple[LatLon, float]:
         total = self.duration_s(a, b)

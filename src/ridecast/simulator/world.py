@@ -11,6 +11,7 @@ from __future__ import annotations
 import heapq
 import math
 import time
+from collections import OrderedDict
 from datetime import datetime
 from typing import Any
 
@@ -32,7 +33,10 @@ from .settings import BBox, SimulatorSettings
 from .travel import TravelModel
 
 # Timer kinds; a heap entry is (time, seq, kind, target id, version).
-DEMAND, RESPOND, EXPIRE, ARRIVE, GPS, SNAPSHOT, TRACKER, CANCEL, CHANGE, BREAK, UNBREAK = range(11)
+(DEMAND, RESPOND, EXPIRE, ARRIVE, GPS, SNAPSHOT, TRACKER, CANCEL, CHANGE, BREAK, UNBREAK,
+ WARMUP, REBALANCE, RELOCATED, CONGESTION) = range(15)
+
+ENCODED_LEGS = 20_000
 
 OPEN_STATES = (BookingStatus.OFFERED, BookingStatus.ASSIGNED, BookingStatus.PICKED_UP)
 
@@ -53,6 +57,9 @@ class World:
         self.offers: dict[int, Offer] = {}
         self.nodes: dict[int, RouteNode] = {}
         self.decision_ms: list[float] = []
+        self._encoded: OrderedDict[tuple[LatLon, LatLon], str] = OrderedDict()
+        #: Per vehicle (vehicle m, empty m, passenger m) driven before the warm-up ended.
+        self.warmup_m: dict[int, tuple[float, float, float]] | None = None
         self.open_bookings = 0
         self.on_break: set[int] = set()
         self._heap: list[tuple[float, int, int, int, int]] = []
@@ -90,9 +97,9 @@ class World:
 
     def position(self, vehicle: Vehicle) -> tuple[LatLon, float, float]:
         """(position, bearing, speed m/s) of a vehicle now."""
-        if not vehicle.route:
+        target = vehicle.heading_to
+        if target is None:
             return vehicle.anchor, 0.0, 0.0
-        target = vehicle.route[0].pos
         if self.now <= vehicle.anchor_t:
             heading = self.travel.position(vehicle.anchor, target, 0.0)[1]
             return vehicle.anchor, heading, 0.0
@@ -109,12 +116,25 @@ class World:
         if load == 0:
             vehicle.empty_m += metres
 
+    def driven_m(self, vehicle: Vehicle) -> tuple[float, float, float]:
+        """(vehicle m, empty m, passenger m) so far, the leg in progress included."""
+        vm, em, pm = vehicle.vehicle_m, vehicle.empty_m, vehicle.passenger_m
+        if vehicle.heading_to is not None and self.now > vehicle.anchor_t:
+            pos, _, _ = self.position(vehicle)
+            metres = self.travel.distance_m(vehicle.anchor, pos)
+            load = vehicle.load
+            vm += metres
+            pm += metres * load
+            em += metres if load == 0 else 0.0
+        return vm, em, pm
+
     def reanchor(self, vehicle: Vehicle) -> None:
         """Make the vehicle's current position its anchor, so that its route can change."""
-        if vehicle.route and self.now > vehicle.anchor_t:
+        if vehicle.heading_to is not None and self.now > vehicle.anchor_t:
             pos, _, _ = self.position(vehicle)
             self.drive(vehicle, pos)
             vehicle.anchor = pos
+        vehicle.target = None  # a rebalancing drive ends wherever the vehicle is
         vehicle.anchor_t = max(vehicle.anchor_t, self.now)
 
     def path(self, vehicle: Vehicle) -> list[LatLon]:
@@ -122,7 +142,20 @@ class World:
         points = [vehicle.anchor]
         for node in vehicle.route:
             points.extend(self.travel.path(points[-1], node.pos)[1:])
+        if vehicle.target is not None and not vehicle.route:
+            points.extend(self.travel.path(vehicle.anchor, vehicle.target)[1:])
         return points
+
+    def encoded_leg(self, a: LatLon, b: LatLon) -> str:
+        """The polyline5 of the drive from a to b; an LRU of ``ENCODED_LEGS`` (a route change
+        re-sends every edge of the route, most of them unchanged)."""
+        key = (a, b)
+        text = self._encoded.get(key)
+        if text is None:
+            text = self._encoded[key] = encode(self.travel.path(a, b))
+            if len(self._encoded) > ENCODED_LEGS:
+                self._encoded.popitem(last=False)
+        return text
 
     def node_dicts(self, route: list[RouteNode]) -> list[dict[str, Any]]:
         return [n.to_dict(self.bookings[n.booking_id].passengers) for n in route]
@@ -133,8 +166,14 @@ class World:
         """New version: the cached plan and any pending arrival timer become stale."""
         vehicle.version += 1
         plan = self.scheduler.plan(vehicle, self.bookings)
-        if vehicle.route:
-            self.at(plan.arr[0], ARRIVE, vehicle.id, vehicle.version)
+        if vehicle.route or vehicle.target is not None:
+            if vehicle.route:
+                self.at(plan.arr[0], ARRIVE, vehicle.id, vehicle.version)
+            else:
+                assert vehicle.target is not None
+                arrive = vehicle.anchor_t + self.travel.duration_s(vehicle.anchor,
+                                                                   vehicle.target)
+                self.at(arrive, RELOCATED, vehicle.id, vehicle.version)
             if not vehicle.gps_running:
                 vehicle.gps_running = True
                 self.at(self.now + self.settings.gps_interval_s, GPS, vehicle.id)
@@ -152,7 +191,7 @@ class World:
             edges = []
             for a, b in zip(vehicle.route, vehicle.route[1:], strict=False):
                 edges.append({"from_node_id": a.id, "to_node_id": b.id,
-                              "polyline5": encode(self.travel.path(a.pos, b.pos)),
+                              "polyline5": self.encoded_leg(a.pos, b.pos),
                               "edge_type": "between_nodes"})
             self.emitter.assignment(t, vehicle, self.node_dicts(vehicle.route), edges)
         self.emitter.state_changed(t, vehicle, self.path(vehicle), nodes_changed,
@@ -222,6 +261,7 @@ class World:
         ins = self.find(booking, prefer=offer.vehicle_id)
         if ins is None:
             self.set_status(booking, BookingStatus.CANCELLED)
+            booking.cancel_reason = "no_vehicle"
             self.emitter.cancellation(self.now, booking, "no_vehicle")
             return
         self.insert(booking, ins)
@@ -286,6 +326,7 @@ class World:
             self.offers[booking.offer_id].status = OfferStatus.VOID
         vehicle = self.remove_booking(booking)
         self.set_status(booking, BookingStatus.CANCELLED)
+        booking.cancel_reason = reason
         self.emitter.cancellation(self.now, booking, reason)
         if vehicle is not None:
             self.route_changed(vehicle)
@@ -311,6 +352,7 @@ class World:
             ins = self.find(booking)
             if ins is None:
                 self.set_status(booking, BookingStatus.CANCELLED)
+                booking.cancel_reason = "vehicle_disabled"
                 self.emitter.cancellation(self.now, booking, "vehicle_disabled")
             else:
                 self.insert(booking, ins)
