@@ -15,11 +15,12 @@ Runs on 127.0.0.1 only, bounded in count and time::
 3. Ceiling: a plain keep-alive httpx client, then a raw keep-alive asyncio client, each with
    ``--concurrency`` connections, blast the receiver with the same body; the higher rate is
    the ceiling (the most requests/s this receiver takes from one Python process).
-4. ridecast: a ``ridecast serve`` process (its own SQLite file) with a webhook to the
+4. ridecast: a ``ridecast serve`` process (its own SQLite file; then the same on a fresh
+   PostgreSQL database, unless ``--postgres ''``) with a webhook to the
    receiver; events are POSTed in batches; every one is a durable outbox delivery. Reported:
    deliveries/s (first ingest to last receipt, and to the last attempt committed as
    succeeded), p50/p99 ingest-to-receipt latency, and the ratio to the ceiling.
-5. Step 4 runs twice in the same server, side by side: ``ordered`` (the default: one
+5. Step 4 runs twice on each store, in the same server, side by side: ``ordered`` (the default: one
    request in flight per simulation, so ``--sims`` lanes run in parallel) and ``unordered``
    (``messaging_webhook_ordering: "unordered"``: chunks of one URL in parallel). The
    receiver counts inversions of event order within each simulation.
@@ -42,6 +43,7 @@ from datetime import datetime
 from pathlib import Path
 
 import httpx
+from ingest import _create_pg_database, _drop_pg_database
 
 NOW = "2026-11-22T03:00:00+00:00"
 
@@ -402,6 +404,9 @@ def main() -> None:
     parser.add_argument("--clients-connections", type=int, default=8)
     parser.add_argument("--clients-only", action="store_true",
                         help="only the comparison of HTTP clients (http11.py, aiohttp, httpcore)")
+    parser.add_argument("--postgres", default="postgresql://postgres@127.0.0.1:5432/postgres",
+                        help="admin URL of a PostgreSQL server: the same runs on a database "
+                        "created there, beside SQLite ('' to skip)")
     parser.add_argument("--receiver-child", type=int, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.receiver_child:
@@ -414,6 +419,9 @@ def main() -> None:
                                 stdout=subprocess.PIPE, text=True)
     tmp = Path(tempfile.mkdtemp(prefix="ridecast-bench-"))
     database_url = f"sqlite+aiosqlite:///{tmp / 'bench.db'}"
+    pg_db = f"ridecast_bench_webhooks_{os.getpid()}"
+    pg_url = (_create_pg_database(args.postgres, pg_db)
+              if args.postgres and not args.clients_only else None)
     server: subprocess.Popen[bytes] | None = None
     results: list[dict[str, object]] = []
     try:
@@ -430,23 +438,33 @@ def main() -> None:
             print_clients(clients, args.clients_events, args.clients_connections)
             return
 
-        auth = asyncio.run(create_user(database_url))
-        env = {**os.environ, "RIDECAST_DATABASE_URL": database_url,
-               "RIDECAST_WEBHOOK_ALLOW_PRIVATE": "true", "RIDECAST_LOG_LEVEL": "warning",
-               "RIDECAST_WEBHOOK_CONCURRENCY_PER_ENDPOINT": str(args.concurrency)}
-        server = subprocess.Popen(
-            [sys.executable, "-m", "ridecast.cli.main", "serve", "--port", str(sport)],
-            env=env, cwd=tmp, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        base = f"http://127.0.0.1:{sport}"
-        wait_http(f"{base}/healthz")
-        for mode in ("ordered", "unordered"):
-            results.append(run_mode(base, auth, rport, hook, database_url, args, mode))
+        stores = [("SQLite", database_url)]
+        if pg_url is not None:
+            stores.append(("PostgreSQL", pg_url))
+        for store, url in stores:
+            auth = asyncio.run(create_user(url))
+            env = {**os.environ, "RIDECAST_DATABASE_URL": url,
+                   "RIDECAST_WEBHOOK_ALLOW_PRIVATE": "true", "RIDECAST_LOG_LEVEL": "warning",
+                   "RIDECAST_WEBHOOK_CONCURRENCY_PER_ENDPOINT": str(args.concurrency)}
+            server = subprocess.Popen(
+                [sys.executable, "-m", "ridecast.cli.main", "serve", "--port", str(sport)],
+                env=env, cwd=tmp, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            base = f"http://127.0.0.1:{sport}"
+            wait_http(f"{base}/healthz")
+            for mode in ("ordered", "unordered"):
+                result = run_mode(base, auth, rport, hook, url, args, mode)
+                results.append({**result, "mode": f"{store}, {mode}"})
+            server.terminate()
+            server.wait(20)
+            server = None
     finally:
         if server is not None:
             server.terminate()
             server.wait(20)
         receiver.terminate()
         receiver.wait(10)
+        if pg_url is not None:
+            _drop_pg_database(args.postgres, pg_db)
 
     print(f"events: {args.events} over {args.sims} simulations  concurrency per endpoint: "
           f"{args.concurrency}  cpus: {os.cpu_count()}")
