@@ -197,10 +197,12 @@ class EventLog:
             await self._outgoing_wake.wait()
             self._outgoing_wake.clear()
             while self._outgoing:
-                # Everything committed since the last publish goes out as one bus batch:
-                # under load, fewer and larger batches (one socket write per stream each).
+                # What was committed since the last publish goes out as one bus batch, up
+                # to ``max_batch`` events (the hub accepts one batch whole, see
+                # hub/connection.py): under load, fewer and larger batches.
                 flat = self._outgoing.popleft()
-                while self._outgoing and len(flat) < self._max_batch:
+                while (self._outgoing
+                       and len(flat) + len(self._outgoing[0]) <= self._max_batch):
                     flat.extend(self._outgoing.popleft())
                 try:
                     await self._bus.publish(flat)
