@@ -1,4 +1,5 @@
-"""Shared bench helpers: a lean keep-alive HTTP/1.1 load generator and percentiles.
+"""Shared bench helpers: a lean keep-alive HTTP/1.1 load generator, percentiles, the bench
+user and throw-away PostgreSQL databases.
 
 The generator speaks just enough HTTP/1.1 over asyncio streams (Content-Length bodies,
 keep-alive) so that the client costs far less than the server it measures.
@@ -126,3 +127,46 @@ def cpu_seconds(pid: int) -> float:
 
 
 Progress = Callable[[str], None]
+
+
+async def make_user(url: str) -> str:
+    """Migrate the store at ``url`` and create the user ``bench``; its API key."""
+    from ridecast.store.accounts import AccountStore
+    from ridecast.store.engine import create_engine, upgrade
+
+    await upgrade(url)
+    engine = create_engine(url)
+    try:
+        _principal, key = await AccountStore(engine).create_user("bench", "bench-org")
+    finally:
+        await engine.dispose()
+    return key
+
+
+def _pg_admin(admin_url: str, sql: str) -> None:
+    import asyncpg
+
+    async def run() -> None:
+        conn = await asyncpg.connect(admin_url, timeout=5)
+        try:
+            await conn.execute(sql)
+        finally:
+            await conn.close()
+
+    asyncio.run(run())
+
+
+def create_pg_database(admin_url: str, name: str) -> str | None:
+    """A new database ``name`` on the server of ``admin_url``: its SQLAlchemy URL, or None
+    (with a line saying so) when no PostgreSQL answers there."""
+    try:
+        _pg_admin(admin_url, f'CREATE DATABASE "{name}"')
+    except (OSError, TimeoutError) as exc:
+        print(f"(no PostgreSQL at {admin_url}: {exc}; measuring SQLite only)")
+        return None
+    base = admin_url.rsplit("/", 1)[0].replace("postgresql://", "postgresql+asyncpg://", 1)
+    return f"{base}/{name}"
+
+
+def drop_pg_database(admin_url: str, name: str) -> None:
+    _pg_admin(admin_url, f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')

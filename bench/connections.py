@@ -25,7 +25,7 @@ from typing import Any
 
 import httpx
 import psutil
-from _load import free_port, raise_nofile
+from _load import free_port, make_user, raise_nofile
 
 PROCS = 2
 
@@ -111,19 +111,6 @@ def wait_port(port: int) -> None:
         except OSError:
             time.sleep(0.1)
     raise RuntimeError(f"nothing listens on {port}")
-
-
-async def make_user(url: str) -> str:
-    from ridecast.store.accounts import AccountStore
-    from ridecast.store.engine import create_engine, upgrade
-
-    await upgrade(url)
-    engine = create_engine(url)
-    try:
-        _p, key = await AccountStore(engine).create_user("bench", "bench-org")
-    finally:
-        await engine.dispose()
-    return key
 
 
 def main(n: int) -> None:

@@ -40,7 +40,7 @@ from typing import Any
 import httpx
 import orjson
 import psutil
-from _load import free_port, raise_nofile
+from _load import free_port, make_user, raise_nofile
 
 INFLIGHT = 8  # POSTs the one publisher keeps in flight (HTTP keep-alive connections)
 SETTLE_S = 0.5  # after the handshakes, time for every stream to be subscribed
@@ -229,21 +229,8 @@ class Ridecast:
 
 
 def start_ridecast(tmp: Path) -> Ridecast:
-    from ridecast.store.accounts import AccountStore
-    from ridecast.store.engine import create_engine, upgrade
-
     url = f"sqlite+aiosqlite:///{tmp / 'bench.db'}"
-
-    async def user() -> str:
-        await upgrade(url)
-        engine = create_engine(url)
-        try:
-            _p, key = await AccountStore(engine).create_user("bench", "bench-org")
-        finally:
-            await engine.dispose()
-        return key
-
-    key = asyncio.run(user())
+    key = asyncio.run(make_user(url))
     port, ws_port = free_port(), free_port()
     env = {**os.environ, "RIDECAST_DATABASE_URL": url, "RIDECAST_WS_PORT": str(ws_port),
            "RIDECAST_LOG_LEVEL": "warning", "RIDECAST_WS_SEND_QUEUE": "100000",

@@ -31,21 +31,18 @@ from typing import Any
 
 import httpx
 import psutil
-from _load import free_port, raise_nofile
+from _load import (
+    create_pg_database,
+    drop_pg_database,
+    free_port,
+    make_user,
+    raise_nofile,
+    wait_http,
+)
 from fanout import Result, Ridecast, client_main, report, ridecast_publisher
 
 PG_ADMIN = "postgresql://postgres@127.0.0.1:5432/postgres"
 REDIS_URL = "redis://127.0.0.1:6379/0"
-
-
-async def _pg(sql: str) -> None:
-    import asyncpg
-
-    conn = await asyncpg.connect(PG_ADMIN, timeout=5)
-    try:
-        await conn.execute(sql)
-    finally:
-        await conn.close()
 
 
 def start_node(tmp: Path, database_url: str, prefix: str) -> tuple[subprocess.Popen[bytes], int]:
@@ -57,15 +54,12 @@ def start_node(tmp: Path, database_url: str, prefix: str) -> tuple[subprocess.Po
            "RIDECAST_WS_MAX_STREAMS_PER_USER": "100000"}
     proc = subprocess.Popen([sys.executable, "-m", "ridecast.cli.main", "serve", "--port",
                              str(port)], env=env, cwd=tmp, preexec_fn=raise_nofile)
-    for _ in range(300):
-        try:
-            if httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=1).status_code == 200:
-                return proc, port
-        except httpx.HTTPError:
-            pass
-        time.sleep(0.1)
-    proc.kill()
-    raise RuntimeError("a node did not start")
+    try:
+        wait_http(port, "/healthz")
+    except RuntimeError:
+        proc.kill()
+        raise
+    return proc, port
 
 
 async def scenario(name: str, urls: list[str], subscribers: int, events: int,
@@ -107,8 +101,9 @@ async def scenario(name: str, urls: list[str], subscribers: int, events: int,
 def main(subscribers: int, events: int) -> None:
     raise_nofile()
     name = f"ridecast_bench_{uuid.uuid4().hex[:8]}"
-    asyncio.run(_pg(f'CREATE DATABASE "{name}"'))
-    database_url = f"postgresql+asyncpg://postgres@127.0.0.1:5432/{name}"
+    database_url = create_pg_database(PG_ADMIN, name)
+    if database_url is None:
+        raise SystemExit("bench/fanout_cluster.py needs PostgreSQL on 127.0.0.1:5432")
     prefix = f"bench-{uuid.uuid4().hex[:8]}"
     nodes: list[subprocess.Popen[bytes]] = []
     try:
@@ -119,18 +114,7 @@ def main(subscribers: int, events: int) -> None:
             nodes.append(a)
             b, port_b = start_node(Path(tmp) / "b", database_url, prefix)
             nodes.append(b)
-            from ridecast.store.accounts import AccountStore
-            from ridecast.store.engine import create_engine
-
-            async def user() -> str:
-                engine = create_engine(database_url)
-                try:
-                    _p, key = await AccountStore(engine).create_user("bench", "bench-org")
-                finally:
-                    await engine.dispose()
-                return key
-
-            key = asyncio.run(user())
+            key = asyncio.run(make_user(database_url))
             with httpx.Client(base_url=f"http://127.0.0.1:{port_a}", auth=("bench", key)) as c:
                 sim = int(c.post("/api/v2/simulation", json={"name": "b", "data": {}}).json()["id"])
                 token = c.get("/api/v2/user/token/").json()["token"]
@@ -152,7 +136,7 @@ def main(subscribers: int, events: int) -> None:
         for proc in nodes:
             proc.terminate()
             proc.wait(15)
-        asyncio.run(_pg(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+        drop_pg_database(PG_ADMIN, name)
         import redis
 
         redis.Redis.from_url(REDIS_URL).delete(f"{prefix}:bus")

@@ -26,7 +26,17 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _load import basic_auth, cpu_seconds, free_port, run_load, spawn, wait_http
+from _load import (
+    basic_auth,
+    cpu_seconds,
+    create_pg_database,
+    drop_pg_database,
+    free_port,
+    make_user,
+    run_load,
+    spawn,
+    wait_http,
+)
 
 from ridecast.events.examples import all_examples
 
@@ -34,18 +44,7 @@ from ridecast.events.examples import all_examples
 def create_user_and_sim(db_url: str, port: int) -> tuple[str, str, int]:
     import httpx
 
-    from ridecast.store.accounts import AccountStore
-    from ridecast.store.engine import create_engine
-
-    async def make() -> str:
-        engine = create_engine(db_url)
-        try:
-            _principal, key = await AccountStore(engine).create_user("bench", "bench")
-            return key
-        finally:
-            await engine.dispose()
-
-    key = asyncio.run(make())
+    key = asyncio.run(make_user(db_url))
     sim = httpx.post(f"http://127.0.0.1:{port}/api/v2/simulation", auth=("bench", key),
                      json={"name": "bench", "data": {}}).json()["id"]
     return "bench", key, int(sim)
@@ -61,7 +60,7 @@ def main() -> None:
                         "'' to skip")
     args = parser.parse_args()
     pg_db = f"ridecast_bench_{os.getpid()}"
-    pg_url = _create_pg_database(args.postgres, pg_db) if args.postgres else None
+    pg_url = create_pg_database(args.postgres, pg_db) if args.postgres else None
 
     tmp = Path(tempfile.mkdtemp(prefix="ridecast-bench-"))
     db_url = f"sqlite+aiosqlite:///{tmp / 'ridecast.db'}"
@@ -130,34 +129,7 @@ def main() -> None:
         for proc in procs.values():
             proc.wait(timeout=15)
         if pg_url is not None:
-            _drop_pg_database(args.postgres, pg_db)
-
-
-def _admin(admin_url: str, sql: str) -> None:
-    import asyncpg
-
-    async def run() -> None:
-        conn = await asyncpg.connect(admin_url, timeout=5)
-        try:
-            await conn.execute(sql)
-        finally:
-            await conn.close()
-
-    asyncio.run(run())
-
-
-def _create_pg_database(admin_url: str, name: str) -> str | None:
-    try:
-        _admin(admin_url, f'CREATE DATABASE "{name}"')
-    except (OSError, TimeoutError) as exc:
-        print(f"(no PostgreSQL at {admin_url}: {exc}; measuring SQLite only)")
-        return None
-    base = admin_url.rsplit("/", 1)[0].replace("postgresql://", "postgresql+asyncpg://", 1)
-    return f"{base}/{name}"
-
-
-def _drop_pg_database(admin_url: str, name: str) -> None:
-    _admin(admin_url, f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+            drop_pg_database(args.postgres, pg_db)
 
 
 if __name__ == "__main__":

@@ -32,8 +32,8 @@ from typing import Any
 
 import httpx
 import psutil
-from _load import free_port, raise_nofile
-from connections import client_main, make_user, wait_port
+from _load import free_port, make_user, raise_nofile
+from connections import client_main, wait_port
 
 
 def serve_main(snapshot_dir: str, frames: int) -> None:

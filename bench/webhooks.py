@@ -43,7 +43,7 @@ from datetime import datetime
 from pathlib import Path
 
 import httpx
-from ingest import _create_pg_database, _drop_pg_database
+from _load import create_pg_database, drop_pg_database
 
 NOW = "2026-11-22T03:00:00+00:00"
 
@@ -420,7 +420,7 @@ def main() -> None:
     tmp = Path(tempfile.mkdtemp(prefix="ridecast-bench-"))
     database_url = f"sqlite+aiosqlite:///{tmp / 'bench.db'}"
     pg_db = f"ridecast_bench_webhooks_{os.getpid()}"
-    pg_url = (_create_pg_database(args.postgres, pg_db)
+    pg_url = (create_pg_database(args.postgres, pg_db)
               if args.postgres and not args.clients_only else None)
     server: subprocess.Popen[bytes] | None = None
     results: list[dict[str, object]] = []
@@ -464,7 +464,7 @@ def main() -> None:
         receiver.terminate()
         receiver.wait(10)
         if pg_url is not None:
-            _drop_pg_database(args.postgres, pg_db)
+            drop_pg_database(args.postgres, pg_db)
 
     print(f"events: {args.events} over {args.sims} simulations  concurrency per endpoint: "
           f"{args.concurrency}  cpus: {os.cpu_count()}")

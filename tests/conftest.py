@@ -16,6 +16,7 @@ import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any, Literal
 
 import httpx
 import pytest
@@ -270,6 +271,22 @@ def stop_backend(srv: Server) -> None:
         drop_cluster_pair(srv)
     else:
         srv.stop()
+
+
+def server_per_backend(label: str, *, scope: Literal["session", "module"] = "session",
+                       env: dict[str, str] | None = None) -> Any:
+    """A fixture: a shared server once per backend of ``BACKENDS`` (a suite's conftest
+    assigns it to the fixture name its tests use)."""
+
+    @pytest.fixture(scope=scope, params=BACKENDS)
+    def shared(request: pytest.FixtureRequest,
+               tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
+        srv = launch_backend(request.param,
+                             tmp_path_factory.mktemp(f"{label}-{request.param}"), env)
+        yield srv
+        stop_backend(srv)
+
+    return shared
 
 
 async def _postgres_admin(sql: str) -> None:

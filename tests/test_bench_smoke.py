@@ -41,6 +41,7 @@ CASES = [
                       "--networks", "straight", "--skip-engine-only"], "end to end"),
     ("notfound_timing.py", ["--requests", "40"], "ratio of medians"),
     ("stream_memory.py", ["-n", "20", "--top", "5"], "per stream"),
+    ("fanout_cluster.py", ["--subscribers", "4", "--events", "50"], "ratio two nodes / one node"),
 ]
 
 

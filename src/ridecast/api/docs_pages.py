@@ -63,78 +63,66 @@ def swagger_ui_dir() -> Path:
     return Path(spec.origin).parent / "static"
 
 
-def swagger_page(openapi_url: str, title: str) -> str:
-    """The Swagger UI page: assets and init script from this server only."""
+def _page(title: str, stylesheets: tuple[str, ...], body_attrs: str, body: str) -> str:
+    """An HTML page of the docs: every asset from this server (no CDN)."""
+    links = "".join(f'<link rel="stylesheet" href="{href}">\n' for href in stylesheets)
     return f"""<!doctype html>
 <html lang="en">
 <head>
 <meta charset="utf-8">
 <meta name="viewport" content="width=device-width, initial-scale=1">
-<title>{html.escape(title)} API</title>
+<title>{html.escape(title)}</title>
 <link rel="icon" href="{ASSETS_PATH}/favicon.png">
-<link rel="stylesheet" href="{ASSETS_PATH}/swagger-ui.css">
-<link rel="stylesheet" href="{STATIC_PATH}/docs.css">
-</head>
-<body data-openapi-url="{html.escape(openapi_url)}">
-<nav class="rc-docs-nav">
-  <strong>{html.escape(title)}</strong>
-  <a href="{DOCS_PATH}" aria-current="page">REST API</a>
-  <a href="{STREAMS_PATH}">Websocket streams and webhooks (AsyncAPI)</a>
-  <a href="{html.escape(openapi_url)}">openapi.json</a>
-  <a href="/">dashboard</a>
-</nav>
-<div id="swagger-ui"></div>
-<script src="{ASSETS_PATH}/swagger-ui-bundle.js"></script>
-<script src="{STATIC_PATH}/swagger-init.js"></script>
-</body>
+{links}</head>
+<body{body_attrs}>
+{body}</body>
 </html>
 """
+
+
+def _nav(title: str, current: str, document: str) -> str:
+    """The bar linking the docs pages; ``current`` is the path of this one."""
+    links = [(DOCS_PATH, "REST API"),
+             (STREAMS_PATH, "Websocket streams and webhooks (AsyncAPI)")]
+    here = ' aria-current="page"'
+    items = "".join(f'  <a href="{href}"{here if href == current else ""}>{label}</a>\n'
+                    for href, label in links)
+    name = html.escape(document)
+    return (f'<nav class="rc-docs-nav">\n  <strong>{html.escape(title)}</strong>\n{items}'
+            f'  <a href="{name}">{name.rsplit("/", 1)[-1]}</a>\n  <a href="/">dashboard</a>\n'
+            "</nav>\n")
+
+
+def swagger_page(openapi_url: str, title: str) -> str:
+    """The Swagger UI page: assets and init script from this server only."""
+    return _page(
+        f"{title} API", (f"{ASSETS_PATH}/swagger-ui.css", f"{STATIC_PATH}/docs.css"),
+        f' data-openapi-url="{html.escape(openapi_url)}"',
+        _nav(title, DOCS_PATH, openapi_url)
+        + '<div id="swagger-ui"></div>\n'
+        f'<script src="{ASSETS_PATH}/swagger-ui-bundle.js"></script>\n'
+        f'<script src="{STATIC_PATH}/swagger-init.js"></script>\n',
+    )
 
 
 def redoc_page(openapi_url: str, title: str) -> str:
     """The ReDoc page (no web fonts: ReDoc falls back to the system's)."""
-    return f"""<!doctype html>
-<html lang="en">
-<head>
-<meta charset="utf-8">
-<meta name="viewport" content="width=device-width, initial-scale=1">
-<title>{html.escape(title)} API</title>
-<link rel="icon" href="{ASSETS_PATH}/favicon.png">
-<link rel="stylesheet" href="{STATIC_PATH}/docs.css">
-</head>
-<body>
-<redoc spec-url="{html.escape(openapi_url)}"></redoc>
-<script src="{ASSETS_PATH}/redoc.standalone.js"></script>
-</body>
-</html>
-"""
+    return _page(
+        f"{title} API", (f"{STATIC_PATH}/docs.css",), "",
+        f'<redoc spec-url="{html.escape(openapi_url)}"></redoc>\n'
+        f'<script src="{ASSETS_PATH}/redoc.standalone.js"></script>\n',
+    )
 
 
 def streams_page(title: str) -> str:
     """The AsyncAPI viewer's page; ``asyncapi.js`` fills it from ``/asyncapi.json``."""
-    return f"""<!doctype html>
-<html lang="en">
-<head>
-<meta charset="utf-8">
-<meta name="viewport" content="width=device-width, initial-scale=1">
-<title>{html.escape(title)} streams and webhooks</title>
-<link rel="icon" href="{ASSETS_PATH}/favicon.png">
-<link rel="stylesheet" href="{STATIC_PATH}/docs.css">
-<link rel="stylesheet" href="{STATIC_PATH}/asyncapi.css">
-</head>
-<body data-asyncapi-url="/asyncapi.json">
-<nav class="rc-docs-nav">
-  <strong>{html.escape(title)}</strong>
-  <a href="{DOCS_PATH}">REST API</a>
-  <a href="{STREAMS_PATH}" aria-current="page">Websocket streams and webhooks (AsyncAPI)</a>
-  <a href="/asyncapi.json">asyncapi.json</a>
-  <a href="/">dashboard</a>
-</nav>
-<main id="asyncapi" data-testid="asyncapi"><p>Loading /asyncapi.json…</p></main>
-<script src="{STATIC_PATH}/asyncapi.js"></script>
-</body>
-</html>
-"""
+    return _page(
+        f"{title} streams and webhooks", (f"{STATIC_PATH}/docs.css", f"{STATIC_PATH}/asyncapi.css"),
+        ' data-asyncapi-url="/asyncapi.json"',
+        _nav(title, STREAMS_PATH, "/asyncapi.json")
+        + '<main id="asyncapi" data-testid="asyncapi"><p>Loading /asyncapi.json…</p></main>\n'
+        f'<script src="{STATIC_PATH}/asyncapi.js"></script>\n',
+    )
 
 
 class _Assets(StaticFiles):

@@ -9,17 +9,11 @@ from fastapi import Query
 from ..errors import BadRequest
 from ..events.types import ALL_TYPES
 from ..webhooks.outbox import STATES
-from ..webhooks.service import WebhookService
 from .deps import CurrentUser, RuntimeDep
 from .params import Id, Offset
 from .routing import SlashRouter
 
 router = SlashRouter(tags=["webhooks"])
-
-
-def _service(runtime: RuntimeDep) -> WebhookService:
-    service: WebhookService = runtime.webhooks
-    return service
 
 
 @router.get("/api/v2/simulation/{simulation_id}/webhook_deliveries")
@@ -46,7 +40,7 @@ async def list_deliveries(
             f"unknown message_type {message_type!r}; valid values: {', '.join(sorted(ALL_TYPES))}",
             code="invalid_query", details=[{"field": "message_type", "value": message_type}],
         )
-    objects, total = await _service(runtime).list(
+    objects, total = await runtime.webhooks.list(
         simulation_id, status=status, message_type=message_type, limit=limit, offset=offset
     )
     return {
@@ -61,7 +55,7 @@ async def retry_failed(
 ) -> dict[str, Any]:
     """Queue every failed or disabled delivery of the simulation again (bulk replay)."""
     await runtime.simulations.get(user, simulation_id)
-    return {"retried": await _service(runtime).retry_failed(simulation_id)}
+    return {"retried": await runtime.webhooks.retry_failed(simulation_id)}
 
 
 @router.post("/api/v2/simulation/{simulation_id}/webhook_deliveries/{delivery_id}/retry")
@@ -70,7 +64,7 @@ async def retry_delivery(
 ) -> dict[str, Any]:
     """Queue one delivery again, now (whatever its status, unless it is being sent)."""
     await runtime.simulations.get(user, simulation_id)
-    return await _service(runtime).retry(simulation_id, delivery_id)
+    return await runtime.webhooks.retry(simulation_id, delivery_id)
 
 
 @router.post("/api/v2/simulation/{simulation_id}/webhook_test")
@@ -79,4 +73,4 @@ async def webhook_test(
 ) -> dict[str, Any]:
     """Send a ``webhook_test`` event to the configured URL now and return the outcome."""
     record = await runtime.simulations.get(user, simulation_id)
-    return await _service(runtime).send_test(simulation_id, record.data)
+    return await runtime.webhooks.send_test(simulation_id, record.data)
