@@ -5,10 +5,11 @@ the straight-line model) on the same demand in one run, reports both, then a sum
 first model's figures over the second's and the issue's targets (end to end >= 100x real
 time, scheduler p99 <= 10 ms on the network).
 
-Every event goes through ``Ingest.submit`` into the event log (SQLite by default, or
-``--database-url``), exactly as in the server. Prints the simulated-time / wall-time ratio
-end to end, the engine alone (same seed, no ingest), scheduler decision time p50/p99 per
-booking, and events per second.
+End to end is what a user runs: a ``ridecast serve`` process (SQLite by default, or
+``--database-url``), the simulation created and started through the REST API, every event
+published through the server's ingest into its event log. Prints the simulated-time /
+wall-time ratio end to end, the engine alone in this process (same seed, no ingest: the
+reference), scheduler decision time p50/p99 per booking, and events per second.
 
     python bench/simulator.py                      # full size
     python bench/simulator.py --vehicles 50 --bookings 1000 --hours 1   # quick
@@ -20,17 +21,19 @@ import argparse
 import asyncio
 import json
 import math
+import os
+import subprocess
+import sys
 import tempfile
 import time
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from ridecast.app import open_runtime
-from ridecast.config import Settings
+import httpx
+from _load import free_port, make_user, wait_http
+
 from ridecast.simulator import Engine, SimulatorSettings
-from ridecast.simulator.kpis import compute
-from ridecast.simulator.manager import SimulatorManager
 
 START = datetime(2024, 5, 6, 6, 0, tzinfo=UTC)
 
@@ -63,25 +66,44 @@ def engine_only(data: dict[str, Any]) -> tuple[float, float, int]:
     return engine.now, time.perf_counter() - began, events
 
 
-async def end_to_end(data: dict[str, Any], database_url: str) -> dict[str, Any]:
-    runtime = await open_runtime(Settings(database_url=database_url, webhook_workers=False),
-                                 serve_streams=False, run_simulator=False)
+def end_to_end(data: dict[str, Any], database_url: str, cwd: Path) -> dict[str, Any]:
+    """Run the simulation as a user does: ``ridecast serve``, create the simulation with
+    ``data``, ``POST .../simulator/start``, and poll ``GET .../simulator`` until it ends.
+
+    The simulator publishes every event through the server's ingest into its event log;
+    the wall time runs from the start request to the first poll that sees it finished
+    (polls every 0.2 s, so at most that much is added).
+    """
+    key = asyncio.run(make_user(database_url))
+    port = free_port()
+    env = {**os.environ, "RIDECAST_DATABASE_URL": database_url, "RIDECAST_LOG_LEVEL": "warning"}
+    server = subprocess.Popen([sys.executable, "-m", "ridecast.cli.main", "serve", "--port",
+                               str(port)], env=env, cwd=cwd, stdout=subprocess.DEVNULL,
+                              stderr=subprocess.DEVNULL)
     try:
-        principal, _key = await runtime.accounts.create_user("bench", "bench")
-        record = await runtime.simulations.create(principal, "bench", data, None)
-        manager = SimulatorManager(runtime.ingest.submit, max_batch=runtime.ingest.max_batch)
-        began = time.perf_counter()
-        await manager.start(record.id, record.data)
-        runner = manager.runners[record.id]
-        await runner.wait_finished()
-        wall = time.perf_counter() - began
-        stored = await runtime.log.bounds()
-        kpis = compute(runner.engine)
-        await manager.close()
-        return {"wall_s": wall, "sim_s": runner.engine.now, "kpis": kpis, "log_bounds": stored,
-                "status": runner.status.value, "error": runner.error}
+        wait_http(port, "/healthz", timeout=60)
+        with httpx.Client(base_url=f"http://127.0.0.1:{port}", auth=("bench", key),
+                          timeout=60) as http:
+            created = http.post("/api/v2/simulation", json={"name": "bench", "data": data})
+            created.raise_for_status()
+            sim = created.json()["id"]
+            began = time.perf_counter()
+            http.post(f"/api/v2/simulation/{sim}/simulator/start").raise_for_status()
+            while True:
+                status = http.get(f"/api/v2/simulation/{sim}/simulator").json()
+                if status["status"] not in ("running", "paused"):
+                    break
+                time.sleep(0.2)
+            wall = time.perf_counter() - began
+            health = http.get("/healthz").json()
     finally:
-        await runtime.close()
+        server.terminate()
+        server.wait(30)
+    sim_s = (datetime.fromisoformat(status["sim_ts"])
+             - datetime.fromisoformat(status["started_sim_ts"])).total_seconds()
+    return {"wall_s": wall, "sim_s": sim_s, "kpis": status["kpis"],
+            "log_bounds": (int(health["oldest_event_id"]), int(health["last_event_id"])),
+            "status": status["status"], "error": status.get("error")}
 
 
 def main() -> None:
@@ -135,7 +157,7 @@ def run_one(args: argparse.Namespace, data: dict[str, Any]) -> dict[str, float]:
 
     with tempfile.TemporaryDirectory() as tmp:
         url = args.database_url or f"sqlite+aiosqlite:///{Path(tmp) / 'bench.db'}"
-        result = asyncio.run(end_to_end(data, url))
+        result = end_to_end(data, url, Path(tmp))
     k = result["kpis"]
     events = k["events"]
     print(f"end to end  : {result['sim_s'] / result['wall_s']:8.0f}x  ({result['sim_s']:.0f} sim s "
