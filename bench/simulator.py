@@ -66,6 +66,12 @@ def engine_only(data: dict[str, Any]) -> tuple[float, float, int]:
     return engine.now, time.perf_counter() - began, events
 
 
+def server_cpu_s(pid: int) -> float:
+    """User + system CPU seconds of process ``pid`` so far, all its threads (Linux)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def end_to_end(data: dict[str, Any], database_url: str, cwd: Path) -> dict[str, Any]:
     """Run the simulation as a user does: ``ridecast serve``, create the simulation with
     ``data``, ``POST .../simulator/start``, and poll ``GET .../simulator`` until it ends.
@@ -87,6 +93,7 @@ def end_to_end(data: dict[str, Any], database_url: str, cwd: Path) -> dict[str, 
             created = http.post("/api/v2/simulation", json={"name": "bench", "data": data})
             created.raise_for_status()
             sim = created.json()["id"]
+            cpu_at_start = server_cpu_s(server.pid)
             began = time.perf_counter()
             http.post(f"/api/v2/simulation/{sim}/simulator/start").raise_for_status()
             while True:
@@ -95,13 +102,14 @@ def end_to_end(data: dict[str, Any], database_url: str, cwd: Path) -> dict[str, 
                     break
                 time.sleep(0.2)
             wall = time.perf_counter() - began
+            cpu = server_cpu_s(server.pid) - cpu_at_start
             health = http.get("/healthz").json()
     finally:
         server.terminate()
         server.wait(30)
     sim_s = (datetime.fromisoformat(status["sim_ts"])
              - datetime.fromisoformat(status["started_sim_ts"])).total_seconds()
-    return {"wall_s": wall, "sim_s": sim_s, "kpis": status["kpis"],
+    return {"wall_s": wall, "sim_s": sim_s, "cpu_s": cpu, "kpis": status["kpis"],
             "log_bounds": (int(health["oldest_event_id"]), int(health["last_event_id"])),
             "status": status["status"], "error": status.get("error")}
 
@@ -131,7 +139,7 @@ def main() -> None:
 def compare(figures: dict[str, dict[str, float]]) -> None:
     """Each model beside the first, as ratios, and the issue's targets for the network."""
     names = list(figures)
-    keys = ("engine_x", "end_to_end_x", "p50_ms", "p99_ms")
+    keys = ("engine_x", "end_to_end_x", "per_cpu_x", "p50_ms", "p99_ms")
     print("== summary")
     print(f"{'model':12}" + "".join(f"{k:>14}" for k in keys))
     for name in names:
@@ -162,6 +170,8 @@ def run_one(args: argparse.Namespace, data: dict[str, Any]) -> dict[str, float]:
     events = k["events"]
     print(f"end to end  : {result['sim_s'] / result['wall_s']:8.0f}x  ({result['sim_s']:.0f} sim s "
           f"in {result['wall_s']:.1f} s; status {result['status']}, {result['error'] or 'ok'})")
+    print(f"server CPU  : {result['cpu_s']:.1f} s ({result['sim_s'] / result['cpu_s']:.0f}x real "
+          f"time per CPU second; {100 * result['cpu_s'] / result['wall_s']:.0f}% of the wall time)")
     print(f"events      : {events:,} produced, {events / result['wall_s']:,.0f} events/s "
           f"through ingest; log ids {result['log_bounds']}")
     print(f"scheduler   : p50 {k['scheduler_decision_ms_p50']} ms, "
@@ -172,6 +182,7 @@ def run_one(args: argparse.Namespace, data: dict[str, Any]) -> dict[str, float]:
                                        "empty_km")}
     print("kpis        :", json.dumps(summary))
     figures["end_to_end_x"] = result["sim_s"] / result["wall_s"]
+    figures["per_cpu_x"] = result["sim_s"] / result["cpu_s"]
     figures["p50_ms"] = k["scheduler_decision_ms_p50"] or math.nan
     figures["p99_ms"] = k["scheduler_decision_ms_p99"] or math.nan
     return figures

@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 
 from ridecast.simulator import Engine, SimulatorSettings
-from ridecast.simulator.kpis import compute, percentile
+from ridecast.simulator.kpis import KpiCache, compute, percentile
 
 
 def test_percentile_nearest_rank() -> None:
@@ -73,3 +73,27 @@ def test_no_warm_up_measures_the_whole_run() -> None:
     assert abs(m["vehicle_km"] - k["vehicle_km"]) < 1e-2
     assert abs(m["vehicle_km_empty"] - k["empty_km"]) < 1e-2
     assert m["occupancy"] == k["occupancy"]
+
+
+def test_kpi_cache_recomputes_when_the_run_moves_and_throttles_a_fast_run() -> None:
+    """Same time, events and operations: the same answer without recomputing; a run at
+    full speed is answered from the cache for up to a second, unless an operation ran."""
+    engine = Engine(1, SimulatorSettings(seed=4, vehicles=3, bookings_per_hour=120,
+                                         duration_s=1800), datetime(2024, 1, 1, 8, tzinfo=UTC))
+    engine.advance(300.0)
+    wall = [0.0]
+    cache = KpiCache(max_age_s=1.0, monotonic=lambda: wall[0])
+    first = cache.get(engine, 0, throttle=False)
+    assert cache.get(engine, 0, throttle=False) is first
+    engine.advance(600.0)
+    assert cache.get(engine, 0, throttle=True) is first  # throttled: 0 s old
+    assert cache.get(engine, 0, throttle=False)["bookings"] >= first["bookings"]
+    second = cache.get(engine, 0, throttle=False)
+    engine.advance(900.0)
+    wall[0] = 0.5
+    assert cache.get(engine, 1, throttle=True) is not second  # an operation ran
+    third = cache.get(engine, 1, throttle=True)
+    engine.advance(1200.0)
+    wall[0] = 1.6
+    fourth = cache.get(engine, 1, throttle=True)  # older than a second
+    assert fourth is not third and fourth == compute(engine)

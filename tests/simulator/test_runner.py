@@ -98,3 +98,68 @@ async def test_manager_status_and_restart() -> None:
     assert status["sim_ts"] > status["started_sim_ts"]
     await manager.start(9, data)
     await manager.close()
+
+
+class SlowSink(Sink):
+    """Takes a while per batch, counts how many submissions overlap, fails on request."""
+
+    def __init__(self, fail_at: int | None = None) -> None:
+        super().__init__()
+        self.active = 0
+        self.most_active = 0
+        self.fail_at = fail_at
+        self.second = asyncio.Event()
+
+    async def __call__(self, simulation_id: int, events: list[dict[str, Any]]) -> None:
+        self.active += 1
+        self.most_active = max(self.most_active, self.active)
+        try:
+            await asyncio.sleep(0.002)
+            if self.fail_at is not None and self.batches + 1 == self.fail_at:
+                raise ConnectionError("store went away")
+            await super().__call__(simulation_id, events)
+            if self.batches >= 2:
+                self.second.set()
+        finally:
+            self.active -= 1
+
+
+async def test_a_step_is_submitted_while_the_next_is_computed_in_order() -> None:
+    """The step in flight overlaps the engine, never another submission: same stream."""
+    sink = SlowSink()
+    runner = Runner(9, Engine(9, SMALL, START), MaxClock(step_s=45.0), sink, max_batch=50)
+    runner.start()
+    async with asyncio.timeout(20):
+        await runner.wait_finished()
+    assert runner.status is Status.FINISHED
+    assert sink.most_active == 1
+    assert sink.events == Engine(9, SMALL, START).advance(1e9)
+
+
+async def test_a_failed_submission_stops_the_run_with_its_error() -> None:
+    """Nothing after a failed batch is submitted, the run says why it stopped, and what
+    was submitted before is the stream's prefix."""
+    sink = SlowSink(fail_at=3)
+    runner = Runner(9, Engine(9, SMALL, START), MaxClock(step_s=45.0), sink, max_batch=50)
+    runner.start()
+    async with asyncio.timeout(20):
+        await runner.wait_finished()
+    assert runner.status is Status.STOPPED
+    assert runner.error == "ConnectionError: store went away"
+    assert sink.batches == 2
+    assert sink.events == Engine(9, SMALL, START).advance(1e9)[: len(sink.events)]
+    with pytest.raises(Conflict):
+        await runner.operate(lambda e: e.set_vehicle_enabled(1, False))
+
+
+async def test_stop_settles_the_step_in_flight() -> None:
+    """Stopping never drops events the engine produced: the last step is submitted."""
+    sink = SlowSink()
+    engine = Engine(9, SMALL, START)
+    runner = Runner(9, engine, MaxClock(step_s=45.0), sink, max_batch=1000)
+    runner.start()
+    async with asyncio.timeout(20):
+        await sink.second.wait()
+    await runner.stop()
+    assert runner.status is Status.STOPPED
+    assert sink.events == Engine(9, SMALL, START).advance(engine.now)

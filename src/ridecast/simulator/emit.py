@@ -18,6 +18,13 @@ from .polyline import LatLon, dedupe, encode
 
 Event = dict[str, Any]
 
+# (message_type, agent_type, transmit_to_websocket) as plain values by message type: an
+# enum's ``.value`` is a descriptor call, and every event needs three of them.
+_HEADERS: dict[MessageType, tuple[str, str, bool]] = {
+    mtype: (mtype.value, agent_type.value, transmit)
+    for mtype, (agent_type, transmit) in PRODUCER_DEFAULTS.items()
+}
+
 
 class Emitter:
     """Collects events in order; ``drain()`` hands them over."""
@@ -42,11 +49,11 @@ class Emitter:
 
     def emit(self, mtype: MessageType, t: float, data: dict[str, Any],
              agent_id: str | None = None) -> None:
-        agent_type, transmit = PRODUCER_DEFAULTS[mtype]
+        name, agent_type, transmit = _HEADERS[mtype]
         event: Event = {
             "simulation_id": self.simulation_id,
-            "agent_type": agent_type.value,
-            "message_type": mtype.value,
+            "agent_type": agent_type,
+            "message_type": name,
             "data": data,
             "current_sim_ts": self.ts(t),
             "transmit_to_websocket": transmit,
@@ -54,7 +61,7 @@ class Emitter:
         if agent_id is not None:
             event["agent_id"] = agent_id
         self._out.append(event)
-        self.counts[mtype.value] = self.counts.get(mtype.value, 0) + 1
+        self.counts[name] = self.counts.get(name, 0) + 1
 
     # ---- one builder per lifecycle step ---------------------------------------------
 

@@ -17,11 +17,41 @@ requested from then on, and driving done from then on, with the window stated; s
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+import time
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from .model import BookingStatus, OfferStatus
 from .world import World
+
+
+class KpiCache:
+    """The last KPIs of one run, and what they were computed from.
+
+    ``compute`` walks every booking and vehicle, so a status request should not pay it when
+    nothing changed: the value is reused while the world's time, its event count and the
+    run's count of operations are the same. With ``throttle`` (a run going as fast as it
+    can, whose time moves on every step) it is also reused for up to ``max_age_s`` of wall
+    time unless an operation ran since, so pollers cannot slow the run down.
+    """
+
+    def __init__(self, max_age_s: float = 1.0,
+                 monotonic: Callable[[], float] = time.monotonic) -> None:
+        self.max_age_s = max_age_s
+        self._monotonic = monotonic
+        self._key: tuple[float, int, int] | None = None
+        self._at = -math.inf
+        self._value: dict[str, Any] = {}
+
+    def get(self, world: World, operations: int, *, throttle: bool) -> dict[str, Any]:
+        key = (world.now, sum(world.emitter.counts.values()), operations)
+        now = self._monotonic()
+        fresh = self._key is not None and (
+            key == self._key
+            or (throttle and key[2] == self._key[2] and now - self._at < self.max_age_s))
+        if not fresh:
+            self._key, self._at, self._value = key, now, compute(world)
+        return self._value
 
 
 def percentile(values: Sequence[float], q: float) -> float | None:

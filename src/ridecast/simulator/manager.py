@@ -13,7 +13,6 @@ from datetime import UTC, datetime
 from typing import Any
 
 from ..errors import Conflict
-from . import kpis
 from .clock import clock_for
 from .engine import Engine
 from .operations import Result
@@ -84,7 +83,7 @@ class SimulatorManager:
             "started_sim_ts": engine.timestamp(0.0),
             "error": runner.error,
             "settings": engine.settings.model_dump(mode="json"),
-            "kpis": kpis.compute(engine),
+            "kpis": runner.kpis(),
         }
 
     async def operate(self, simulation_id: int,

@@ -175,7 +175,7 @@ class NetworkReach:
         #: ``dist`` and ``connector_s`` are free-flow seconds; times are these x ``factor``.
         self.factor = travel.factor
         # Off the network, the target's connector to (or from) its node.
-        self.connector_s = (travel._start(target) if forward else travel._end(target))[2]
+        self.connector_s = (travel._start_s(target)[1] if forward else travel._end(target)[2])
 
     def time(self, a: LatLon) -> float:
         if a == self.target:
@@ -186,18 +186,25 @@ class NetworkReach:
         if self.forward:
             t, _, tail_s, _ = self.travel._end(a)
             return (self.connector_s + float(self.dist[t]) + tail_s) * self.factor
-        s, _, head_s, _ = self.travel._start(a)
+        s, head_s = self.travel._start_s(a)
         return (head_s + float(self.dist[s]) + self.connector_s) * self.factor
 
 
 @dataclass(slots=True)
 class _Mid:
-    """A point inside an edge: the rest of the edge to its head node."""
+    """A point inside an edge: the rest of the edge to its head node. Its length in metres
+    is only needed when a leg starts there (most points are only timed): computed then."""
 
     head: int
     rest: list[LatLon]  # from the point (included) to the head node (included)
     seconds: float
-    metres: float
+    _metres: float | None = None
+
+    @property
+    def metres(self) -> float:
+        if self._metres is None:
+            self._metres = sum(_metres(p, q) for p, q in itertools.pairwise(self.rest))
+        return self._metres
 
 
 class NetworkTravel:
@@ -272,7 +279,7 @@ class NetworkTravel:
         node = self._node_at.get(p)
         if node is not None:
             return node, 0.0
-        node, _, seconds, _ = self._start(p)
+        node, seconds = self._start_s(p)
         return node, seconds
 
     def _node(self, p: LatLon) -> int:
@@ -293,6 +300,19 @@ class NetworkTravel:
         pos = self.net.node_pos(node)
         m = _metres(a, pos)
         return node, [a, pos], m / CONNECTOR_MPS, m
+
+    def _start_s(self, a: LatLon) -> tuple[int, float]:
+        """(node, seconds) of ``_start``, without the points and metres it does not need."""
+        node = self._node_at.get(a)
+        if node is not None:
+            return node, 0.0
+        mid = self._mids.get(a)
+        if mid is not None:
+            if isinstance(mid, tuple):
+                mid = self._mids[a] = self._resolve(a, *mid)
+            return mid.head, mid.seconds
+        node, _, seconds, _ = self._start(a)
+        return node, seconds
 
     def _end(self, b: LatLon) -> tuple[int, list[LatLon], float, float]:
         """(node, points from it to b, seconds, metres) for any target point b."""
@@ -369,7 +389,7 @@ class NetworkTravel:
             return hit.seconds
         if a == b:
             return 0.0
-        s, _, head_s, _ = self._start(a)
+        s, head_s = self._start_s(a)
         t, _, tail_s, _ = self._end(b)
         if s == t:
             return head_s + tail_s
@@ -416,8 +436,7 @@ class NetworkTravel:
             j += 1
         rest = [pos, *leg.points[i:j + 1]]
         seconds = max(0.0, leg.times[j] - elapsed_s)
-        metres = sum(_metres(p, q) for p, q in itertools.pairwise(rest))
         head = self._node_at.get(leg.points[j])
         if head is None:
             head = self.net.nearest(leg.points[j])
-        return _Mid(head, rest, seconds, metres)
+        return _Mid(head, rest, seconds)

@@ -1,10 +1,13 @@
 """Drives one engine with a clock and hands its events to a sink, in order.
 
 The runner's loop advances the engine to the clock's target, submits what came out and waits
-for the next timer. Operations go through ``operate``, which takes the same lock: the engine
-first catches up with the clock, then the operation runs, and the events of both are
-submitted in the order they happened. Events are never reordered between two submissions,
-because each is awaited under the lock.
+for the next timer. One submission may be in flight while the engine computes the next step
+(so the commit of step k overlaps the computation of step k+1); it is awaited before the
+next one starts, so submissions stay in order and at most one step's events are unsettled.
+Operations go through ``operate``, which takes the same lock and first settles the step in
+flight: the engine catches up with the clock, then the operation runs, and the events of both
+are submitted in the order they happened. A submission that fails stops the run with its
+error: the engine has moved on, and a run with a gap in its events must not go on.
 """
 
 from __future__ import annotations
@@ -17,8 +20,9 @@ from enum import StrEnum
 from typing import Any, Protocol
 
 from ..errors import Conflict, RidecastError
-from .clock import Clock
+from .clock import Clock, MaxClock
 from .engine import Engine
+from .kpis import KpiCache
 from .operations import Result
 
 log = logging.getLogger(__name__)
@@ -57,11 +61,38 @@ class Runner:
         self.error: str | None = None
         self.lock = asyncio.Lock()
         self._task: asyncio.Task[None] | None = None
+        # The step whose events are being submitted while the engine computes the next.
+        self._inflight: asyncio.Task[None] | None = None
+        self._operations = 0
+        self._kpis = KpiCache()
 
     async def _submit(self, events: list[dict[str, Any]]) -> None:
         # The ingest takes bounded batches; order is kept across them.
         for i in range(0, len(events), self.max_batch):
             await self.sink(self.simulation_id, events[i : i + self.max_batch])
+
+    async def _settle(self) -> None:
+        """Wait for the submission in flight; a failure stops the run and is raised."""
+        task, self._inflight = self._inflight, None
+        if task is None:
+            return
+        try:
+            await task
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:
+            if self.status in (Status.RUNNING, Status.PAUSED):
+                log.error("simulator of simulation %s stopped: submitting its events failed "
+                          "(%s)", self.simulation_id, type(exc).__name__)
+                self.error = f"{type(exc).__name__}: {exc}"
+                self.status = Status.STOPPED
+            raise
+
+    def kpis(self) -> dict[str, Any]:
+        """The run's KPIs; recomputed when the run moved, at most once a second while it
+        runs as fast as it can (see ``KpiCache``)."""
+        fast = self.status is Status.RUNNING and isinstance(self.clock, MaxClock)
+        return self._kpis.get(self.engine, self._operations, throttle=fast)
 
     def start(self) -> None:
         self.status = Status.RUNNING
@@ -74,18 +105,23 @@ class Runner:
                 async with self.lock:
                     if self.status is Status.RUNNING:
                         events = engine.advance(self.clock.target(engine.now))
+                        await self._settle()
                         if events:
-                            await self._submit(events)
+                            self._inflight = asyncio.create_task(
+                                self._submit(events),
+                                name=f"simulator-{self.simulation_id}-submit")
                         if engine.finished:
+                            await self._settle()
                             self.status = Status.FINISHED
                             return
                 await self.clock.wait(engine.now, engine.next_t)
         except asyncio.CancelledError:
             raise
         except Exception as exc:
-            log.exception("simulator of simulation %s failed", self.simulation_id)
-            self.error = f"{type(exc).__name__}: {exc}"
-            self.status = Status.STOPPED
+            if self.status is not Status.STOPPED:  # else _settle has said why
+                log.exception("simulator of simulation %s failed", self.simulation_id)
+                self.error = f"{type(exc).__name__}: {exc}"
+                self.status = Status.STOPPED
 
     async def pause(self) -> None:
         async with self.lock:
@@ -111,13 +147,16 @@ class Runner:
         self.status = Status.STOPPED
 
     async def close(self) -> None:
-        """Cancel the loop (after any submission in progress)."""
+        """Cancel the loop, after the submission in flight has settled (the events the
+        engine produced are never dropped)."""
         if self._task is not None:
             async with self.lock:
                 self._task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await self._task
             self._task = None
+        with contextlib.suppress(Exception):  # _settle has logged it and set the error
+            await self._settle()
 
     async def operate(self, op: Callable[[Engine], Result]) -> dict[str, Any]:
         """Run an operation at the current simulated time; its events, or its error."""
@@ -125,6 +164,8 @@ class Runner:
             if self.status not in (Status.RUNNING, Status.PAUSED):
                 raise Conflict(f"the simulator is {self.status.value}: start it first",
                                code="invalid_state")
+            await self._settle()
+            self._operations += 1
             caught_up = self.engine.advance(self.clock.op_time(self.engine.now))
             try:
                 body, events = op(self.engine)
