@@ -9,6 +9,7 @@ as the interface types them.
 
 from __future__ import annotations
 
+import math
 from datetime import UTC, datetime
 from typing import Any
 
@@ -34,14 +35,34 @@ class Emitter:
         self.epoch = epoch
         self._out: list[Event] = []
         self._ts_cache: tuple[float, str] = (-1.0, "")
+        self._seconds: dict[int, str] = {}
         self.counts: dict[str, int] = {}
 
     def ts(self, t: float) -> str:
         """ISO 8601 (milliseconds, UTC offset) of simulated time ``t``."""
         if self._ts_cache[0] != t:
-            moment = datetime.fromtimestamp(self.epoch + t, UTC)
-            self._ts_cache = (t, moment.isoformat(timespec="milliseconds"))
+            self._ts_cache = (t, self._format(self.epoch + t))
         return self._ts_cache[1]
+
+    def _format(self, timestamp: float) -> str:
+        """``datetime.fromtimestamp(timestamp, UTC).isoformat(timespec="milliseconds")``,
+        character for character, with the date and time of day formatted once per second:
+        the microseconds are rounded as ``fromtimestamp`` rounds them (to nearest, ties to
+        even) and then cut to milliseconds, as ``isoformat`` cuts them."""
+        fraction, whole = math.modf(timestamp)
+        micros = round(fraction * 1e6)
+        second = int(whole)
+        if micros >= 1_000_000:
+            second, micros = second + 1, micros - 1_000_000
+        elif micros < 0:
+            second, micros = second - 1, micros + 1_000_000
+        prefix = self._seconds.get(second)
+        if prefix is None:
+            if len(self._seconds) >= 4096:
+                self._seconds.clear()
+            prefix = self._seconds[second] = (
+                datetime.fromtimestamp(second, UTC).isoformat(timespec="seconds")[:-6])
+        return f"{prefix}.{micros // 1000:03d}+00:00"
 
     def drain(self) -> list[Event]:
         out, self._out = self._out, []

@@ -249,6 +249,27 @@ class NetworkTravel:
             self._sources.popitem(last=False)
         return res
 
+    def _tree_to(self, s: int, t: int) -> NDArray[np.int32]:
+        """Shortest-path predecessors from node ``s`` that reach ``t``: the cached full
+        search from ``s`` if there is one; else, when the time from ``s`` to ``t`` is known
+        (a cached backward search from ``t`` covers ``s``), a forward search bounded by it,
+        which settles only what is nearer than the target; else a full search (cached)."""
+        hit = self._sources.get(s)
+        if hit is not None:
+            self._sources.move_to_end(s)
+            return hit[1]
+        back = self._targets.get(t)
+        if back is not None:
+            known = float(back[1][s])
+            if known != math.inf:
+                self.searches += 1
+                dist, pred = dijkstra(self.net.graph, indices=s, return_predecessors=True,
+                                      limit=known * (1.0 + 1e-9) + 1e-6)
+                if dist[t] != math.inf:
+                    tree: NDArray[np.int32] = pred.astype(np.int32)
+                    return tree
+        return self._search(s)[1]
+
     def reach(self, target: LatLon, limit_s: float, *, forward: bool = False) -> NetworkReach:
         """Times to ``target`` (one bounded backward search on the reversed graph, limit
         ``limit_s``) or, ``forward``, from it (the full search that legs from ``target`` use
@@ -344,7 +365,7 @@ class NetworkTravel:
         t, tail_pts, tail_s, tail_m = self._end(b)
         nodes = [t]
         if s != t:
-            _, pred = self._search(s)
+            pred = self._tree_to(s, t)
             while nodes[-1] != s:
                 nodes.append(int(pred[nodes[-1]]))
             nodes.reverse()
