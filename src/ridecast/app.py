@@ -122,7 +122,7 @@ def _simulator_host(settings: Settings, engine: AsyncEngine, bus: Bus,
                     ingest: Ingest) -> SimulatorHost:
     """Simulator runs publish through ingest; runs are leased in the store and commands are
     forwarded to the owner on the bus (``simulator/cluster_host.py``)."""
-    manager = SimulatorManager(ingest.submit, max_batch=ingest.max_batch,
+    manager = SimulatorManager(ingest.submit_trusted, max_batch=ingest.max_batch,
                                max_finished=settings.simulator_max_finished_runs)
     host = ClusterHost(manager, LeaseStore(engine), bus, lease_s=settings.simulator_lease_s,
                        forward_timeout_s=settings.simulator_forward_timeout_s)

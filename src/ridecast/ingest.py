@@ -64,12 +64,15 @@ class Ingest:
         self._log = log
         self.max_batch = max_batch
 
-    def prepare(self, meta: SimulationMeta, items: Sequence[Any]) -> list[NewEvent]:
+    def prepare(self, meta: SimulationMeta, items: Sequence[Any], *,
+                validate: bool = True) -> list[NewEvent]:
         """Validate and stamp ``items`` for simulation ``meta``; raises ``BadRequest``.
 
         Each item is stored as it was sent (unknown fields and number formats kept), with
         ``simulation_id`` set from the path, ``server_ts`` filled when missing (gps_data
         excepted) and any client-sent ``event_id`` removed (ridecast assigns it).
+        ``validate=False`` skips the check against the models, for the in-process
+        simulator only (see ``submit_trusted``).
         """
         if len(items) > self.max_batch:
             raise BadRequest(
@@ -111,7 +114,8 @@ class Ingest:
             # walking the dict again, and it checks exactly what consumers will receive.
             try:
                 body = orjson.dumps(event)
-                EVENT_ADAPTER.validate_json(body)
+                if validate:
+                    EVENT_ADAPTER.validate_json(body)
             except ValidationError as exc:
                 errors.extend(_item_errors(index, exc))
                 continue
@@ -142,7 +146,8 @@ class Ingest:
         return prepared
 
     async def submit(
-        self, simulation_id: int, items: Sequence[Any], *, meta: SimulationMeta | None = None
+        self, simulation_id: int, items: Sequence[Any], *, meta: SimulationMeta | None = None,
+        validate: bool = True,
     ) -> list[StoredEvent]:
         """Validate, append and publish ``items`` for ``simulation_id``, all or nothing.
 
@@ -153,7 +158,15 @@ class Ingest:
             meta = await self._catalog.get(simulation_id)
         if meta is None:
             raise NotFound(f"simulation {simulation_id} not found", code="simulation_not_found")
-        stored = await self._log.append(self.prepare(meta, items))
+        stored = await self._log.append(self.prepare(meta, items, validate=validate))
         for event in stored:
             EVENTS_INGESTED.labels(event.message_type).inc()
         return stored
+
+    async def submit_trusted(self, simulation_id: int,
+                             items: Sequence[Any]) -> list[StoredEvent]:
+        """``submit`` for the in-process simulator, whose events are built from the same
+        models and checked against them by its tests (tests/simulator: every event of a
+        run on straight lines and on streets validates): stamped, serialised and stored
+        without a second validation (about 5% of a run's time in the server)."""
+        return await self.submit(simulation_id, items, validate=False)

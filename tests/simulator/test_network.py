@@ -11,6 +11,7 @@ import orjson
 import pytest
 
 from ridecast.errors import BadRequest
+from ridecast.events import parse_event
 from ridecast.simulator import Engine, SimulatorSettings, read_settings
 from ridecast.simulator.network import NetworkTravel, load_bundled
 from ridecast.simulator.settings import Circle
@@ -49,6 +50,13 @@ def test_stream_drives_on_streets() -> None:
     assert check.edges_checked > 1000
     assert check.oneway_traversals > 0  # one-way streets are used, and never backwards
     assert check.legs_timed > 20
+
+
+def test_every_event_on_the_network_validates() -> None:
+    """The simulator's events are ingested without validation (``Ingest.submit_trusted``):
+    every one of them, on streets as on straight lines (test_engine), fits its model."""
+    for event in stream():
+        parse_event({**event, "server_ts": "2024-05-06T08:00:00+00:00"})
 
 
 def test_same_seed_same_stream_pinned() -> None:

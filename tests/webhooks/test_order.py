@@ -71,6 +71,8 @@ def test_a_retry_holds_later_events_behind_it(fast_server: Server) -> None:
         with fast_server.client(user) as http:
             ids = list(map(int, post_events(http, sim, [vehicle_use(i) for i in range(20)])))
             wait_for(lambda: len(recorder.requests) == 22)
+            # The receiver has answered; the log records the last success just after.
+            wait_for(lambda: len(deliveries(http, sim, status="succeeded")) == 20)
             log = {int(d["event_id"]): d for d in deliveries(http, sim)}
     arrived = _arrivals(recorder)[sim]
     assert arrived == [*ids[:5], ids[4], ids[4], *ids[5:]]

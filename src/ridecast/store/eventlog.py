@@ -25,7 +25,7 @@ from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from sqlalchemy import and_, delete, func, insert, select, update
+from sqlalchemy import Table, and_, delete, func, select, update
 from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
@@ -34,6 +34,10 @@ from ..errors import ServiceUnavailable
 from .tables import event_counter, events, simulations, webhook_deliveries
 
 log = logging.getLogger(__name__)
+
+_EVENT_COLUMNS = ("id", "simulation_id", "message_type", "created_at", "body")
+_OUTBOX_COLUMNS = ("event_id", "simulation_id", "message_type", "url", "status",
+                   "attempt_count", "next_attempt_at", "created_at", "updated_at", "ordered")
 
 ACTIVE_DELIVERY_STATES = ("pending", "delivering")
 
@@ -93,6 +97,7 @@ class EventLog:
         self._closing = False
         self.commits = 0
         self.appended = 0
+        self._inserts: dict[tuple[str, str], str] = {}
 
     async def start(self) -> None:
         self._writer = asyncio.create_task(self._write_loop(), name="ridecast-eventlog-writer")
@@ -234,6 +239,27 @@ class EventLog:
             count += len(item[0])
         return group
 
+    def _sql(self, conn: AsyncConnection, table: Table, columns: tuple[str, ...]) -> str:
+        """The INSERT of ``columns`` into ``table`` in the driver's own parameter style,
+        built once per dialect and table."""
+        key = (conn.dialect.name, table.name)
+        sql = self._inserts.get(key)
+        if sql is None:
+            dialect = conn.dialect
+            quote = dialect.identifier_preparer
+            marks = {"qmark": "?", "format": "%s"}
+            if dialect.paramstyle in marks:
+                places = [marks[dialect.paramstyle]] * len(columns)
+            elif dialect.paramstyle in ("numeric_dollar", "numeric"):
+                sign = "$" if dialect.paramstyle == "numeric_dollar" else ":"
+                places = [f"{sign}{i}" for i in range(1, len(columns) + 1)]
+            else:  # pragma: no cover - no driver we support binds by name only
+                raise RuntimeError(f"unsupported paramstyle {dialect.paramstyle}")
+            sql = self._inserts[key] = (
+                f"INSERT INTO {quote.format_table(table)} "
+                f"({', '.join(quote.quote(c) for c in columns)}) VALUES ({', '.join(places)})")
+        return sql
+
     async def _write(
         self, group: list[tuple[Sequence[NewEvent], asyncio.Future[list[StoredEvent]]]]
     ) -> list[list[StoredEvent]]:
@@ -251,34 +277,21 @@ class EventLog:
                 .returning(event_counter.c.last_id)
             ) or 0)
             ids = list(range(last - len(flat) + 1, last + 1))
-            await conn.execute(insert(events), [
-                {
-                    "id": event_id,
-                    "simulation_id": e.simulation_id,
-                    "message_type": e.message_type,
-                    "created_at": now,
-                    "body": e.body,
-                }
+            # The rows go to the driver as tuples (``_EVENT_COLUMNS`` order): no dict and
+            # no per-row processing by SQLAlchemy, a third of the insert's cost.
+            await conn.exec_driver_sql(self._sql(conn, events, _EVENT_COLUMNS), [
+                (event_id, e.simulation_id, e.message_type, now, e.body)
                 for e, event_id in zip(flat, ids, strict=True)
             ])
             outbox = [
-                {
-                    "event_id": event_id,
-                    "simulation_id": e.simulation_id,
-                    "message_type": e.message_type,
-                    "url": e.webhook_url,
-                    "status": "pending",
-                    "attempt_count": 0,
-                    "next_attempt_at": now,
-                    "created_at": now,
-                    "updated_at": now,
-                    "ordered": e.webhook_ordered,
-                }
+                (event_id, e.simulation_id, e.message_type, e.webhook_url, "pending", 0,
+                 now, now, now, e.webhook_ordered)
                 for e, event_id in zip(flat, ids, strict=True)
                 if e.webhook_url
             ]
             if outbox:
-                await conn.execute(insert(webhook_deliveries), outbox)
+                await conn.exec_driver_sql(
+                    self._sql(conn, webhook_deliveries, _OUTBOX_COLUMNS), outbox)
         self.commits += 1
         self.appended += len(flat)
         out: list[list[StoredEvent]] = []
