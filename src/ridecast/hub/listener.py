@@ -14,6 +14,9 @@ import ssl
 from .hub import Hub
 from .protocol import StreamProtocol
 
+BACKLOG = 2048
+"""Pending connections the kernel queues for ``accept`` (as uvicorn's default)."""
+
 
 async def start_listener(
     hub: Hub, host: str, port: int, *, tls: ssl.SSLContext | None = None
@@ -23,4 +26,7 @@ async def start_listener(
     Keepalive pings follow ``hub.keepalive`` (RIDECAST_WS_PING_INTERVAL_S).
     """
     loop = asyncio.get_running_loop()
-    return await loop.create_server(lambda: StreamProtocol(hub), host, port, ssl=tls)
+    # asyncio's default backlog (100) drops SYNs when hundreds of clients connect at once
+    # (after a restart, say), each retried a second later; uvicorn's default is 2048.
+    return await loop.create_server(lambda: StreamProtocol(hub), host, port, ssl=tls,
+                                    backlog=BACKLOG)
