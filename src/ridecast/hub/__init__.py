@@ -2,7 +2,7 @@
 
 ``app.py`` builds the process's ``Hub`` and, when ``RIDECAST_WS_PORT`` is set, opens its
 dedicated listener with ``open_dedicated_listener``; the main HTTP port serves the same paths
-through ``asgi.py``.
+through ``asgi.py``; on both, connections are ``StreamProtocol`` (``protocol.py``).
 """
 
 from __future__ import annotations
@@ -24,10 +24,7 @@ async def open_dedicated_listener(hub: Hub, settings: Settings) -> None:
     if settings.tls_cert_file and settings.tls_key_file:
         tls = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
         tls.load_cert_chain(settings.tls_cert_file, settings.tls_key_file)
-    hub.listener = await start_listener(
-        hub, settings.ws_host, settings.ws_port, ping_interval=settings.ws_ping_interval_s,
-        tls=tls,
-    )
+    hub.listener = await start_listener(hub, settings.ws_host, settings.ws_port, tls=tls)
 
 
 __all__ = [

@@ -1,14 +1,14 @@
 """One open stream: its bounded send queue, its replay buffer and how it is closed.
 
-A ``Stream`` never blocks the publisher. ``deliver`` is synchronous: when nothing is queued
-and the socket can take data, the frame is written at once (the same path as
-``websockets.broadcast``); otherwise it is queued and a short-lived writer task drains the
-queue as the socket allows. A queue that reaches its limit closes the stream with 4100
+A ``Stream`` never blocks the publisher. ``take`` is synchronous: when nothing is queued
+and the socket can take data, the frames of a bus batch are written at once, in one write;
+otherwise they are queued and a short-lived writer task drains the queue as the socket
+allows. A queue that reaches its limit closes the stream with 4100
 (``slow_consumer``): nothing is dropped silently, and the client resumes with
 ``since=<last event_id>``.
 
-The transport under a stream is a ``Sink``: the dedicated ``websockets`` listener
-(``listener.py``) or the ASGI websocket of the main HTTP port (``asgi.py``).
+The transport under a stream is a ``Sink``: ``StreamProtocol`` (``protocol.py``) on both
+ports, or an ASGI websocket under another server (``asgi.py``).
 """
 
 from __future__ import annotations
@@ -24,30 +24,38 @@ from ..auth.visibility import Principal
 from ..bus import StoredEvent
 from ..errors import ERRORS
 from ..metrics import WS_CLOSED
+from .frames import text_frame
 from .paths import Route
 
 log = logging.getLogger(__name__)
 
-_FLUSH_FRAMES = 64
+_FLUSH_BYTES = 256 * 1024
+"""A backlog is written in joined chunks of about this size (``writable`` is looked at
+again after each, when the transport may have paused)."""
 
 # A close reason is at most 123 bytes on the wire (RFC 6455 section 5.5).
 _MAX_REASON = 123
 
 
 class Sink(Protocol):
-    """A websocket as a stream writes to it."""
+    """A websocket as a stream writes to it.
+
+    A ``raw`` sink takes encoded websocket frames (``frames.text_frame``), several joined
+    in one ``write_raw``; any other sink takes one frame payload at a time through ``send``.
+    """
+
+    @property
+    def raw(self) -> bool:
+        """Whether ``write_raw`` is supported (else every frame goes through ``send``)."""
 
     def writable(self) -> bool:
-        """Whether ``write`` can take a frame now without growing an unbounded buffer."""
+        """Whether ``write_raw`` can take data now without growing an unbounded buffer."""
 
-    def write(self, frame: bytes) -> None:
-        """Add one TEXT frame to the outgoing data (only when ``writable()``)."""
-
-    def flush(self) -> None:
-        """Hand the frames added by ``write`` to the socket, in one write."""
+    def write_raw(self, data: bytes) -> None:
+        """Hand encoded frames to the socket, in one write (only when ``writable()``)."""
 
     async def send(self, frame: bytes) -> None:
-        """Write one TEXT frame, waiting for the socket to take it."""
+        """Write one TEXT frame with payload ``frame``, waiting for the socket to take it."""
 
     @property
     def can_wait(self) -> bool:
@@ -74,12 +82,17 @@ def close_reason(code: str, message: str | None = None) -> tuple[int, str]:
 
 
 class Stream:
-    """An authorised subscription on one socket."""
+    """An authorised subscription on one socket.
+
+    Idle, it holds no queue, no task and no timer: the send queue exists only while the
+    socket refuses data, the writer task only while there is a backlog, and token expiry
+    and keepalive are hub-wide (``expiry.py``, ``keepalive.py``).
+    """
 
     __slots__ = (
-        "__weakref__", "_backlog", "_batch", "_closed", "_dirty", "_on_close", "_pending",
-        "_queue", "_sending", "_timer", "_writer", "closing", "overflowed", "principal",
-        "queue_limit", "route", "sent", "sink",
+        "__weakref__", "_backlog", "_batch", "_closed", "_on_close", "_pending", "_queue",
+        "_queued", "_raw", "_sending", "_writer", "closing", "overflowed", "principal",
+        "queue_limit", "route", "sent", "sink", "token_hash",
     )
 
     def __init__(
@@ -90,23 +103,26 @@ class Stream:
         *,
         queue_limit: int,
         on_close: Callable[[Stream], None],
+        token_hash: str = "",
     ) -> None:
         self.sink = sink
         self.principal = principal
         self.route = route
         self.queue_limit = queue_limit
+        self.token_hash = token_hash
         self.sent = 0
         self.overflowed = False
         self._on_close = on_close
-        self._queue: deque[bytes] = deque()
+        self._raw = sink.raw
+        # (data, frames) chunks waiting for the socket; None while nothing waits.
+        self._queue: deque[tuple[bytes, int]] | None = None
+        self._queued = 0
         self._pending: list[StoredEvent] | None = None
         self._sending = False
-        self._dirty = False
         self._batch = 0
         self._backlog = 0
         self._closed = False
         self._writer: asyncio.Task[None] | None = None
-        self._timer: asyncio.TimerHandle | None = None
         self.closing: asyncio.Task[None] | None = None
 
     @property
@@ -115,16 +131,16 @@ class Stream:
 
     @property
     def queued(self) -> int:
-        return len(self._queue)
+        return self._queued
 
     # ---- live delivery (synchronous, called from the bus handler) ---------------------
 
-    def deliver(self, event: StoredEvent, dirty: list[Stream], batch: int) -> None:
-        """Send or queue ``event``; never waits.
+    def take(self, events: list[StoredEvent], data: bytes, batch: int) -> None:
+        """Send or queue the ``events`` of one bus batch; never waits.
 
-        A frame written directly is only buffered: the stream joins ``dirty`` and the hub
-        flushes it once per bus batch, so a batch of k events costs one socket write per
-        stream, not k. ``batch`` numbers the bus batch (see ``_push``).
+        ``data`` is their frames, encoded and joined (the same bytes for every stream of a
+        bucket), written with one socket write. ``batch`` numbers the bus batch (see
+        ``_push``).
         """
         if self._closed:
             return
@@ -133,30 +149,35 @@ class Stream:
             # Replaying: hold live events until the replay has caught up. A full buffer is
             # dropped rather than fatal, since every one of its events is in the log and
             # the replay reads the log again (see ``Hub._replay``).
-            if len(pending) >= self.queue_limit:
-                pending.clear()
-                self.overflowed = True
-            pending.append(event)
+            for event in events:
+                if len(pending) >= self.queue_limit:
+                    pending.clear()
+                    self.overflowed = True
+                pending.append(event)
             return
-        self._push(event.frame, dirty, batch)
+        if self._raw:
+            self._push(data, len(events), batch)
+        else:
+            for event in events:
+                self._push(event.frame, 1, batch)
 
-    def _push(self, frame: bytes, dirty: list[Stream] | None, batch: int) -> None:
-        if not self._queue and not self._sending and self.sink.writable():
+    def deliver(self, event: StoredEvent, batch: int = -1) -> None:
+        """``take`` for one event."""
+        self.take([event], text_frame(event.frame) if self._raw else b"", batch)
+
+    def _push(self, data: bytes, count: int, batch: int) -> None:
+        """``data``: encoded frames (raw sink) or one frame payload (``count`` is then 1)."""
+        if self._queue is None and not self._sending and self._raw and self.sink.writable():
             try:
-                self.sink.write(frame)
-                if dirty is None:
-                    self.sink.flush()
-                elif not self._dirty:
-                    self._dirty = True
-                    dirty.append(self)
+                self.sink.write_raw(data)
             except Exception:  # the socket went away under us; its reader will notice
                 self.abort("internal_error", "write failed")
                 return
-            self.sent += 1
+            self.sent += count
             return
         if batch != self._batch:
             self._batch = batch
-            self._backlog = len(self._queue)
+            self._backlog = self._queued
         if self._sending and self._backlog >= self.queue_limit:
             # Slow means: a new batch finds queue_limit frames still waiting while the
             # socket refuses data (the writer is parked). One batch (at most
@@ -164,44 +185,42 @@ class Stream:
             # healthy client is never cut off by a burst.
             self.abort("slow_consumer")
             return
-        self._queue.append(frame)
+        if self._queue is None:
+            self._queue = deque()
+        self._queue.append((data, count))
+        self._queued += count
         if self._writer is None:
             # A writer task exists only while there is a backlog, so that 10,000 idle
             # streams cost no task each.
             self._writer = asyncio.get_running_loop().create_task(self._drain())
 
-    def flush(self) -> None:
-        """Write what ``deliver`` buffered (called by the hub after each bus batch)."""
-        self._dirty = False
-        if self._closed:
-            return
-        try:
-            self.sink.flush()
-        except Exception:
-            self.abort("internal_error", "write failed")
-
     async def _drain(self) -> None:
-        queue, sink = self._queue, self.sink
+        queue, sink, raw = self._queue, self.sink, self._raw
         try:
             while queue and not self._closed:
-                if sink.writable():
-                    # Up to a few dozen frames per socket write; ``writable`` is looked at
-                    # again after each write, when the transport may have paused.
-                    count = min(len(queue), _FLUSH_FRAMES)
-                    for _ in range(count):
-                        sink.write(queue.popleft())
+                if raw and sink.writable():
+                    chunks: list[bytes] = []
+                    size = count = 0
+                    while queue and size < _FLUSH_BYTES:
+                        data, frames = queue.popleft()
+                        chunks.append(data)
+                        size += len(data)
+                        count += frames
+                    self._queued -= count
+                    sink.write_raw(b"".join(chunks))
                     self.sent += count
-                    sink.flush()
                     continue
                 self._sending = True
                 try:
-                    if sink.can_wait:
+                    if raw and sink.can_wait:
                         # Wait for the socket, then write the backlog in a few large
                         # writes rather than one frame at a time.
                         await sink.wait_writable()
                     else:
-                        await sink.send(queue.popleft())
-                        self.sent += 1
+                        data, frames = queue.popleft()
+                        self._queued -= frames
+                        await sink.send(data)
+                        self.sent += frames
                 finally:
                     self._sending = False
         except Exception:
@@ -210,6 +229,9 @@ class Stream:
                 self._on_close(self)
         finally:
             self._writer = None
+            if not self._queue:
+                self._queue = None
+                self._queued = 0
 
     # ---- replay (called from the stream's own task) -----------------------------------
 
@@ -224,9 +246,8 @@ class Stream:
 
     async def send_replayed(self, frame: bytes) -> None:
         """Send one replayed frame, waiting for the socket (replay follows the client's pace)."""
-        if self.sink.writable():
-            self.sink.write(frame)
-            self.sink.flush()
+        if self._raw and self.sink.writable():
+            self.sink.write_raw(text_frame(frame))
         else:
             await self.sink.send(frame)
         self.sent += 1
@@ -237,26 +258,21 @@ class Stream:
         Synchronous, so no live event can slip in between the held ones and the next.
         """
         pending, self._pending = self._pending or [], None
-        for event in pending:
-            if event.event_id > last_replayed and not self._closed:
-                self._push(event.frame, None, -1)
+        held = [event for event in pending if event.event_id > last_replayed]
+        if held and not self._closed:
+            data = b"".join(text_frame(event.frame) for event in held) if self._raw else b""
+            self.take(held, data, -1)
 
     # ---- closing -----------------------------------------------------------------------
-
-    def expire_at(self, when: float) -> None:
-        """Close the stream with ``token_expired`` at loop time ``when``."""
-        loop = asyncio.get_running_loop()
-        self._timer = loop.call_at(when, self.abort, "token_expired")
 
     def abort(self, code: str, message: str | None = None) -> None:
         """Close with the table's close code for ``code``; safe to call from sync code."""
         if self._closed:
             return
         self._closed = True
-        self._queue.clear()
+        self._queue = None
+        self._queued = 0
         self._pending = None
-        if self._timer is not None:
-            self._timer.cancel()
         WS_CLOSED.labels(code).inc()
         ws_code, reason = close_reason(code, message)
         loop = asyncio.get_running_loop()
@@ -270,12 +286,11 @@ class Stream:
             await self.sink.close(code, reason)
 
     def detach(self) -> None:
-        """The connection ended on its own: stop timers and writes."""
-        if self._timer is not None:
-            self._timer.cancel()
+        """The connection ended on its own: stop writes."""
         if not self._closed:
             self._closed = True
-            self._queue.clear()
+            self._queue = None
+            self._queued = 0
             self._pending = None
             self._on_close(self)
         if self._writer is not None:

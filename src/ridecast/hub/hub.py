@@ -11,15 +11,13 @@ HTTP status, so every refusal happens after the handshake).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import time
-import weakref
 from collections import Counter
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
-
-from websockets.asyncio.server import Server
 
 from ..auth.credentials import parse_ws_token
 from ..auth.secrets import hash_secret
@@ -30,7 +28,10 @@ from ..errors import NotFound, RidecastError, ServiceUnavailable, Unauthorized
 from ..metrics import WS_CLOSED, WS_CONNECTIONS, WS_FANOUT, WS_FRAMES_SENT
 from ..ports import EventReader, RevocationFeed, SimulationDirectory, TokenChecker
 from .connection import Sink, Stream, close_reason
-from .index import SubscriptionIndex
+from .expiry import ExpiryHeap
+from .frames import text_frame
+from .index import BucketKey, SubscriptionIndex, bucket_keys
+from .keepalive import Keepalive
 from .paths import Route, parse_path, parse_since
 
 log = logging.getLogger(__name__)
@@ -57,6 +58,10 @@ class Prepared:
     stream: Stream | None
     cursor: int | None
     error: RidecastError | None
+
+
+_Part = tuple[dict[Stream, None], list[StoredEvent], list[bytes]]
+"""A bucket, the events of a bus batch that go to it and their encoded frames."""
 
 
 def _decrement(counter: Counter[Any], key: Any) -> None:
@@ -87,13 +92,11 @@ class Hub:
         self._closing = False
         self._batches = 0
         # The dedicated listener (``listener.py``), when RIDECAST_WS_PORT is set.
-        self.listener: Server | None = None
+        self.listener: asyncio.Server | None = None
+        # One timer for every stream's token expiry, one for every connection's pings.
+        self._expiry = ExpiryHeap(lambda: len(self._index))
+        self.keepalive = Keepalive(settings.ws_ping_interval_s)
         self._unsubscribe = bus.subscribe(self._on_bus)
-        # The hash of the token each open stream was authorised with, to re-check them all
-        # when a revocation happens anywhere (``_on_revocation``).
-        self._stream_tokens: weakref.WeakKeyDictionary[Stream, str] = (
-            weakref.WeakKeyDictionary()
-        )
         revocations.subscribe(self._on_revocation)
         # Open streams per user and per token, against RIDECAST_WS_MAX_STREAMS_PER_*.
         self._per_user: Counter[int] = Counter()
@@ -106,27 +109,68 @@ class Hub:
     # ---- the publishing path -----------------------------------------------------------
 
     def _on_bus(self, messages: Sequence[BusMessage]) -> None:
+        """Hand a bus batch to every receiving stream: one write per stream per batch.
+
+        Events are grouped by bucket (streams with the same filter and visibility): each
+        event's frame is encoded once, the frames of one bucket are joined once, and every
+        stream of the bucket takes the same bytes. A stream that also receives events as
+        their owner's (``owner_receivers``) has its frames merged in event order.
+        """
         started = time.perf_counter()
         sent = 0
-        receivers = self._index.receivers
-        dirty: list[Stream] = []
+        index = self._index
         self._batches += 1
         batch = self._batches
+        plan: dict[BucketKey, _Part] = {}
+        extra: dict[Stream, list[StoredEvent]] = {}
         for message in messages:
             if isinstance(message, StoredEvent):
-                for stream in receivers(
-                    message.simulation_id, message.message_type, message.org_id, message.owner_id
+                wire = None
+                for key, bucket in index.buckets_for(
+                    message.simulation_id, message.message_type, message.org_id
                 ):
-                    stream.deliver(message, dirty, batch)
-                    sent += 1
+                    part = plan.get(key)
+                    if part is None:
+                        part = plan[key] = (bucket, [], [])
+                    if wire is None:
+                        wire = text_frame(message.frame)
+                    part[1].append(message)
+                    part[2].append(wire)
+                for stream in index.owner_receivers(
+                    message.message_type, message.org_id, message.owner_id
+                ):
+                    extra.setdefault(stream, []).append(message)
             elif isinstance(message, SimulationChanged) and message.deleted:
-                for stream in self._index.simulation_members(message.simulation_id):
+                # What came before the deletion reaches the streams before their close.
+                sent += self._deliver(plan, extra, batch)
+                plan, extra = {}, {}
+                for stream in index.simulation_members(message.simulation_id):
                     stream.abort("simulation_not_found", "the simulation was deleted")
-        for stream in dirty:
-            stream.flush()
+        sent += self._deliver(plan, extra, batch)
         if sent:
             WS_FRAMES_SENT.inc(sent)
             WS_FANOUT.observe(time.perf_counter() - started)
+
+    @staticmethod
+    def _deliver(plan: dict[BucketKey, _Part], extra: dict[Stream, list[StoredEvent]],
+                 batch: int) -> int:
+        sent = 0
+        for bucket, events, wires in plan.values():
+            data = b"".join(wires)
+            if extra:
+                for stream in bucket:
+                    if stream not in extra:
+                        stream.take(events, data, batch)
+            else:
+                for stream in bucket:
+                    stream.take(events, data, batch)
+            sent += len(events) * len(bucket)
+        for stream, more in extra.items():
+            own = plan.get(bucket_keys(stream)[0])
+            events = sorted([*(own[1] if own else ()), *more], key=lambda e: e.event_id)
+            stream.take(events, b"".join(text_frame(e.frame) for e in events), batch)
+            sent += len(events)
+        return sent
 
     # ---- opening a stream --------------------------------------------------------------
 
@@ -147,7 +191,7 @@ class Hub:
     async def _on_revocation(self) -> None:
         """Someone revoked a user, key or token: close the streams it authorised, at once."""
         self._tokens.clear()
-        held = {stream: token for stream, token in self._stream_tokens.items()
+        held = {stream: stream.token_hash for stream in self._index.members()
                 if not stream.closed}
         if not held:
             return
@@ -208,13 +252,13 @@ class Hub:
                 f"(RIDECAST_WS_MAX_STREAMS_PER_USER={settings.ws_max_streams_per_user}, "
                 f"_PER_TOKEN={settings.ws_max_streams_per_token})", code="too_many_streams"))
         stream = Stream(
-            sink, principal, route, queue_limit=self._queue_limit, on_close=self._forget
+            sink, principal, route, queue_limit=self._queue_limit, on_close=self._forget,
+            token_hash=token_hash,
         )
         self._per_user[principal.user_id] += 1
         self._per_token[token_hash] += 1
         loop = asyncio.get_running_loop()
-        stream.expire_at(loop.time() + (expires_at - time.time()))
-        self._stream_tokens[stream] = token_hash
+        self._expiry.add(loop.time() + (expires_at - time.time()), stream)
         if self._revocations.epoch != epoch:
             # A revocation was seen while this token was being checked: check again.
             task = loop.create_task(self._on_revocation())
@@ -229,8 +273,9 @@ class Hub:
         WS_CONNECTIONS.inc()
         return Prepared(sink, stream, cursor, None)
 
-    async def run(self, prepared: Prepared) -> None:
-        """Drive a prepared connection, once its handshake is done, until it ends."""
+    async def start(self, prepared: Prepared) -> None:
+        """Once its handshake is done: refuse a connection with its close frame, or replay
+        ``since=`` and go live. Returns then; the connection's end calls ``stream.detach``."""
         stream, sink = prepared.stream, prepared.sink
         if stream is None:
             exc = prepared.error or RidecastError("no stream")
@@ -246,11 +291,22 @@ class Hub:
                 stream.abort("slow_consumer")
             else:
                 stream.go_live(0)
-            await sink.wait_closed()
         except Exception:  # a client that vanished mid-replay, say: nothing to report
             log.debug("stream ended with an error", exc_info=True)
-        finally:
             stream.detach()
+
+    async def run(self, prepared: Prepared) -> None:
+        """``start``, then wait for the connection to end (a sink that only tells its end by
+        being read, as ASGI's)."""
+        try:
+            await self.start(prepared)
+            if prepared.stream is not None:
+                await prepared.sink.wait_closed()
+        except Exception:
+            log.debug("stream ended with an error", exc_info=True)
+        finally:
+            if prepared.stream is not None:
+                prepared.stream.detach()
 
     @staticmethod
     def discard(prepared: Prepared) -> None:
@@ -274,9 +330,7 @@ class Hub:
     def _forget(self, stream: Stream) -> None:
         if self._index.remove(stream):
             WS_CONNECTIONS.dec()
-        token = self._stream_tokens.pop(stream, None)
-        if token is not None:
-            _decrement(self._per_token, token)
+            _decrement(self._per_token, stream.token_hash)
             _decrement(self._per_user, stream.principal.user_id)
 
     async def _replay(self, stream: Stream, since: int) -> None:
@@ -325,6 +379,8 @@ class Hub:
         """Close every stream with 1001 (going away) so clients resume elsewhere."""
         self._closing = True
         self._unsubscribe()
+        self.keepalive.stop()
+        self._expiry.stop()
         streams = self._index.members()
         for stream in streams:
             stream.abort("server_going_away")
@@ -334,5 +390,6 @@ class Hub:
             await asyncio.wait(closing, timeout=2.0)
         if self.listener is not None:
             self.listener.close()
-            await self.listener.wait_closed()
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self.listener.wait_closed(), 2.0)
             self.listener = None

@@ -101,10 +101,11 @@ class SubscriptionIndex(Generic[M]):
             seen.update(bucket)
         return list(seen)
 
-    def receivers(
-        self, simulation_id: int, message_type: str, org_id: int, owner_id: int
-    ) -> Iterator[M]:
-        """The streams an event of this simulation, type, organisation and owner goes to."""
+    def buckets_for(
+        self, simulation_id: int, message_type: str, org_id: int
+    ) -> Iterator[tuple[BucketKey, dict[M, None]]]:
+        """The non-empty buckets all of whose streams receive an event (not the owner
+        buckets, see ``owner_receivers``). A stream sits in at most one of them."""
         buckets = self._buckets
         for key in (
             ("sim", simulation_id, message_type),
@@ -116,7 +117,11 @@ class SubscriptionIndex(Generic[M]):
         ):
             bucket = buckets.get(key)
             if bucket:
-                yield from bucket
+                yield key, bucket
+
+    def owner_receivers(self, message_type: str, org_id: int, owner_id: int) -> Iterator[M]:
+        """The streams that receive an event only as its owner's, from another organisation."""
+        buckets = self._buckets
         for key in (("owner", owner_id, message_type), ("owner", owner_id, None)):
             bucket = buckets.get(key)
             if bucket:
@@ -124,3 +129,11 @@ class SubscriptionIndex(Generic[M]):
                     # In its own organisation the stream was served by the org bucket.
                     if member.principal.org_id != org_id:
                         yield member
+
+    def receivers(
+        self, simulation_id: int, message_type: str, org_id: int, owner_id: int
+    ) -> Iterator[M]:
+        """The streams an event of this simulation, type, organisation and owner goes to."""
+        for _key, bucket in self.buckets_for(simulation_id, message_type, org_id):
+            yield from bucket
+        yield from self.owner_receivers(message_type, org_id, owner_id)
