@@ -314,18 +314,15 @@ def print_instructions(console: Console, creds: DemoCredentials, token: str,
 async def serve_demo(settings: Settings, host: str, port: int, creds: DemoCredentials,
                      data_dir: Path, speed: float, out: Console, err: Console) -> int:
     """Serve until SIGINT/SIGTERM; set the simulation up once the server listens."""
-    import uvicorn
-
     from ..app import create_app
     from ..hub import ShutdownFirstServer
+    from .serve import uvicorn_config
 
-    # The same websocket implementation as `ridecast serve` (uvicorn's non-deprecated one).
+    # The same server configuration as `ridecast serve`.
     app = create_app(settings)
-    server = ShutdownFirstServer(uvicorn.Config(
-        app, host=host, port=port, log_level=settings.log_level, access_log=False,
-        ws="websockets-sansio", ws_ping_interval=settings.ws_ping_interval_s,
-        ws_ping_timeout=settings.ws_ping_interval_s, timeout_graceful_shutdown=5, lifespan="on",
-    ), app)
+    server = ShutdownFirstServer(uvicorn_config(app, settings, host, port,
+                                               log_level=settings.log_level,
+                                               access_log=False), app)
 
     # uvicorn takes SIGINT/SIGTERM while it serves, then restores these handlers and raises
     # the signal it caught into them again: asking for a stop (a no-op by then) rather than

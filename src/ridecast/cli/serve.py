@@ -5,9 +5,14 @@ from __future__ import annotations
 import logging
 import sys
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
+
+if TYPE_CHECKING:
+    import uvicorn
+
+    from ..config import Settings
 
 from .datadir import prepare_store
 from .netcheck import port_free
@@ -23,13 +28,37 @@ def ready_line(base: str, ws_port: int | None, scheme: str) -> str:
             f"streams {streams}/simulation_events/ID · health {base}/healthz")
 
 
+def uvicorn_config(app: Any, settings: Settings, host: str, port: int,
+                   **options: Any) -> uvicorn.Config:
+    """uvicorn's configuration for ridecast's app, the same for ``serve`` and ``demo``:
+    streams on the main port are handed to the hub's own connection handler at the upgrade
+    (hub/asgi.py), and the hub closes them with 1001 before uvicorn's shutdown would."""
+    import uvicorn
+
+    from ..hub.asgi import direct_protocol
+
+    return uvicorn.Config(
+        app,
+        host=host,
+        port=port,
+        ws=direct_protocol(lambda: getattr(app.state, "hub", None)),
+        # No permessage-deflate, as on the dedicated port: browsers and the websockets
+        # client offer it, and accepting would compress every frame once per connection
+        # (defeating encode-once) and hold a zlib context of tens of KiB per stream.
+        ws_per_message_deflate=False,
+        ws_ping_interval=settings.ws_ping_interval_s,
+        ws_ping_timeout=settings.ws_ping_interval_s,
+        timeout_graceful_shutdown=5,
+        lifespan="on",
+        **options,
+    )
+
+
 def run_server(
     host: str, port: int, *, tls_cert: Path | None = None, tls_key: Path | None = None,
     no_workers: bool = False,
 ) -> None:
     """Serve ``create_app()`` with uvicorn until SIGINT/SIGTERM (blocking)."""
-    import uvicorn
-
     from ..app import create_app
     from ..config import get_settings
 
@@ -54,30 +83,12 @@ def run_server(
         level=settings.log_level.upper(),
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
-    from ..hub.asgi import ShutdownFirstServer, direct_protocol
+    from ..hub.asgi import ShutdownFirstServer
 
     app = create_app(settings)
-    # uvicorn.run, except that the hub closes its streams with 1001 before uvicorn's
-    # own shutdown closes websockets with 1012.
-    config = uvicorn.Config(
-        app,
-        host=host,
-        port=port,
-        log_level=settings.log_level,
-        ssl_certfile=settings.tls_cert_file,
-        ssl_keyfile=settings.tls_key_file,
-        # uvicorn's sans-I/O websockets implementation: the legacy one is deprecated.
-        # Streams go straight to the hub, written directly to their connection (hub/asgi.py).
-        ws=direct_protocol(lambda: getattr(app.state, "hub", None)),
-        # No permessage-deflate, as on the dedicated port: browsers and the websockets
-        # client offer it, and accepting would compress every frame once per connection
-        # (defeating encode-once) and hold a zlib context of tens of KiB per stream.
-        ws_per_message_deflate=False,
-        ws_ping_interval=settings.ws_ping_interval_s,
-        ws_ping_timeout=settings.ws_ping_interval_s,
-        timeout_graceful_shutdown=5,
-        lifespan="on",
-    )
+    config = uvicorn_config(app, settings, host, port, log_level=settings.log_level,
+                            ssl_certfile=settings.tls_cert_file,
+                            ssl_keyfile=settings.tls_key_file)
     scheme = "https" if settings.tls_cert_file else "http"
     base = f"{scheme}://{'127.0.0.1' if host in ('0.0.0.0', '') else host}:{port}"
 
