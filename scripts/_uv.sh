@@ -12,6 +12,10 @@ quiet_pip() {  # pip's notes about absent local index folders are noise for a ne
     2> >(grep -v "^WARNING: Location '" >&2)
 }
 
+# uv trusts the system's certificate store, as pip (through its settings), curl and git do
+# here: behind a proxy that re-signs TLS, its own bundled roots would refuse PyPI.
+export UV_SYSTEM_CERTS="${UV_SYSTEM_CERTS:-1}"
+
 uv_pin="$(sed -n 's/^uv==\([^ ;]*\).*/\1/p' constraints.txt 2>/dev/null | head -n 1)"
 uv_home="${XDG_CACHE_HOME:-$HOME/.cache}/ridecast/uv-${uv_pin:-latest}"
 

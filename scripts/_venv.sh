@@ -34,7 +34,7 @@ if [ ! -x .venv/bin/python ] || { ! fresh "$stamp" && ! fresh "$devstamp"; }; th
     [ -n "$uv" ] && say "uv failed: installing with pip instead"
     # A venv made by uv has no pip of its own: give it one (from the standard library).
     .venv/bin/python -m pip --version >/dev/null 2>&1 \
-      || .venv/bin/python -m ensurepip -q --default-pip
+      || .venv/bin/python -m ensurepip --default-pip >/dev/null
     quiet_pip .venv/bin/python -m pip install "${pins[@]}" -e "$target"
   fi
   say "installed in $((SECONDS - started)) s"
