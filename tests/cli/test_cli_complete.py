@@ -16,6 +16,7 @@ import httpx
 import pytest
 
 from ridecast.cli.receiver import ReceiverThread, Reply, Request
+from ridecast.cli.suggest import option_suggestion
 from ridecast.events.examples import example_event
 from ridecast.events.signing import sign_headers
 from tests.cli.test_first_run import assert_one_line_error, plain_env
@@ -155,6 +156,28 @@ def test_a_mistyped_command_gets_one_line_with_a_suggestion(tmp_path: Path) -> N
     done = ridecast("http://127.0.0.1:1", None, "simulations", "status", cwd=tmp_path)
     assert_one_line_error(done, "Missing argument")
     assert done.returncode == 2
+
+
+def test_a_mistyped_option_gets_the_close_one_or_no_suggestion(tmp_path: Path) -> None:
+    done = ridecast("http://127.0.0.1:1", None, "serve", "--prot", "8000", cwd=tmp_path)
+    assert_one_line_error(done, "No such option: --prot", "Did you mean '--port'?")
+    assert done.returncode == 2
+    done = ridecast("http://127.0.0.1:1", None, "listen", "1", "--usr", "x", cwd=tmp_path)
+    assert_one_line_error(done, "--usr", "Did you mean '--user'?")
+    assert "--url" not in done.stderr and "--server" not in done.stderr
+    # Nothing is close to --bogus: no suggestion (Click's own offered --user).
+    done = ridecast("http://127.0.0.1:1", None, "listen", "--bogus", cwd=tmp_path)
+    assert_one_line_error(done, "No such option: --bogus", "listen --help")
+    assert "mean" not in done.stderr and "Possible" not in done.stderr
+    assert done.returncode == 2
+
+
+def test_option_suggestion_compares_the_names_without_their_dashes() -> None:
+    options = ["--host", "--port", "--data-dir", "--help", "-h"]
+    assert option_suggestion("--prot", options) == ". Did you mean '--port'?"
+    assert option_suggestion("--data-dr=x", options) == ". Did you mean '--data-dir'?"
+    assert option_suggestion("--bogus", ["--user", "--url", "--server", "--help"]) == ""
+    assert option_suggestion("--zz", []) == ""
 
 
 def test_a_mistyped_event_type_gets_a_suggestion(server: Server, user: User) -> None:

@@ -64,10 +64,20 @@ def test_swagger_ui_renders_every_operation_offline(
 
 def test_redoc_renders_offline(offline_page: tuple[Any, list[str]], server: Server) -> None:
     page, foreign = offline_page
+    console_errors: list[str] = []  # a load refused by the page's CSP is reported here only
+    page.on("console", lambda msg: console_errors.append(msg.text) if msg.type == "error"
+            else None)
     page.goto(server.base_url + "/redoc")
     page.get_by_role("heading", name="Post Events").first.wait_for(timeout=30_000)
     assert page.get_by_role("heading", name="Get Token").count() >= 1
+    # The footer's logo comes from this server, and loads.
+    logo = page.locator("img[alt='redocly logo']")
+    logo.wait_for(timeout=10_000)
+    assert logo.get_attribute("src").startswith("/docs/"), logo.get_attribute("src")
+    page.wait_for_function("() => document.querySelector(\"img[alt='redocly logo']\")"
+                           "?.naturalWidth > 0", timeout=10_000)
     assert foreign == []
+    assert console_errors == []
     assert page.errors == []
 
 

@@ -12,6 +12,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 from websockets.sync.client import connect
 
+from ridecast.api.docs_pages import REDOC_LOCAL_LOGO, REDOC_REMOTE_LOGO
 from ridecast.config import Settings
 from ridecast.dashboard import STATIC_DIR, page_config, render_index
 from ridecast.dashboard.site import CONFIG_PLACEHOLDER, script_json
@@ -105,6 +106,19 @@ def test_api_and_streams_still_answer_beside_the_dashboard(server: Server) -> No
             }).raise_for_status()
         frame = json.loads(ws.recv(timeout=10))
     assert frame["message_type"] == "vehicle_use"
+
+
+def test_redoc_bundle_is_served_with_its_footer_logo_local(server: Server) -> None:
+    """ReDoc's one remote file (its footer's logo) is rewritten to an icon this server has,
+    so /redoc loads nothing from another host and its CSP refuses nothing."""
+    bundle = httpx.get(server.base_url + "/docs/assets/redoc.standalone.js")
+    assert bundle.status_code == 200
+    assert "javascript" in bundle.headers["content-type"]
+    assert bundle.headers["x-content-type-options"] == "nosniff"
+    assert REDOC_REMOTE_LOGO not in bundle.text and REDOC_LOCAL_LOGO in bundle.text
+    logo = httpx.get(server.base_url + REDOC_LOCAL_LOGO)
+    assert logo.status_code == 200 and logo.headers["content-type"] == "image/svg+xml"
+    assert httpx.get(server.base_url + "/docs/assets/swagger-ui.css").status_code == 200
 
 
 def test_tile_url_comes_from_the_environment(start_server: Callable[..., Server]) -> None:

@@ -6,7 +6,10 @@ without internet. ``install_docs_pages(app)`` replaces them: Swagger UI's and Re
 from the ``fastapi-offline`` package (installed with ridecast), served under
 ``/docs/assets/``, and our small init script and the AsyncAPI viewer under ``/docs/static/``.
 Nothing on these pages loads from another origin, so they work offline and under a strict
-Content-Security-Policy (no inline script).
+Content-Security-Policy (no inline script). ReDoc's bundle names one remote file, the small
+logo of its "API docs by Redocly" footer: ``/docs/assets/redoc.standalone.js`` is served with
+that address rewritten to a local icon (``docs_static/redoc-logo.svg``; Redocly's own logo is
+in no package we install), so the page neither loads it from a CDN nor has the CSP refuse it.
 
 ``/docs/streams`` renders ``/asyncapi.json`` (the websocket channels and the 18 event messages
 with their payload fields) in the browser. The pages are HTML, so, as ``/docs`` always was,
@@ -32,6 +35,10 @@ STREAMS_PATH = "/docs/streams"
 ASSETS_PATH = "/docs/assets"
 STATIC_PATH = "/docs/static"
 OWN_STATIC_DIR = Path(__file__).parent / "docs_static"
+REDOC_BUNDLE = "redoc.standalone.js"
+#: The one remote address in ReDoc's bundle (its footer's logo), and what replaces it.
+REDOC_REMOTE_LOGO = "https://cdn.redoc.ly/redoc/logo-mini.svg"
+REDOC_LOCAL_LOGO = f"{STATIC_PATH}/redoc-logo.svg"
 
 CONTENT_SECURITY_POLICY = "; ".join((
     "default-src 'self'",
@@ -125,6 +132,12 @@ def streams_page(title: str) -> str:
     )
 
 
+def redoc_bundle(assets: Path) -> bytes:
+    """ReDoc's bundle from ``assets``, its footer's remote logo pointed at the local one."""
+    bundle = (assets / REDOC_BUNDLE).read_bytes()
+    return bundle.replace(REDOC_REMOTE_LOGO.encode(), REDOC_LOCAL_LOGO.encode())
+
+
 class _Assets(StaticFiles):
     """Static files with ``nosniff``, revalidated by browsers (ETag) after an upgrade."""
 
@@ -160,5 +173,17 @@ def install_docs_pages(app: FastAPI) -> None:
     app.add_route(DOCS_PATH, docs, methods=["GET", "HEAD"], include_in_schema=False)
     app.add_route(REDOC_PATH, redoc_docs, methods=["GET", "HEAD"], include_in_schema=False)
     app.add_route(STREAMS_PATH, streams_docs, methods=["GET", "HEAD"], include_in_schema=False)
-    app.mount(ASSETS_PATH, _Assets(directory=swagger_ui_dir()), name="docs-assets")
+    assets = swagger_ui_dir()
+    bundle: list[bytes] = []  # read on first use (1 MB): most processes never serve it
+
+    async def redoc_js(request: Request) -> Response:
+        if not bundle:
+            bundle.append(redoc_bundle(assets))
+        return Response(bundle[0], media_type="text/javascript", headers={
+            "Cache-Control": "no-cache", "X-Content-Type-Options": "nosniff"})
+
+    # Before the mount of the other assets, which it would otherwise serve unchanged.
+    app.add_route(f"{ASSETS_PATH}/{REDOC_BUNDLE}", redoc_js, methods=["GET", "HEAD"],
+                  include_in_schema=False)
+    app.mount(ASSETS_PATH, _Assets(directory=assets), name="docs-assets")
     app.mount(STATIC_PATH, _Assets(directory=OWN_STATIC_DIR), name="docs-static")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import sys
 from importlib.metadata import version
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
@@ -23,6 +23,7 @@ from . import (
     webhook_cmd,
     worker,
 )
+from .suggest import option_suggestion
 
 app = typer.Typer(
     name="ridecast",
@@ -64,15 +65,29 @@ app.add_typer(webhook_cmd.app, name="webhook")
 app.add_typer(network_cmd.app, name="network")
 
 
+def command_options(ctx: Any) -> list[str]:
+    """Every option name of the command of a Click context (``--help`` included)."""
+    if ctx is None:
+        return []
+    return [name for param in ctx.command.get_params(ctx)
+            if getattr(param, "param_type_name", "") == "option"
+            for name in (*param.opts, *param.secondary_opts)]
+
+
 def usage_error_line(exc: typer.TyperException) -> str | None:
     """One line for a usage error (unknown command or option, missing argument...), with
     Typer's "Did you mean" when it has one; None when there is nothing left to say (the help
     that a bare group prints has already been shown)."""
-    format_message = getattr(exc, "format_message", None)
-    message = " ".join(str(format_message() if format_message else exc).split())
+    ctx = getattr(exc, "ctx", None)
+    option_name = getattr(exc, "option_name", None)  # a NoSuchOption (Typer's own Click)
+    if isinstance(option_name, str) and hasattr(exc, "possibilities"):
+        message = f"No such option: {option_name}" + option_suggestion(
+            option_name, command_options(ctx))
+    else:
+        format_message = getattr(exc, "format_message", None)
+        message = " ".join(str(format_message() if format_message else exc).split())
     if not message:
         return None
-    ctx = getattr(exc, "ctx", None)
     where = getattr(ctx, "command_path", "") or "ridecast"
     return f"{where}: {message} (see: {where} --help)"
 
