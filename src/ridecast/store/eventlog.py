@@ -31,6 +31,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from ..bus import Bus, StoredEvent
 from ..errors import ServiceUnavailable
+from .sqlite_onehop import OneHopWriter, Row
 from .tables import event_counter, events, simulations, webhook_deliveries
 
 log = logging.getLogger(__name__)
@@ -98,6 +99,9 @@ class EventLog:
         self.commits = 0
         self.appended = 0
         self._inserts: dict[tuple[str, str], str] = {}
+        # SQLite's one-trip writer, bound to the writer connection (reset with it).
+        self._one_hop: OneHopWriter | None = None
+        self._one_hop_checked = False
 
     async def start(self) -> None:
         self._writer = asyncio.create_task(self._write_loop(), name="ridecast-eventlog-writer")
@@ -140,6 +144,7 @@ class EventLog:
         # than the commit itself on SQLite.
         if self._conn is None or self._conn.closed:
             self._conn = await self._engine.connect()
+            self._one_hop, self._one_hop_checked = None, False
         return self._conn
 
     async def append(self, batch: Sequence[NewEvent]) -> list[StoredEvent]:
@@ -266,32 +271,40 @@ class EventLog:
         now = time.time()
         flat = [event for batch, _future in group for event in batch]
         conn = await self._writer_connection()
-        async with conn.begin():
-            # Ids come from the one counter row, in this transaction: its lock makes every
-            # other writer (another process, another node) wait until this one commits, so
-            # ids are contiguous and rise in commit order. A reader that has seen id n has
-            # seen every id below it, which is what cursors and the Redis bus rely on.
-            last = int(await conn.scalar(
-                update(event_counter).where(event_counter.c.id == 1)
-                .values(last_id=event_counter.c.last_id + len(flat))
-                .returning(event_counter.c.last_id)
-            ) or 0)
-            ids = list(range(last - len(flat) + 1, last + 1))
-            # The rows go to the driver as tuples (``_EVENT_COLUMNS`` order): no dict and
-            # no per-row processing by SQLAlchemy, a third of the insert's cost.
-            await conn.exec_driver_sql(self._sql(conn, events, _EVENT_COLUMNS), [
-                (event_id, e.simulation_id, e.message_type, now, e.body)
-                for e, event_id in zip(flat, ids, strict=True)
-            ])
-            outbox = [
-                (event_id, e.simulation_id, e.message_type, e.webhook_url, "pending", 0,
-                 now, now, now, e.webhook_ordered)
-                for e, event_id in zip(flat, ids, strict=True)
-                if e.webhook_url
-            ]
-            if outbox:
-                await conn.exec_driver_sql(
-                    self._sql(conn, webhook_deliveries, _OUTBOX_COLUMNS), outbox)
+
+        def rows(first: int) -> tuple[list[Row], list[Row]]:
+            # To the driver as tuples (``_EVENT_COLUMNS``, ``_OUTBOX_COLUMNS`` order): no
+            # dict and no per-row processing by SQLAlchemy, a third of the insert's cost.
+            return ([(first + i, e.simulation_id, e.message_type, now, e.body)
+                     for i, e in enumerate(flat)],
+                    [(first + i, e.simulation_id, e.message_type, e.webhook_url, "pending", 0,
+                      now, now, now, e.webhook_ordered)
+                     for i, e in enumerate(flat) if e.webhook_url])
+
+        # Ids come from the one counter row, in the transaction that inserts the events: its
+        # lock makes every other writer (another process, another node) wait until this one
+        # commits, so ids are contiguous and rise in commit order. A reader that has seen id
+        # n has seen every id below it, which is what cursors and the Redis bus rely on.
+        if self._one_hop is None and not self._one_hop_checked:
+            self._one_hop_checked = True
+            self._one_hop = await OneHopWriter.for_connection(
+                conn, self._sql(conn, events, _EVENT_COLUMNS),
+                self._sql(conn, webhook_deliveries, _OUTBOX_COLUMNS))
+        if self._one_hop is not None:  # SQLite: one trip to the driver's thread
+            last = await self._one_hop.write(len(flat), rows)
+        else:
+            async with conn.begin():
+                last = int(await conn.scalar(
+                    update(event_counter).where(event_counter.c.id == 1)
+                    .values(last_id=event_counter.c.last_id + len(flat))
+                    .returning(event_counter.c.last_id)
+                ) or 0)
+                event_rows, outbox_rows = rows(last - len(flat) + 1)
+                await conn.exec_driver_sql(self._sql(conn, events, _EVENT_COLUMNS), event_rows)
+                if outbox_rows:
+                    await conn.exec_driver_sql(
+                        self._sql(conn, webhook_deliveries, _OUTBOX_COLUMNS), outbox_rows)
+        ids = range(last - len(flat) + 1, last + 1)
         self.commits += 1
         self.appended += len(flat)
         out: list[list[StoredEvent]] = []
