@@ -152,6 +152,9 @@ class Dispatcher:
         self._disable = disable
         self._rng = rng or random.Random()
         self._wake = asyncio.Event()
+        # Something may be claimable: new events, a unit ended (a slot or a lane is free),
+        # a wake-up from outside, the poll. Otherwise a cycle only records results.
+        self._claim_due = True
         self._results: list[Result] = []
         self._health = EndpointHealth(
             outbox.engine,
@@ -185,6 +188,7 @@ class Dispatcher:
 
     def wake(self) -> None:
         """Look for due deliveries now (after an append, a retry request, a finished attempt)."""
+        self._claim_due = True
         self._wake.set()
 
     def _on_bus(self, messages: Sequence[BusMessage]) -> None:
@@ -197,14 +201,17 @@ class Dispatcher:
             elif isinstance(message, SimulationChanged):
                 self._sims.forget(message.simulation_id)
         if woken:
+            self._claim_due = True
             self._wake.set()  # one wake-up per bus batch (a commit batch or more)
 
     # ---- claiming ------------------------------------------------------------------------
 
     async def _cycle_loop(self) -> None:
         while True:
-            with contextlib.suppress(TimeoutError):
+            try:
                 await asyncio.wait_for(self._wake.wait(), timeout=POLL_INTERVAL_S)
+            except TimeoutError:
+                self._claim_due = True  # rows of other processes, retries coming due
             if self._results and len(self._results) < WRITE_BATCH:
                 await asyncio.sleep(WRITE_INTERVAL_S)  # let a batch gather: one commit for many
             self._wake.clear()
@@ -221,6 +228,9 @@ class Dispatcher:
         while True:
             batch, self._results = self._results[:WRITE_BATCH], self._results[WRITE_BATCH:]
             want = min(CLAIM_UNITS, (MAX_IN_MEMORY - self.in_memory) // UNIT_ROWS)
+            if not self._claim_due:
+                want = 0
+            self._claim_due = False
             if want <= 0 and not batch:
                 return  # a finished unit wakes us again
             try:
@@ -232,10 +242,13 @@ class Dispatcher:
                 )
             except Exception:
                 self._results = batch + self._results
+                self._claim_due = True
                 raise
             for unit in units:
                 await self._start_unit(unit)
-            if (want <= 0 or len(units) < want) and len(self._results) < WRITE_BATCH:
+            if len(units) == want > 0:
+                self._claim_due = True  # there may be more
+            if not self._claim_due and len(self._results) < WRITE_BATCH:
                 return  # the next finished attempt or bus batch wakes the loop
 
     async def _start_unit(self, unit: Unit) -> None:
@@ -299,6 +312,8 @@ class Dispatcher:
             now = time.time()
             for job in todo:
                 self._finish(job, Result(job.delivery_id, RELEASE, job.attempt_count, now, None))
+            self._claim_due = True  # its slot (and lane) is free once the cycle records it
+            self._wake.set()
 
     def _finish(self, job: Job, result: Result) -> None:
         if self._held.pop(job.delivery_id, None) is None:

@@ -23,7 +23,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import and_, bindparam, delete, func, insert, or_, select, update
+from sqlalchemy import and_, bindparam, case, delete, func, insert, or_, select, update
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from ..store.tables import events, webhook_attempts, webhook_deliveries, webhook_endpoints
@@ -127,8 +127,12 @@ class Outbox:
             if max_units <= 0:
                 return []
             busy = await self._in_flight(conn, now)
-            active, extra = await self._candidates(conn, now, unit_rows, per_endpoint * unit_rows,
-                                                   busy.lanes)
+            # Unordered rows: per URL, no more than its free slots can take.
+            room = min(per_endpoint, max_units)
+            chunk_rows = {url: min(room, max(0, per_endpoint - count)) * unit_rows
+                          for url, count in busy.per_url.items()}
+            active, extra = await self._candidates(conn, now, unit_rows, chunk_rows,
+                                                   room * unit_rows, busy.lanes)
             plan = plan_units(active, busy, now=now, per_endpoint=per_endpoint,
                               unit_rows=unit_rows, max_units=max_units)
             if not plan:
@@ -193,12 +197,14 @@ class Outbox:
 
     @staticmethod
     async def _candidates(
-        conn: AsyncConnection, now: float, lane_rows: int, chunk_rows: int, busy_lanes: set[int]
+        conn: AsyncConnection, now: float, lane_rows: int, chunk_rows: dict[str, int],
+        default_chunk_rows: int, busy_lanes: set[int],
     ) -> tuple[list[Row], dict[int, tuple[str, int]]]:
         """The rows a plan can use, read with windows in SQL rather than every active row:
-        the first ``lane_rows`` of each free simulation's ordered queue, and the oldest
-        ``chunk_rows`` due unordered rows of each URL; with each row's message type and
-        attempt count. ``plan_units`` gives the same plan on these as on all active rows."""
+        the first ``lane_rows`` of each free simulation's ordered queue, and the oldest due
+        unordered rows of each URL (``chunk_rows`` of it, or ``default_chunk_rows``); with
+        each row's message type and attempt count. ``plan_units`` gives the same plan on
+        these as on all active rows."""
         cols = [D.c.id, D.c.simulation_id, D.c.url, D.c.event_id, D.c.ordered, D.c.status,
                 D.c.next_attempt_at, D.c.lease_until, D.c.claim_token, D.c.message_type,
                 D.c.attempt_count]
@@ -217,7 +223,9 @@ class Outbox:
         extra: dict[int, tuple[str, int]] = {}
         for query in (
             select(*[lanes.c[c.name] for c in cols]).where(lanes.c.pos <= lane_rows),
-            select(*[loose.c[c.name] for c in cols]).where(loose.c.pos <= chunk_rows),
+            select(*[loose.c[c.name] for c in cols]).where(loose.c.pos <= (
+                case(chunk_rows, value=loose.c.url, else_=default_chunk_rows) if chunk_rows
+                else default_chunk_rows)),
         ):
             for r in await conn.execute(query):
                 found.append(Row(r.id, r.simulation_id, r.url, r.event_id, bool(r.ordered),
