@@ -52,20 +52,51 @@ def is_due(row: Row, now: float) -> bool:
     return not is_busy(row, now)
 
 
+@dataclass(frozen=True, slots=True)
+class InFlight:
+    """Units in flight (leases that have not run out), as the store counts them with one
+    aggregate query: units per URL, and the simulations whose ordered lane is held."""
+
+    per_url: dict[str, int]
+    lanes: set[int]
+
+
+def in_flight(rows: Iterable[Row], now: float) -> InFlight:
+    """The ``InFlight`` of a list of rows (what the aggregate query computes in SQL)."""
+    tokens: dict[str, set[str]] = {}
+    lanes: set[int] = set()
+    for row in rows:
+        if is_busy(row, now):
+            tokens.setdefault(row.url, set()).add(row.claim_token or f"row-{row.id}")
+            if row.ordered:
+                lanes.add(row.simulation_id)
+    return InFlight({url: len(t) for url, t in tokens.items()}, lanes)
+
+
 def plan_claim(
     rows: Iterable[Row], *, now: float, per_endpoint: int, unit_rows: int, max_units: int
 ) -> list[list[Row]]:
     """The units to claim now from all active ``rows``, each in ``event_id`` order."""
+    rows = list(rows)
+    return plan_units(rows, in_flight(rows, now), now=now, per_endpoint=per_endpoint,
+                      unit_rows=unit_rows, max_units=max_units)
+
+
+def plan_units(
+    rows: Iterable[Row], busy: InFlight, *, now: float, per_endpoint: int, unit_rows: int,
+    max_units: int,
+) -> list[list[Row]]:
+    """The units to claim now, given what is in flight (``busy``) and the candidate rows:
+    at least the first ``unit_rows`` active rows of each ordered lane and the due unordered
+    rows. Leased rows among them are never handed out."""
     if max_units <= 0 or unit_rows <= 0:
         return []
-    slots: dict[str, set[str]] = {}
     lanes: dict[int, list[Row]] = {}
     loose: dict[str, list[Row]] = {}
     for row in rows:
-        if is_busy(row, now):
-            slots.setdefault(row.url, set()).add(row.claim_token or f"row-{row.id}")
         if row.ordered:
-            lanes.setdefault(row.simulation_id, []).append(row)
+            if row.simulation_id not in busy.lanes:
+                lanes.setdefault(row.simulation_id, []).append(row)
         elif is_due(row, now):
             loose.setdefault(row.url, []).append(row)
     candidates: list[list[Row]] = []
@@ -84,7 +115,7 @@ def plan_claim(
         chunk_rows.sort(key=lambda r: r.event_id)
         candidates += [chunk_rows[i:i + unit_rows] for i in range(0, len(chunk_rows), unit_rows)]
     candidates.sort(key=lambda unit: unit[0].event_id)
-    free = {url: per_endpoint - len(tokens) for url, tokens in slots.items()}
+    free = {url: per_endpoint - count for url, count in busy.per_url.items()}
     chosen: list[list[Row]] = []
     for unit in candidates:
         url = unit[0].url
@@ -97,4 +128,4 @@ def plan_claim(
     return chosen
 
 
-__all__ = ["Row", "is_busy", "is_due", "plan_claim"]
+__all__ = ["InFlight", "Row", "in_flight", "is_busy", "is_due", "plan_claim", "plan_units"]

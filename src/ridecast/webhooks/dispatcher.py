@@ -1,18 +1,20 @@
 """The dispatcher: claims units of due deliveries from the outbox and sends them.
 
-Three tasks and one task per claimed unit:
+Two tasks and one task per claimed unit:
 
-* the claim loop wakes on a bus ``StoredEvent`` with ``has_webhook`` (this process appended
-  it), on a finished attempt, or every ``POLL_INTERVAL_S`` (rows written by another process,
-  retries coming due, leases of a dead process running out), and claims units
-  (``claims.plan_claim``): an ordered lane of one simulation, or an unordered chunk of one
-  URL; the store counts units in flight per URL, so ``webhook_concurrency_per_endpoint``
-  holds across every worker process;
+* the cycle loop wakes on a bus batch holding a ``StoredEvent`` with ``has_webhook`` (this
+  process appended it; its body is kept in memory for the first attempt, see ``Bodies``),
+  on a finished attempt, or every ``POLL_INTERVAL_S`` (rows written by another process,
+  retries coming due, leases of a dead process running out). Each cycle is one
+  transaction: it records the finished attempts gathered since the last one (in batches),
+  then claims units (``claims.plan_units``): an ordered lane of one simulation, or an
+  unordered chunk of one URL; the store counts units in flight per URL, so
+  ``webhook_concurrency_per_endpoint`` holds across every worker process. What a recorded
+  result frees (a lane, a slot) is claimed again in the same transaction;
 * a unit task sends its deliveries one after the other, in ``event_id`` order, renewing the
   unit's lease when a slow receiver would outlast it; in an ordered lane a delivery that
   must be retried gives the rest of the lane back (head-of-line: they wait behind it); the
   task leaves the set when done, and every delivery it held is finished or given back;
-* the writer records finished attempts in batches, one transaction per batch;
 * the maintenance loop updates the queue-depth gauge and purges old finished deliveries.
 
 A delivery goes to the URL in force when it is sent (the simulation's current settings), not
@@ -49,6 +51,7 @@ CLAIM_UNITS = 64
 WRITE_BATCH = 1000
 WRITE_INTERVAL_S = 0.01
 SIM_CACHE_TTL_S = 2.0
+BODY_CACHE_BYTES = 32 * 1024 * 1024
 
 DisableHook = Callable[[int, float, str], Awaitable[None]]
 
@@ -95,6 +98,38 @@ class SimStates:
         return state
 
 
+class Bodies:
+    """Event bodies this process appended with a webhook, by ``event_id``, for the first
+    attempt of their delivery: a claim then reads no body back from the log. Bounded by
+    bytes, oldest out first; a body taken for a send is dropped (a retry reads it back)."""
+
+    def __init__(self, limit_bytes: int = BODY_CACHE_BYTES) -> None:
+        self._limit = limit_bytes
+        self._size = 0
+        self._bodies: dict[int, bytes] = {}
+
+    def __len__(self) -> int:
+        return len(self._bodies)
+
+    @property
+    def mapping(self) -> dict[int, bytes]:
+        return self._bodies
+
+    def add(self, event_id: int, body: bytes) -> None:
+        if event_id in self._bodies:
+            return
+        self._bodies[event_id] = body
+        self._size += len(body)
+        while self._size > self._limit and self._bodies:
+            oldest = next(iter(self._bodies))
+            self._size -= len(self._bodies.pop(oldest))
+
+    def drop(self, event_id: int) -> None:
+        body = self._bodies.pop(event_id, None)
+        if body is not None:
+            self._size -= len(body)
+
+
 class Dispatcher:
     """Delivers the outbox; start with ``start()``, stop with ``close()``."""
 
@@ -117,8 +152,10 @@ class Dispatcher:
         self._disable = disable
         self._rng = rng or random.Random()
         self._wake = asyncio.Event()
+        # Something may be claimable: new events, a unit ended (a slot or a lane is free),
+        # a wake-up from outside, the poll. Otherwise a cycle only records results.
+        self._claim_due = True
         self._results: list[Result] = []
-        self._results_ready = asyncio.Event()
         self._health = EndpointHealth(
             outbox.engine,
             quiet_gap_s=quiet_gap(
@@ -126,6 +163,7 @@ class Dispatcher:
                 timeout_s=settings.webhook_timeout_s, lease_s=settings.webhook_lease_s,
             ),
         )
+        self._bodies = Bodies()
         self._tasks: list[asyncio.Task[None]] = []
         self._units: set[asyncio.Task[None]] = set()
         self._unsubscribe: Callable[[], None] | None = None
@@ -144,68 +182,96 @@ class Dispatcher:
     def start(self) -> None:
         self._unsubscribe = self._bus.subscribe(self._on_bus)
         self._tasks = [
-            asyncio.create_task(self._claim_loop(), name="ridecast-webhook-claim"),
-            asyncio.create_task(self._write_loop(), name="ridecast-webhook-writer"),
+            asyncio.create_task(self._cycle_loop(), name="ridecast-webhook-cycle"),
             asyncio.create_task(self._maintenance_loop(), name="ridecast-webhook-maintenance"),
         ]
 
     def wake(self) -> None:
         """Look for due deliveries now (after an append, a retry request, a finished attempt)."""
+        self._claim_due = True
         self._wake.set()
 
     def _on_bus(self, messages: Sequence[BusMessage]) -> None:
+        woken = False
         for message in messages:
             if isinstance(message, StoredEvent):
                 if message.has_webhook:
-                    self._wake.set()
+                    self._bodies.add(message.event_id, message.body)
+                    woken = True
             elif isinstance(message, SimulationChanged):
                 self._sims.forget(message.simulation_id)
+        if woken:
+            self._claim_due = True
+            self._wake.set()  # one wake-up per bus batch (a commit batch or more)
 
     # ---- claiming ------------------------------------------------------------------------
 
-    async def _claim_loop(self) -> None:
+    async def _cycle_loop(self) -> None:
         while True:
-            with contextlib.suppress(TimeoutError):
+            try:
                 await asyncio.wait_for(self._wake.wait(), timeout=POLL_INTERVAL_S)
+            except TimeoutError:
+                self._claim_due = True  # rows of other processes, retries coming due
+            if self._results and len(self._results) < WRITE_BATCH:
+                await asyncio.sleep(WRITE_INTERVAL_S)  # let a batch gather: one commit for many
             self._wake.clear()
             try:
-                await self._claim_all()
+                await self._cycle()
             except Exception:
-                log.exception("claiming webhook deliveries failed; retrying")
+                # Not recorded: the rows stay leased and are sent again when the lease runs
+                # out (at least once), unless a later cycle records them first.
+                log.exception("recording or claiming webhook deliveries failed; retrying")
                 await asyncio.sleep(POLL_INTERVAL_S)
 
-    async def _claim_all(self) -> None:
+    async def _cycle(self) -> None:
+        """Record what finished, then claim, in one transaction; again while it fills up."""
         while True:
+            batch, self._results = self._results[:WRITE_BATCH], self._results[WRITE_BATCH:]
             want = min(CLAIM_UNITS, (MAX_IN_MEMORY - self.in_memory) // UNIT_ROWS)
-            if want <= 0:
+            if not self._claim_due:
+                want = 0
+            self._claim_due = False
+            if want <= 0 and not batch:
                 return  # a finished unit wakes us again
-            units = await self._outbox.claim(
-                max_units=want, unit_rows=UNIT_ROWS,
-                per_endpoint=self._settings.webhook_concurrency_per_endpoint,
-                lease_s=self._settings.webhook_lease_s,
-            )
-            for unit in units:
-                # A unit of ours whose lease ran out while it was still sending can come
-                # back: the task that holds those deliveries sends them, once.
-                jobs = [job for job in unit.jobs if job.delivery_id not in self._held]
-                if not jobs:
-                    continue
-                if len(jobs) < len(unit.jobs) and unit.jobs[0].ordered:
-                    # Part of this lane is still being sent here: a second task would put
-                    # two requests of one simulation in flight. Give the rest back; the
-                    # lane stays held by the task that is sending it.
-                    await self._outbox.release([job.delivery_id for job in jobs])
-                    continue
-                for job in jobs:
-                    self._held[job.delivery_id] = job
-                task = asyncio.create_task(
-                    self._run_unit(Unit(unit.token, unit.lease_until, jobs)),
-                    name=f"ridecast-webhook-unit-{jobs[0].simulation_id}",
+            try:
+                units = await self._outbox.claim(
+                    max_units=max(want, 0), unit_rows=UNIT_ROWS,
+                    per_endpoint=self._settings.webhook_concurrency_per_endpoint,
+                    lease_s=self._settings.webhook_lease_s, record=batch,
+                    bodies=self._bodies.mapping,
                 )
-                self._units.add(task)
-                task.add_done_callback(self._units.discard)
-            if len(units) < want:
-                return
+            except Exception:
+                self._results = batch + self._results
+                self._claim_due = True
+                raise
+            for unit in units:
+                await self._start_unit(unit)
+            if len(units) == want > 0:
+                self._claim_due = True  # there may be more
+            if not self._claim_due and len(self._results) < WRITE_BATCH:
+                return  # the next finished attempt or bus batch wakes the loop
+
+    async def _start_unit(self, unit: Unit) -> None:
+        # A unit of ours whose lease ran out while it was still sending can come back: the
+        # task that holds those deliveries sends them, once.
+        jobs = [job for job in unit.jobs if job.delivery_id not in self._held]
+        if not jobs:
+            return
+        if len(jobs) < len(unit.jobs) and unit.jobs[0].ordered:
+            # Part of this lane is still being sent here: a second task would put two
+            # requests of one simulation in flight. Give the rest back; the lane stays held
+            # by the task that is sending it.
+            await self._outbox.release([job.delivery_id for job in jobs])
+            return
+        for job in jobs:
+            self._held[job.delivery_id] = job
+            self._bodies.drop(job.event_id)
+        task = asyncio.create_task(
+            self._run_unit(Unit(unit.token, unit.lease_until, jobs)),
+            name=f"ridecast-webhook-unit-{jobs[0].simulation_id}",
+        )
+        self._units.add(task)
+        task.add_done_callback(self._units.discard)
 
     # ---- sending -------------------------------------------------------------------------
 
@@ -246,13 +312,14 @@ class Dispatcher:
             now = time.time()
             for job in todo:
                 self._finish(job, Result(job.delivery_id, RELEASE, job.attempt_count, now, None))
+            self._claim_due = True  # its slot (and lane) is free once the cycle records it
             self._wake.set()
 
     def _finish(self, job: Job, result: Result) -> None:
         if self._held.pop(job.delivery_id, None) is None:
             return
         self._results.append(result)
-        self._results_ready.set()
+        self._wake.set()
 
     async def _attempt(self, job: Job) -> Result:
         now = time.time()
@@ -336,26 +403,6 @@ class Dispatcher:
 
     # ---- recording -----------------------------------------------------------------------
 
-    async def _write_loop(self) -> None:
-        while True:
-            await self._results_ready.wait()
-            await asyncio.sleep(WRITE_INTERVAL_S)  # let a batch gather: one commit for many
-            self._results_ready.clear()
-            batch, self._results = self._results[:WRITE_BATCH], self._results[WRITE_BATCH:]
-            if self._results:
-                self._results_ready.set()
-            try:
-                await self._outbox.record(batch)
-            except Exception:
-                # Not recorded: the rows stay leased and are sent again when the lease
-                # runs out (at least once), unless a later write succeeds first.
-                log.exception("recording %d webhook attempts failed; will retry", len(batch))
-                self._results = batch + self._results
-                self._results_ready.set()
-                await asyncio.sleep(POLL_INTERVAL_S)
-                continue
-            self._wake.set()
-
     async def _maintenance_loop(self) -> None:
         last_purge = time.monotonic()
         while True:
@@ -391,4 +438,4 @@ class Dispatcher:
         self._results = []
 
 
-__all__ = ["Dispatcher", "SimState", "SimStates"]
+__all__ = ["Bodies", "Dispatcher", "SimState", "SimStates"]

@@ -19,15 +19,15 @@ from __future__ import annotations
 
 import time
 import uuid
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import and_, bindparam, delete, func, insert, or_, select, update
+from sqlalchemy import and_, bindparam, case, delete, func, insert, or_, select, update
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from ..store.tables import events, webhook_attempts, webhook_deliveries, webhook_endpoints
-from .claims import Row, plan_claim
+from .claims import InFlight, Row, plan_units
 
 D = webhook_deliveries
 A = webhook_attempts
@@ -103,9 +103,15 @@ class Outbox:
         return self._engine
 
     async def claim(
-        self, *, max_units: int, unit_rows: int, per_endpoint: int, lease_s: float
+        self, *, max_units: int, unit_rows: int, per_endpoint: int, lease_s: float,
+        record: Sequence[Result] = (), bodies: Mapping[int, bytes] | None = None,
     ) -> list[Unit]:
-        """Lease up to ``max_units`` units of due deliveries (see ``claims.plan_claim``)."""
+        """Lease up to ``max_units`` units of due deliveries (see ``claims.plan_units``).
+
+        ``record``: outcomes to write first, in the same transaction (what they free, a
+        lane or a slot, can be claimed again at once). ``bodies``: event bodies the caller
+        already holds (by ``event_id``), so only the missing ones are read from the log.
+        """
         now = time.time()
         lease_until = now + lease_s
         async with self._engine.begin() as conn:
@@ -113,18 +119,28 @@ class Outbox:
             # limit, the lane being free) cannot be raced by another worker's claim.
             if self._postgres:
                 await conn.execute(select(func.pg_advisory_xact_lock(CLAIM_LOCK_KEY)))
-            else:
+            elif not record:
                 # SQLite: a write first takes the database's write lock for the transaction.
                 await conn.execute(update(D).where(D.c.id == -1).values(claim_token=None))
-            active = await self._candidates(conn, now, unit_rows, per_endpoint * unit_rows)
-            plan = plan_claim(active, now=now, per_endpoint=per_endpoint,
+            if record:
+                await self._record(conn, record, now)
+            if max_units <= 0:
+                return []
+            busy = await self._in_flight(conn, now)
+            # Unordered rows: per URL, no more than its free slots can take.
+            room = min(per_endpoint, max_units)
+            chunk_rows = {url: min(room, max(0, per_endpoint - count)) * unit_rows
+                          for url, count in busy.per_url.items()}
+            active, extra = await self._candidates(conn, now, unit_rows, chunk_rows,
+                                                   room * unit_rows, busy.lanes)
+            plan = plan_units(active, busy, now=now, per_endpoint=per_endpoint,
                               unit_rows=unit_rows, max_units=max_units)
             if not plan:
                 return []
-            wanted = [row.id for unit in plan for row in unit]
             if self._postgres:
                 # Rows another transaction holds (a replay, a result being recorded) are
                 # skipped, not waited for; a unit stops before the first one skipped.
+                wanted = [row.id for unit in plan for row in unit]
                 got = set(await conn.scalars(
                     select(D.c.id).where(D.c.id.in_(wanted))
                     .with_for_update(skip_locked=True)
@@ -132,63 +148,90 @@ class Outbox:
                 plan = [unit[:_prefix(unit, got)] for unit in plan]
                 plan = [unit for unit in plan if unit]
             tokens = [uuid.uuid4().hex for _ in plan]
-            await conn.execute(
-                update(D)
-                .where(D.c.id == bindparam("b_id"))
-                .values(status="delivering", lease_until=lease_until,
-                        claim_token=bindparam("b_token"), updated_at=now)
-                .execution_options(synchronize_session=False),
-                [{"b_id": row.id, "b_token": token}
-                 for unit, token in zip(plan, tokens, strict=True) for row in unit],
-            )
-            ids = [row.id for unit in plan for row in unit]
-            details = {
-                r.id: r
-                for r in await conn.execute(
-                    select(D.c.id, D.c.event_id, D.c.simulation_id, D.c.message_type, D.c.url,
-                           D.c.attempt_count, D.c.ordered, events.c.body)
-                    .select_from(D.outerjoin(events, events.c.id == D.c.event_id))
-                    .where(D.c.id.in_(ids))
+            for unit, token in zip(plan, tokens, strict=True):
+                await conn.execute(
+                    update(D)
+                    .where(D.c.id.in_([row.id for row in unit]))
+                    .values(status="delivering", lease_until=lease_until, claim_token=token,
+                            updated_at=now)
                 )
-            }
+            known = bodies or {}
+            missing = [row.event_id for unit in plan for row in unit
+                       if row.event_id not in known]
+            read: dict[int, bytes] = {}
+            if missing:
+                read = {r.id: r.body for r in await conn.execute(
+                    select(events.c.id, events.c.body).where(events.c.id.in_(missing)))}
         units = []
         for unit, token in zip(plan, tokens, strict=True):
             jobs = []
             for row in unit:
-                d = details[row.id]
-                jobs.append(Job(d.id, d.event_id, d.simulation_id, d.message_type, d.url,
-                                d.attempt_count, d.body, bool(d.ordered)))
+                message_type, attempt_count = extra[row.id]
+                body = known.get(row.event_id)
+                if body is None:
+                    body = read.get(row.event_id)
+                jobs.append(Job(row.id, row.event_id, row.simulation_id, message_type, row.url,
+                                attempt_count, body, row.ordered))
             units.append(Unit(token, lease_until, jobs))
         return units
 
     @staticmethod
+    async def _in_flight(conn: AsyncConnection, now: float) -> InFlight:
+        """Units in flight per URL and the held ordered lanes, aggregated in SQL: one row
+        per unit (claim token), not one per leased delivery."""
+        units: set[tuple[str, str]] = set()
+        lanes: set[int] = set()
+        for r in await conn.execute(
+            select(D.c.url, D.c.simulation_id, D.c.ordered, D.c.claim_token,
+                   func.min(D.c.id).label("first"))
+            .where(D.c.status == "delivering", D.c.lease_until >= now)
+            .group_by(D.c.url, D.c.simulation_id, D.c.ordered, D.c.claim_token)
+        ):
+            units.add((r.url, r.claim_token or f"row-{r.first}"))
+            if r.ordered:
+                lanes.add(r.simulation_id)
+        per_url: dict[str, int] = {}
+        for url, _token in units:
+            per_url[url] = per_url.get(url, 0) + 1
+        return InFlight(per_url, lanes)
+
+    @staticmethod
     async def _candidates(
-        conn: AsyncConnection, now: float, lane_rows: int, chunk_rows: int
-    ) -> list[Row]:
+        conn: AsyncConnection, now: float, lane_rows: int, chunk_rows: dict[str, int],
+        default_chunk_rows: int, busy_lanes: set[int],
+    ) -> tuple[list[Row], dict[int, tuple[str, int]]]:
         """The rows a plan can use, read with windows in SQL rather than every active row:
-        every leased row (for the in-flight counts and busy lanes), the first ``lane_rows``
-        of each simulation's ordered queue, and the oldest ``chunk_rows`` due unordered rows
-        of each URL. ``plan_claim`` gives the same plan on these as on all active rows."""
+        the first ``lane_rows`` of each free simulation's ordered queue, and the oldest due
+        unordered rows of each URL (``chunk_rows`` of it, or ``default_chunk_rows``); with
+        each row's message type and attempt count. ``plan_units`` gives the same plan on
+        these as on all active rows."""
         cols = [D.c.id, D.c.simulation_id, D.c.url, D.c.event_id, D.c.ordered, D.c.status,
-                D.c.next_attempt_at, D.c.lease_until, D.c.claim_token]
+                D.c.next_attempt_at, D.c.lease_until, D.c.claim_token, D.c.message_type,
+                D.c.attempt_count]
+        lane_conds = [D.c.status.in_(ACTIVE_STATES), D.c.ordered.is_(True)]
+        if busy_lanes:
+            lane_conds.append(D.c.simulation_id.not_in(sorted(busy_lanes)))
         lanes = select(*cols, func.row_number().over(
             partition_by=D.c.simulation_id, order_by=D.c.event_id).label("pos")
-        ).where(D.c.status.in_(ACTIVE_STATES), D.c.ordered.is_(True)).subquery()
+        ).where(*lane_conds).subquery()
         due = or_(and_(D.c.status == "pending", D.c.next_attempt_at <= now),
                   and_(D.c.status == "delivering", D.c.lease_until < now))
         loose = select(*cols, func.row_number().over(
             partition_by=D.c.url, order_by=D.c.event_id).label("pos")
         ).where(due, D.c.ordered.is_(False)).subquery()
-        found: dict[int, Row] = {}
+        found: list[Row] = []
+        extra: dict[int, tuple[str, int]] = {}
         for query in (
-            select(*cols).where(D.c.status == "delivering"),
             select(*[lanes.c[c.name] for c in cols]).where(lanes.c.pos <= lane_rows),
-            select(*[loose.c[c.name] for c in cols]).where(loose.c.pos <= chunk_rows),
+            select(*[loose.c[c.name] for c in cols]).where(loose.c.pos <= (
+                case(chunk_rows, value=loose.c.url, else_=default_chunk_rows) if chunk_rows
+                else default_chunk_rows)),
         ):
             for r in await conn.execute(query):
-                found[r.id] = Row(r.id, r.simulation_id, r.url, r.event_id, bool(r.ordered),
-                                  r.status, r.next_attempt_at, r.lease_until, r.claim_token)
-        return list(found.values())
+                found.append(Row(r.id, r.simulation_id, r.url, r.event_id, bool(r.ordered),
+                                 r.status, r.next_attempt_at, r.lease_until, r.claim_token))
+                extra[r.id] = (r.message_type, r.attempt_count)
+        return found, extra
 
     async def renew(self, token: str, delivery_ids: Sequence[int], lease_until: float) -> bool:
         """Extend the lease of a unit's unsent deliveries; False if the unit is no longer ours
@@ -219,7 +262,11 @@ class Outbox:
         """Write the outcome of many attempts in one transaction (one commit per batch)."""
         if not results:
             return
-        now = time.time()
+        async with self._engine.begin() as conn:
+            await self._record(conn, results, time.time())
+
+    @staticmethod
+    async def _record(conn: AsyncConnection, results: Sequence[Result], now: float) -> None:
         # Successes, the common case, take one statement: attempt_count + 1 equals the
         # count the dispatcher computed, since a leased row has one attempt in flight.
         ok = [r.delivery_id for r in results if r.status == "succeeded" and r.last_error is None]
@@ -255,29 +302,28 @@ class Outbox:
         attempts = [
             {"delivery_id": r.delivery_id, **r.attempt} for r in results if r.attempt is not None
         ]
-        async with self._engine.begin() as conn:
-            if ok:
-                await conn.execute(
-                    update(D)
-                    .where(D.c.id.in_(ok))
-                    .values(status="succeeded", attempt_count=D.c.attempt_count + 1,
-                            next_attempt_at=now, last_error=None, lease_until=None,
-                            claim_token=None, updated_at=now)
-                )
-            if released:
-                await conn.execute(
-                    update(D)
-                    .where(D.c.id.in_(released), D.c.status == "delivering")
-                    .values(status="pending", lease_until=None, claim_token=None,
-                            updated_at=now)
-                )
-            if healthy:
-                # A success ends the endpoint's failing streak (see ``health``).
-                await conn.execute(delete(E).where(E.c.simulation_id.in_(sorted(healthy))))
-            if params:
-                await conn.execute(stmt.execution_options(synchronize_session=False), params)
-            if attempts:
-                await conn.execute(insert(A), attempts)
+        if ok:
+            await conn.execute(
+                update(D)
+                .where(D.c.id.in_(ok))
+                .values(status="succeeded", attempt_count=D.c.attempt_count + 1,
+                        next_attempt_at=now, last_error=None, lease_until=None,
+                        claim_token=None, updated_at=now)
+            )
+        if released:
+            await conn.execute(
+                update(D)
+                .where(D.c.id.in_(released), D.c.status == "delivering")
+                .values(status="pending", lease_until=None, claim_token=None,
+                        updated_at=now)
+            )
+        if healthy:
+            # A success ends the endpoint's failing streak (see ``health``).
+            await conn.execute(delete(E).where(E.c.simulation_id.in_(sorted(healthy))))
+        if params:
+            await conn.execute(stmt.execution_options(synchronize_session=False), params)
+        if attempts:
+            await conn.execute(insert(A), attempts)
 
     async def release(self, delivery_ids: Sequence[int]) -> None:
         """Give leased deliveries back (due now) when a dispatcher stops before sending them."""
