@@ -316,6 +316,7 @@ async def serve_demo(settings: Settings, host: str, port: int, creds: DemoCreden
     """Serve until SIGINT/SIGTERM; set the simulation up once the server listens."""
     from ..app import create_app
     from ..hub import ShutdownFirstServer
+    from . import gctuning
     from .serve import uvicorn_config
 
     # The same server configuration as `ridecast serve`.
@@ -323,6 +324,7 @@ async def serve_demo(settings: Settings, host: str, port: int, creds: DemoCreden
     server = ShutdownFirstServer(uvicorn_config(app, settings, host, port,
                                                log_level=settings.log_level,
                                                access_log=False), app)
+    gctuning.tune()
 
     # uvicorn takes SIGINT/SIGTERM while it serves, then restores these handlers and raises
     # the signal it caught into them again: asking for a stop (a no-op by then) rather than

@@ -100,8 +100,10 @@ def run_server(
 
     # After uvicorn.Config, which installs uvicorn's logging configuration.
     from .. import logredact
+    from . import gctuning
 
     logredact.install()
+    gctuning.tune()
     AnnouncingServer(config, app).run()
     exit_despite_lingering_threads()
 

@@ -49,5 +49,8 @@ def worker() -> None:
         level=get_settings().log_level.upper(),
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
+    from . import gctuning
+
+    gctuning.tune()
     asyncio.run(run_worker())
     exit_despite_lingering_threads()
