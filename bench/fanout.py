@@ -32,6 +32,7 @@ import sys
 import tempfile
 import time
 from array import array
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -171,17 +172,23 @@ def fanout_totals(metrics_url: str | None) -> tuple[float, float]:
     return totals["sum"], totals["count"]
 
 
-async def run_scenario(name: str, url: str, subscribers: int, events: int, server_pid: int,
-                       publish: Any, deadline_s: float = 60.0,
+async def run_scenario(name: str, url: str | Sequence[str], subscribers: int, events: int,
+                       server_pid: int | Sequence[int], publish: Any, deadline_s: float = 60.0,
                        metrics_url: str | None = None) -> Result:
-    """Connect subscribers in client processes, run ``publish()``, gather their counts."""
-    procs = 1 if subscribers <= 100 else 2
+    """Connect subscribers in client processes, run ``publish()``, gather their counts.
+
+    Several URLs (the nodes of a cluster) share the subscribers, one client process or more
+    per URL; the server CPU is that of every process in ``server_pid``.
+    """
+    urls = [url] if isinstance(url, str) else list(url)
+    pids = [server_pid] if isinstance(server_pid, int) else list(server_pid)
+    procs = max(len(urls), 1 if subscribers <= 100 else 2)
     ctx = mp.get_context("spawn")
     ready, results, go = ctx.Queue(), ctx.Queue(), ctx.Event()
     shares = [subscribers // procs + (1 if i < subscribers % procs else 0) for i in range(procs)]
     workers = [ctx.Process(target=client_main,
-                           args=(url, k, events, deadline_s, ready, results, go))
-               for k in shares]
+                           args=(urls[i % len(urls)], k, events, deadline_s, ready, results, go))
+               for i, k in enumerate(shares)]
     for w in workers:
         w.start()
     loop = asyncio.get_running_loop()
@@ -189,14 +196,14 @@ async def run_scenario(name: str, url: str, subscribers: int, events: int, serve
         await loop.run_in_executor(None, ready.get, True, 120)
     # A stream is subscribed a moment after its handshake (token and visibility checks).
     await asyncio.sleep(SETTLE_S + subscribers / 2000)
-    server = psutil.Process(server_pid)
-    cpu0 = sum(server.cpu_times()[:2])
+    servers = [psutil.Process(pid) for pid in pids]
+    cpu0 = sum(sum(server.cpu_times()[:2]) for server in servers)
     fan0 = await loop.run_in_executor(None, fanout_totals, metrics_url)
     go.set()
     started = time.time()
     await publish()
     outs = [await loop.run_in_executor(None, results.get, True, deadline_s + 30) for _ in workers]
-    cpu = sum(server.cpu_times()[:2]) - cpu0
+    cpu = sum(sum(server.cpu_times()[:2]) for server in servers) - cpu0
     fan1 = await loop.run_in_executor(None, fanout_totals, metrics_url)
     batches = fan1[1] - fan0[1]
     for w in workers:

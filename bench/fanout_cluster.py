@@ -18,19 +18,14 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import multiprocessing as mp
 import os
 import subprocess
 import sys
 import tempfile
-import time
 import uuid
-from array import array
 from pathlib import Path
-from typing import Any
 
 import httpx
-import psutil
 from _load import (
     create_pg_database,
     drop_pg_database,
@@ -39,7 +34,7 @@ from _load import (
     raise_nofile,
     wait_http,
 )
-from fanout import Result, Ridecast, client_main, report, ridecast_publisher
+from fanout import Ridecast, report, ridecast_publisher, run_scenario
 
 PG_ADMIN = "postgresql://postgres@127.0.0.1:5432/postgres"
 REDIS_URL = "redis://127.0.0.1:6379/0"
@@ -60,42 +55,6 @@ def start_node(tmp: Path, database_url: str, prefix: str) -> tuple[subprocess.Po
         proc.kill()
         raise
     return proc, port
-
-
-async def scenario(name: str, urls: list[str], subscribers: int, events: int,
-                   pids: list[int], publish: Any) -> Result:
-    """Subscribers spread over ``urls`` (one client process per URL and share), then publish."""
-    ctx = mp.get_context("spawn")
-    ready, results, go = ctx.Queue(), ctx.Queue(), ctx.Event()
-    procs = max(len(urls), 1 if subscribers <= 100 else 2)
-    shares = [subscribers // procs + (1 if i < subscribers % procs else 0) for i in range(procs)]
-    workers = [ctx.Process(target=client_main,
-                           args=(urls[i % len(urls)], k, events, 60.0, ready, results, go))
-               for i, k in enumerate(shares)]
-    for w in workers:
-        w.start()
-    loop = asyncio.get_running_loop()
-    for _ in workers:
-        await loop.run_in_executor(None, ready.get, True, 120)
-    await asyncio.sleep(0.5 + subscribers / 2000)
-    servers = [psutil.Process(pid) for pid in pids]
-    cpu0 = sum(sum(s.cpu_times()[:2]) for s in servers)
-    go.set()
-    started = time.time()
-    await publish()
-    outs = [await loop.run_in_executor(None, results.get, True, 90) for _ in workers]
-    cpu = sum(sum(s.cpu_times()[:2]) for s in servers) - cpu0
-    for w in workers:
-        w.join(10)
-    received = sum(o["received"] for o in outs)
-    seconds = max(max(o["last"] for o in outs) - started, 1e-6)
-    lat, hub = array("d"), array("d")
-    for o in outs:
-        lat.frombytes(o["lat"])
-        hub.frombytes(o["hub_lat"])
-    return Result(name, subscribers, events, received, subscribers * events - received, seconds,
-                  cpu / seconds, sum(o["cpu"] / max(o["wall"], 1e-6) for o in outs),
-                  sorted(lat), sorted(hub))
 
 
 def main(subscribers: int, events: int) -> None:
@@ -123,12 +82,13 @@ def main(subscribers: int, events: int) -> None:
             url_a, url_b = f"ws://127.0.0.1:{port_a}{path}", f"ws://127.0.0.1:{port_b}{path}"
             print(f"cluster on PostgreSQL + Redis, {subscribers} subscribers, {events} events "
                   "(batches of 50, back to back):", flush=True)
-            one = asyncio.run(scenario("one node", [url_a], subscribers, events, [a.pid],
-                                       ridecast_publisher(rc, events, batch=50, rate=None)))
+            one = asyncio.run(run_scenario(
+                "one node", [url_a], subscribers, events, [a.pid],
+                ridecast_publisher(rc, events, batch=50, rate=None)))
             report(one)
-            two = asyncio.run(scenario("two nodes", [url_a, url_b], subscribers, events,
-                                       [a.pid, b.pid],
-                                       ridecast_publisher(rc, events, batch=50, rate=None)))
+            two = asyncio.run(run_scenario(
+                "two nodes", [url_a, url_b], subscribers, events, [a.pid, b.pid],
+                ridecast_publisher(rc, events, batch=50, rate=None)))
             report(two)
             print(f"ratio two nodes / one node: {two.rate / max(one.rate, 1e-9):.2f}x "
                   f"(deliveries/s); lost: {one.lost} and {two.lost}")

@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
-from _load import free_port, make_user, wait_http
+from _load import cpu_seconds, free_port, make_user, wait_http
 
 from ridecast.simulator import Engine, SimulatorSettings
 
@@ -66,12 +66,6 @@ def engine_only(data: dict[str, Any]) -> tuple[float, float, int]:
     return engine.now, time.perf_counter() - began, events
 
 
-def server_cpu_s(pid: int) -> float:
-    """User + system CPU seconds of process ``pid`` so far, all its threads (Linux)."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
 def end_to_end(data: dict[str, Any], database_url: str, cwd: Path) -> dict[str, Any]:
     """Run the simulation as a user does: ``ridecast serve``, create the simulation with
     ``data``, ``POST .../simulator/start``, and poll ``GET .../simulator`` until it ends.
@@ -93,7 +87,7 @@ def end_to_end(data: dict[str, Any], database_url: str, cwd: Path) -> dict[str, 
             created = http.post("/api/v2/simulation", json={"name": "bench", "data": data})
             created.raise_for_status()
             sim = created.json()["id"]
-            cpu_at_start = server_cpu_s(server.pid)
+            cpu_at_start = cpu_seconds(server.pid)
             began = time.perf_counter()
             http.post(f"/api/v2/simulation/{sim}/simulator/start").raise_for_status()
             while True:
@@ -102,7 +96,7 @@ def end_to_end(data: dict[str, Any], database_url: str, cwd: Path) -> dict[str, 
                     break
                 time.sleep(0.2)
             wall = time.perf_counter() - began
-            cpu = server_cpu_s(server.pid) - cpu_at_start
+            cpu = cpu_seconds(server.pid) - cpu_at_start
             health = http.get("/healthz").json()
     finally:
         server.terminate()

@@ -43,7 +43,7 @@ from datetime import datetime
 from pathlib import Path
 
 import httpx
-from _load import create_pg_database, drop_pg_database
+from _load import create_pg_database, drop_pg_database, make_user
 
 NOW = "2026-11-22T03:00:00+00:00"
 
@@ -256,16 +256,8 @@ def print_clients(best: dict[str, tuple[float, float]], total: int, connections:
 
 
 async def create_user(database_url: str) -> tuple[str, str]:
-    from ridecast.store.accounts import AccountStore
-    from ridecast.store.engine import create_engine, upgrade
-
-    await upgrade(database_url)
-    engine = create_engine(database_url)
-    try:
-        _p, key = await AccountStore(engine).create_user("bench", "bench")
-    finally:
-        await engine.dispose()
-    return "bench", key
+    """The user ``bench`` of a migrated store, as (name, API key)."""
+    return "bench", await make_user(database_url)
 
 
 async def ingest(base: str, auth: tuple[str, str], sims: list[int], total: int,

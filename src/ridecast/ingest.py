@@ -168,5 +168,5 @@ class Ingest:
         """``submit`` for the in-process simulator, whose events are built from the same
         models and checked against them by its tests (tests/simulator: every event of a
         run on straight lines and on streets validates): stamped, serialised and stored
-        without a second validation (about 5% of a run's time in the server)."""
+        without a second validation."""
         return await self.submit(simulation_id, items, validate=False)

@@ -1,6 +1,6 @@
 """Token expiry for every open stream, with one timer for the whole hub.
 
-A ``loop.call_at`` handle per stream costs about a kilobyte and a half each; here streams
+A ``loop.call_at`` handle per stream would keep a timer object per stream alive; here streams
 sit in one heap of ``(when, seq, weak reference)`` and a single timer is armed for the
 earliest. A stream that closes first is skipped when its time comes (its weak reference is
 dead or it says ``closed``); the heap is rebuilt when such leftovers outnumber the live

@@ -229,8 +229,8 @@ class StreamProtocol(asyncio.Protocol):
         conn.send_response(response)
         del response
         if not conn.reader.buffer:
-            # The handshake parser's frame keeps the request (its headers: over a KiB) for
-            # as long as the connection lives; a frame parser of its own forgets it.
+            # The handshake parser's frame keeps the request (its headers) for as long as
+            # the connection lives; a frame parser of its own forgets it.
             conn.parser = Protocol.parse(conn)
             next(conn.parser)
         self._state = _OPEN

@@ -274,7 +274,7 @@ class EventLog:
 
         def rows(first: int) -> tuple[list[Row], list[Row]]:
             # To the driver as tuples (``_EVENT_COLUMNS``, ``_OUTBOX_COLUMNS`` order): no
-            # dict and no per-row processing by SQLAlchemy, a third of the insert's cost.
+            # dict and no per-row processing by SQLAlchemy.
             return ([(first + i, e.simulation_id, e.message_type, now, e.body)
                      for i, e in enumerate(flat)],
                     [(first + i, e.simulation_id, e.message_type, e.webhook_url, "pending", 0,
