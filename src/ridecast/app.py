@@ -16,6 +16,7 @@ from typing import Any
 
 from fastapi import FastAPI
 from sqlalchemy.ext.asyncio import AsyncEngine
+from starlette.types import Receive, Scope, Send
 
 from . import __version__
 from .api import events as events_api
@@ -136,8 +137,30 @@ async def _check_simulator_settings(data: dict[str, Any]) -> None:
         read_settings(data)
 
 
-def create_app(settings: Settings | None = None) -> FastAPI:
-    """The ridecast application for ``settings`` (default: from the environment)."""
+class RidecastApp(FastAPI):
+    """FastAPI with the ingest hot path served ahead of its middleware stack
+    (``api.events.IngestFastPath``); every other request goes through the stack."""
+
+    fast_ingest: events_api.IngestFastPath | None = None
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        fast = self.fast_ingest
+        if fast is not None:
+            simulation_id = fast.simulation_id(scope)
+            if simulation_id is not None:
+                await fast(scope, receive, send, simulation_id,
+                           getattr(self.state, "runtime", None), super().__call__)
+                return
+        await super().__call__(scope, receive, send)
+
+
+def create_app(settings: Settings | None = None, *,
+               ingest_fast_path: bool = True) -> RidecastApp:
+    """The ridecast application for ``settings`` (default: from the environment).
+
+    ``ingest_fast_path=False`` serves ingest through the middleware stack and the route
+    too (the tests compare both).
+    """
     settings = settings or get_settings()
 
     @asynccontextmanager
@@ -150,7 +173,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         finally:
             await runtime.close()
 
-    app = FastAPI(
+    app = RidecastApp(
         title="ridecast",
         version=__version__,
         description="Real-time event delivery for ridesharing simulations and operations.",
@@ -163,6 +186,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     limits = JsonLimits(max_depth=settings.max_json_depth, max_string=settings.max_json_string,
                         max_items=settings.max_json_items)
     app.add_middleware(BodyGuard, max_bytes=settings.max_body_bytes, limits=limits)
+    if ingest_fast_path:
+        app.fast_ingest = events_api.IngestFastPath(settings.max_body_bytes, limits)
     # Added last, so outermost of ours: it also catches what the body guard raises.
     app.add_middleware(UnexpectedErrors)
     # Routes are matched in order: the ingest hot path first.

@@ -17,7 +17,7 @@ from pydantic import ValidationError
 from .bus import StoredEvent
 from .errors import BadRequest, NotFound
 from .events import ALL_TYPES, EVENT_ADAPTER, MessageType
-from .metrics import EVENTS_INGESTED
+from .metrics import count_ingested
 from .simulations import SimulationCatalog, SimulationMeta
 from .store.eventlog import EventLog, NewEvent
 
@@ -159,8 +159,7 @@ class Ingest:
         if meta is None:
             raise NotFound(f"simulation {simulation_id} not found", code="simulation_not_found")
         stored = await self._log.append(self.prepare(meta, items, validate=validate))
-        for event in stored:
-            EVENTS_INGESTED.labels(event.message_type).inc()
+        count_ingested(event.message_type for event in stored)
         return stored
 
     async def submit_trusted(self, simulation_id: int,

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+from typing import Any
+
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
 REGISTRY = CollectorRegistry(auto_describe=True)
@@ -10,6 +13,27 @@ EVENTS_INGESTED = Counter(
     "ridecast_events_ingested_total", "Events appended to the log.", ["message_type"],
     registry=REGISTRY,
 )
+
+
+def count_ingested(message_types: Iterable[str]) -> None:
+    """Add appended events to ``EVENTS_INGESTED``, one increment per type present.
+
+    The labelled children are looked up once per type and kept (``labels()`` takes a lock
+    and builds a key on every call: the ingest path calls this for every batch).
+    """
+    counts: dict[str, int] = {}
+    for message_type in message_types:
+        counts[message_type] = counts.get(message_type, 0) + 1
+    for message_type, count in counts.items():
+        child = _INGESTED_BY_TYPE.get(message_type)
+        if child is None:
+            child = _INGESTED_BY_TYPE[message_type] = EVENTS_INGESTED.labels(message_type)
+        child.inc(count)
+
+
+# Bounded: message types are the closed set of the spec (ingest refuses any other).
+_INGESTED_BY_TYPE: dict[str, Any] = {}
+
 INGEST_REJECTED = Counter(
     "ridecast_ingest_rejected_total", "Ingest requests refused, by error code.", ["code"],
     registry=REGISTRY,

@@ -13,13 +13,10 @@ import base64
 from collections.abc import AsyncIterator
 from contextlib import AsyncExitStack, asynccontextmanager
 from pathlib import Path
-from typing import Any
 
 import httpx
 import orjson
-import pytest
 
-from ridecast.api import events as events_api
 from ridecast.app import create_app
 from ridecast.config import Settings
 from ridecast.events.examples import all_examples
@@ -31,8 +28,7 @@ HEADERS = ("content-type", "content-length", "www-authenticate", "retry-after", 
 
 
 @asynccontextmanager
-async def _app(tmp: Path, name: str, *, fast: bool,
-               monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[httpx.AsyncClient]:
+async def _app(tmp: Path, name: str, *, fast: bool) -> AsyncIterator[httpx.AsyncClient]:
     url = f"sqlite+aiosqlite:///{tmp / f'{name}.db'}"
     await upgrade(url)
     engine = create_engine(url)
@@ -43,33 +39,20 @@ async def _app(tmp: Path, name: str, *, fast: bool,
     finally:
         await engine.dispose()
     settings = Settings(database_url=url, rate_limit_per_key=0.001, rate_limit_burst=17.0,
-                        max_batch_events=5)
-    # BodyGuard takes the function when the middleware stack is built: swap it before.
-    original = events_api.fast_ingest
-
-    async def counted(*args: Any) -> bool:
-        served = await original(*args)
-        FAST_SERVED[name] = FAST_SERVED.get(name, 0) + int(served)
-        return served
-
-    async def never(*_args: Any) -> bool:
-        return False
-
-    monkeypatch.setattr(events_api, "fast_ingest", counted if fast else never)
-    app = create_app(settings)
+                        max_batch_events=5, max_body_bytes=4096)
+    app = create_app(settings, ingest_fast_path=fast)
     async with AsyncExitStack() as stack:
         await stack.enter_async_context(app.router.lifespan_context(app))
         client = await stack.enter_async_context(httpx.AsyncClient(
             transport=httpx.ASGITransport(app=app, client=("10.0.0.1", 1234)),
             base_url="http://test"))
-        # Build the middleware stack now, while the patch (if any) is in place.
-        await client.get("/healthz")
-        monkeypatch.undo()
         created = await client.post("/api/v2/simulation", json={"name": "s", "data": {}},
                                     headers={"authorization": _basic("alice", key)})
         assert created.json()["id"] == 1, created.text
         client.headers["x-keys"] = f"{key} {other_key}"
         yield client
+        if app.fast_ingest is not None:
+            FAST_SERVED[name] = app.fast_ingest.served
 
 
 def _basic(user: str, key: str) -> str:
@@ -103,17 +86,21 @@ def _requests(key: str, other_key: str) -> list[tuple[str, bytes, dict[str, str]
         (events, b"{not json", alice),
         (events, b"", alice),
         (events, orjson.dumps(example), {**alice, "content-type": "text/plain"}),
+        (events, orjson.dumps([example] * 20), alice),  # over max_body_bytes: 413
+        (events, b"[" * 40 + b"]" * 40, alice),  # over the JSON depth: 400
+        (events, b'{"message_type": 18446744073709551615}', alice),  # over 64 bits: 400
+        (events, b"null", alice),
         # A burst of 17 per key, hardly refilled: the last ones are over the rate.
         *[(events, orjson.dumps(example), alice) for _ in range(4)],
     ]
 
 
 async def test_fast_path_answers_as_the_route_does(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path,
 ) -> None:
     answers: dict[bool, list[tuple[int, dict[str, str], bytes]]] = {}
     for fast in (True, False):
-        async with _app(tmp_path, f"fast-{fast}", fast=fast, monkeypatch=monkeypatch) as client:
+        async with _app(tmp_path, f"fast-{fast}", fast=fast) as client:
             key, other_key = client.headers.pop("x-keys").split()
             answers[fast] = []
             for path, body, headers in _requests(key, other_key):
@@ -124,6 +111,6 @@ async def test_fast_path_answers_as_the_route_does(
     assert FAST_SERVED.get("fast-True", 0) >= 10  # it did serve most of them
     statuses = [a[0] for a in answers[True]]
     assert 201 in statuses and 400 in statuses and 401 in statuses and 404 in statuses
-    assert 429 in statuses
+    assert 429 in statuses and 413 in statuses
     for index, (fast, slow) in enumerate(zip(answers[True], answers[False], strict=True)):
         assert fast == slow, f"request {index}"

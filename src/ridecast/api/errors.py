@@ -99,6 +99,24 @@ def _allowed_methods(request: Request) -> list[str]:
     return sorted(methods)
 
 
+async def answer_unexpected(scope: Scope, receive: Receive, send: Send,
+                            response_started: bool) -> bool:
+    """Log the exception being handled (call it in an ``except`` block) with a request id
+    and answer one 500 carrying that id; False when the response is already half sent,
+    so nothing well-formed can follow (the caller re-raises)."""
+    request_id = uuid.uuid4().hex
+    log.exception("unhandled error in %s %s (request_id %s)", scope.get("method"),
+                  scope.get("path"), request_id)
+    if response_started:
+        return False
+    error = RidecastError(
+        f"internal error; it has been logged with request_id {request_id}",
+        details=[{"request_id": request_id}],
+    )
+    await error_response(error, {"X-Request-Id": request_id})(scope, receive, send)
+    return True
+
+
 class UnexpectedErrors:
     """ASGI middleware: an exception that escapes a handler becomes one 500, not a reset.
 
@@ -125,16 +143,94 @@ class UnexpectedErrors:
         try:
             await self.app(scope, receive, tracking_send)
         except Exception:
-            request_id = uuid.uuid4().hex
-            log.exception("unhandled error in %s %s (request_id %s)", scope.get("method"),
-                          scope.get("path"), request_id)
-            if started:  # the response is half sent: nothing well-formed can follow
+            if not await answer_unexpected(scope, receive, send, started):
                 raise
-            error = RidecastError(
-                f"internal error; it has been logged with request_id {request_id}",
-                details=[{"request_id": request_id}],
-            )
-            await error_response(error, {"X-Request-Id": request_id})(scope, receive, send)
+
+
+def too_large(max_bytes: int) -> PayloadTooLarge:
+    """The 413 for a body over ``max_bytes`` (``RIDECAST_MAX_BODY_BYTES``)."""
+    return PayloadTooLarge(
+        f"the request body exceeds {max_bytes} bytes (RIDECAST_MAX_BODY_BYTES)",
+        details=[{"max_bytes": max_bytes}],
+    )
+
+
+async def read_body(scope: Scope, receive: Receive, max_bytes: int) -> bytes | RidecastError | None:
+    """The whole request body; a 413 error over ``max_bytes``; None if the client left.
+
+    A declared ``Content-Length`` over the limit is refused before anything is read.
+    Bodies are small (the limit is about a MiB), so they are read whole at the edge:
+    FastAPI would turn an error raised mid-read into a generic 400.
+    """
+    for name, value in scope.get("headers", ()):
+        if name == b"content-length":
+            try:
+                declared = int(value)
+            except ValueError:
+                declared = 0
+            if declared > max_bytes:
+                return too_large(max_bytes)
+    chunks: list[bytes] = []
+    received = 0
+    while True:
+        message = await receive()
+        if message["type"] == "http.disconnect":
+            return None
+        chunk = message.get("body", b"")
+        received += len(chunk)
+        if received > max_bytes:
+            return too_large(max_bytes)
+        chunks.append(chunk)
+        if not message.get("more_body", False):
+            return chunks[0] if len(chunks) == 1 else b"".join(chunks)
+
+
+def replaying(body: bytes, receive: Receive) -> Receive:
+    """``receive`` for an app downstream of one that read ``body`` whole: the body first."""
+    replayed = False
+
+    async def replay() -> Message:
+        nonlocal replayed
+        if not replayed:
+            replayed = True
+            return {"type": "http.request", "body": body, "more_body": False}
+        return await receive()
+
+    return replay
+
+
+def parse_json_body(body: bytes, limits: JsonLimits, *, ingest: bool
+                    ) -> tuple[Any, RidecastError | None]:
+    """``body`` parsed as its handler will parse it, checked against ``limits``.
+
+    Returns ``(parsed, None)``; ``(_MISSING, error)`` when it breaks a limit; and
+    ``(_MISSING, None)`` when it is not JSON at all (the handler says so precisely).
+    Ingest parses with orjson (the hot path; it stores what orjson parsed), every other
+    route with the standard library, as FastAPI does, so both see the same integers.
+    """
+    violation: Violation | None
+    try:
+        parsed = orjson.loads(body) if ingest else json.loads(body)
+    except RecursionError:
+        parsed, violation = _MISSING, Violation("", "nested too deep to parse")
+    except ValueError:
+        return _MISSING, None
+    else:
+        violation = find_violation(parsed, limits, size=len(body))
+    if violation is None:
+        return parsed, None
+    field = f"body.{violation.field}" if violation.field else "body"
+    return _MISSING, BadRequest(
+        f"{field}: {violation.reason} (limits: RIDECAST_MAX_JSON_DEPTH, "
+        "RIDECAST_MAX_JSON_STRING, RIDECAST_MAX_JSON_ITEMS; integers are 64-bit)",
+        code="json_limit_exceeded",
+        details=[{"field": field, "message": violation.reason}],
+    )
+
+
+def is_missing(value: Any) -> bool:
+    """True for ``parse_json_body``'s "no parsed value"."""
+    return value is _MISSING
 
 
 class BodyGuard:
@@ -148,97 +244,28 @@ class BodyGuard:
         self.app = app
         self.max_bytes = max_bytes
         self.limits = limits or JsonLimits()
-        from .events import fast_ingest  # not at the top: api.events imports this module
-
-        self._fast_ingest = fast_ingest
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        too_large = PayloadTooLarge(
-            f"the request body exceeds {self.max_bytes} bytes (RIDECAST_MAX_BODY_BYTES)",
-            details=[{"max_bytes": self.max_bytes}],
-        )
-        for name, value in scope.get("headers", ()):
-            if name == b"content-length":
-                try:
-                    declared = int(value)
-                except ValueError:
-                    declared = 0
-                if declared > self.max_bytes:
-                    await error_response(too_large)(scope, receive, send)
-                    return
-        # Bodies are small (the limit is about a MiB), so read it whole here: FastAPI would
-        # turn an error raised mid-read into a generic 400.
-        chunks: list[bytes] = []
-        received = 0
-        while True:
-            message = await receive()
-            if message["type"] == "http.disconnect":
-                return
-            chunk = message.get("body", b"")
-            received += len(chunk)
-            if received > self.max_bytes:
-                await error_response(too_large)(scope, receive, send)
-                return
-            chunks.append(chunk)
-            if not message.get("more_body", False):
-                break
-        body = b"".join(chunks)
+        body = await read_body(scope, receive, self.max_bytes)
+        if body is None:
+            return
+        if isinstance(body, RidecastError):
+            await error_response(body)(scope, receive, send)
+            return
         if body:
             scope = _as_json(scope)
-            refused = self._check_json(scope, body)
+            ingest = scope.get("method") == "POST" and scope.get(
+                "path", "").rstrip("/").endswith("/events")
+            parsed, refused = parse_json_body(body, self.limits, ingest=ingest)
             if refused is not None:
                 await error_response(refused)(scope, receive, send)
                 return
-        if body and scope.get("method") == "POST" and scope.get("path", "").endswith(
-            ("/events", "/events/")
-        ):
-            parsed = scope.get("state", {}).get("json_body", _MISSING)
-            if parsed is not _MISSING and await self._fast_ingest(scope, receive, send, parsed):
-                return
-        replayed = False
-
-        async def replay() -> Message:
-            nonlocal replayed
-            if not replayed:
-                replayed = True
-                return {"type": "http.request", "body": body, "more_body": False}
-            return await receive()
-
-        await self.app(scope, replay, send)
-
-
-    def _check_json(self, scope: Scope, body: bytes) -> RidecastError | None:
-        """Parse ``body`` as the handler will and check the limits; the error, if any.
-
-        Ingest parses with orjson (the hot path; it stores what orjson parsed), every other
-        route with the standard library, as FastAPI does, so both see the same integers.
-        A body that is not JSON is left to the handler, which says so precisely.
-        """
-        ingest = scope.get("method") == "POST" and scope.get("path", "").rstrip("/").endswith(
-            "/events"
-        )
-        violation: Violation | None
-        try:
-            parsed = orjson.loads(body) if ingest else json.loads(body)
-        except RecursionError:
-            parsed, violation = None, Violation("", "nested too deep to parse")
-        except ValueError:
-            return None
-        else:
-            violation = find_violation(parsed, self.limits, size=len(body))
-        if violation is not None:
-            field = f"body.{violation.field}" if violation.field else "body"
-            return BadRequest(
-                f"{field}: {violation.reason} (limits: RIDECAST_MAX_JSON_DEPTH, "
-                "RIDECAST_MAX_JSON_STRING, RIDECAST_MAX_JSON_ITEMS; integers are 64-bit)",
-                code="json_limit_exceeded",
-                details=[{"field": field, "message": violation.reason}],
-            )
-        scope.setdefault("state", {})["json_body"] = parsed
-        return None
+            if parsed is not _MISSING:
+                scope.setdefault("state", {})["json_body"] = parsed
+        await self.app(scope, replaying(body, receive), send)
 
 
 _NOT_JSON = (b"", b"application/x-www-form-urlencoded", b"text/plain")

@@ -8,7 +8,7 @@ from typing import Annotated, Any
 
 import orjson
 from fastapi import Query, Response, status
-from starlette.types import Receive, Scope, Send
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from ..auth.visibility import Principal
 from ..errors import BadRequest, RidecastError
@@ -16,8 +16,16 @@ from ..events import ALL_TYPES, EVENT_ADAPTER
 from ..metrics import INGEST_LATENCY
 from ..runtime import Runtime
 from .deps import CurrentUser, JsonBody, RuntimeDep, authenticate
-from .errors import ridecast_error_response
-from .jsonlimits import INT64_MAX
+from .errors import (
+    answer_unexpected,
+    error_response,
+    is_missing,
+    parse_json_body,
+    read_body,
+    replaying,
+    ridecast_error_response,
+)
+from .jsonlimits import INT64_MAX, JsonLimits
 from .params import Id
 from .routing import SlashRouter
 
@@ -52,11 +60,14 @@ async def post_events(
     ``server_ts`` is filled when missing (except for gps_data), and each event gets an
     ``event_id``. They are then delivered to websocket streams and webhooks.
     """
-    return await _ingest(runtime, user, simulation_id, body)
+    return Response(await _ingest_body(runtime, user, simulation_id, body), status_code=201,
+                    media_type="application/json")
 
 
-async def _ingest(runtime: Runtime, user: Principal, simulation_id: int, body: Any) -> Response:
-    """``post_events`` once the request is parsed and authenticated (both paths share it)."""
+async def _ingest_body(runtime: Runtime, user: Principal, simulation_id: int,
+                       body: Any) -> bytes:
+    """``post_events`` once the request is parsed and authenticated (both paths share it):
+    the 201's body."""
     started = time.perf_counter()
     meta = await runtime.simulations.visible_meta(user, simulation_id)  # 404 unless visible
     items = body if isinstance(body, list) else [body]
@@ -66,48 +77,98 @@ async def _ingest(runtime: Runtime, user: Principal, simulation_id: int, body: A
     INGEST_LATENCY.observe(time.perf_counter() - started)
     answer = {"event_ids": [str(event.event_id) for event in stored], "count": len(stored)}
     # Encoded here: FastAPI's generic encoder costs more than the rest of a small request.
-    return Response(orjson.dumps(answer), status_code=201, media_type="application/json")
+    return orjson.dumps(answer)
 
 
 # The ingest route's path, for ids the ``Id`` parameter takes as they are (no sign, no
 # leading zero, at most 19 digits); any other form goes through FastAPI, which decides.
 _INGEST_PATH = re.compile(r"/api/v2/simulation/([1-9][0-9]{0,18})/events/?")
+_CREATED_HEADERS = [(b"content-type", b"application/json")]
 
 
-async def fast_ingest(scope: Scope, receive: Receive, send: Send, parsed: Any) -> bool:
-    """Serve ``POST .../events`` straight from ``BodyGuard``; False to leave it to FastAPI.
+class IngestFastPath:
+    """Serves ``POST /api/v2/simulation/{id}/events`` ahead of FastAPI's middleware stack.
 
-    The hot path of every producer: FastAPI's route matching, dependency solving and
-    exception middleware cost more CPU than the ingest itself (issue 14, measured with
-    py-spy under bench/ingest.py). This does what the route does, in the same order as
-    FastAPI resolves it (body parsed by the guard, then the credentials, then the path id,
-    then the handler), with the same functions and the same error responses; whatever it
-    cannot decide exactly as FastAPI would (another path form, no runtime yet) it leaves.
+    The hot path of every producer: FastAPI's middleware layers, route matching and
+    dependency solving cost more CPU than the ingest itself (issue 14, measured with py-spy
+    under bench/ingest.py). This does what the stack and the route do, in the same order:
+    the body guard (413 over the size, the JSON limits), then the credentials, then the path
+    id, then the handler, with the same functions, the same error responses and the same
+    catch-all 500 (tests/api/test_ingest_fast_path.py compares both byte for byte). What it
+    cannot decide exactly as they would (a body that is not JSON or breaks a limit, no
+    runtime yet) it hands to the full stack, body included.
     """
-    match = _INGEST_PATH.fullmatch(scope["path"])
-    if match is None or scope.get("method") != "POST":
-        return False
-    simulation_id = int(match[1])
-    state = getattr(scope.get("app"), "state", None)
-    runtime: Runtime | None = getattr(state, "runtime", None)
-    if simulation_id > INT64_MAX or runtime is None:
-        return False
-    authorization = None
-    for name, value in scope.get("headers", ()):
-        if name == b"authorization":
-            authorization = value.decode("latin-1")
-            break
-    client = scope.get("client")
-    response: Response
-    try:
-        user = await authenticate(runtime, authorization, client[0] if client else None)
-        response = await _ingest(runtime, user, simulation_id, parsed)
-    except RidecastError as exc:
-        response = ridecast_error_response(
-            exc, scope.get("root_path", "") + scope["path"], "POST"
-        )
-    await response(scope, receive, send)
-    return True
+
+    def __init__(self, max_bytes: int, limits: JsonLimits) -> None:
+        self.max_bytes = max_bytes
+        self.limits = limits
+        self.served = 0  # requests answered here (tests check that it serves)
+
+    @staticmethod
+    def simulation_id(scope: Scope) -> int | None:
+        """The simulation id when ``scope`` is a request this path serves, else None."""
+        if scope["type"] != "http" or scope["method"] != "POST":
+            return None
+        match = _INGEST_PATH.fullmatch(scope["path"])
+        if match is None:
+            return None
+        simulation_id = int(match[1])
+        return simulation_id if simulation_id <= INT64_MAX else None
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send, simulation_id: int,
+                       runtime: Runtime | None, stack: ASGIApp) -> None:
+        """Answer the request, or hand it to ``stack`` (the full application)."""
+        started = False
+
+        async def tracking_send(message: Message) -> None:
+            nonlocal started
+            started = started or message["type"] == "http.response.start"
+            await send(message)
+
+        try:
+            body = await read_body(scope, receive, self.max_bytes)
+            if body is None:  # the client left
+                return
+            if isinstance(body, RidecastError):
+                await error_response(body)(scope, receive, tracking_send)
+                return
+            parsed = None
+            if body and runtime is not None:
+                parsed, _refused = parse_json_body(body, self.limits, ingest=True)
+            if runtime is None or parsed is None or is_missing(parsed):
+                await stack(scope, replaying(body, receive), send)
+                return
+            self.served += 1
+            await self._answer(scope, tracking_send, simulation_id, runtime, parsed)
+        except Exception:
+            if not await answer_unexpected(scope, receive, send, started):
+                raise
+
+    @staticmethod
+    async def _answer(scope: Scope, send: Send, simulation_id: int, runtime: Runtime,
+                      parsed: Any) -> None:
+        authorization = None
+        for name, value in scope["headers"]:
+            if name == b"authorization":
+                authorization = value.decode("latin-1")
+                break
+        client = scope.get("client")
+        try:
+            user = await authenticate(runtime, authorization, client[0] if client else None)
+            body = await _ingest_body(runtime, user, simulation_id, parsed)
+        except RidecastError as exc:
+            response = ridecast_error_response(
+                exc, scope.get("root_path", "") + scope["path"], "POST"
+            )
+            await response(scope, _no_receive, send)
+            return
+        await send({"type": "http.response.start", "status": 201, "headers": [
+            (b"content-length", str(len(body)).encode()), *_CREATED_HEADERS]})
+        await send({"type": "http.response.body", "body": body})
+
+
+async def _no_receive() -> Message:
+    raise RuntimeError("a response does not read the request")
 
 
 def parse_cursor(value: str | None, name: str) -> int:

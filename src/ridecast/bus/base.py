@@ -25,12 +25,14 @@ from typing import Protocol
 log = logging.getLogger(__name__)
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class StoredEvent:
     """An appended event as consumers see it.
 
     ``body`` is the envelope's JSON (the webhook body); ``frame`` is the same JSON with
     ``event_id`` added (the websocket frame). Both are built once, at append time.
+    One instance goes to every consumer, which only reads it; it is not frozen only because
+    a frozen dataclass costs several times more to build, once per ingested event.
     """
 
     event_id: int

@@ -43,11 +43,13 @@ _OUTBOX_COLUMNS = ("event_id", "simulation_id", "message_type", "url", "status",
 ACTIVE_DELIVERY_STATES = ("pending", "delivering")
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class NewEvent:
     """An event ready to append: validated, stamped and serialised once.
 
     When ``webhook_url`` is set, a delivery to it is written in the same transaction.
+    Not frozen only because a frozen dataclass costs several times more to build, once per
+    ingested event; nothing changes one after it is built.
     """
 
     simulation_id: int
@@ -169,7 +171,9 @@ class EventLog:
         self._queue.append((batch, future))
         self._pending += len(batch)
         self._wake.set()
-        return await asyncio.shield(future)
+        # No shield needed: a caller that is cancelled cancels ``future``, and the writer
+        # still writes the batch (it never looks at the future before it has committed).
+        return await future
 
     async def _write_loop(self) -> None:
         while True:
