@@ -47,6 +47,11 @@ class Settings(BaseSettings):
     max_body_bytes: int = Field(
         1024 * 1024, gt=0, description="Largest accepted HTTP request body; larger is a 413."
     )
+    direct_ingest: bool = Field(
+        True, description="Serve plain POST .../events requests (a Content-Length body within "
+        "RIDECAST_MAX_BODY_BYTES) without uvicorn's own request cycle, answered in one write "
+        "(ridecast serve and demo); false sends every request through uvicorn's cycle.",
+    )
     max_json_depth: int = Field(
         32, gt=0, le=200, description="Deepest nesting of objects and arrays accepted in a JSON "
         "body (simulation data, templates, events); deeper is a 400 json_limit_exceeded.",

@@ -82,7 +82,7 @@ async def _ingest_body(runtime: Runtime, user: Principal, simulation_id: int,
 
 # The ingest route's path, for ids the ``Id`` parameter takes as they are (no sign, no
 # leading zero, at most 19 digits); any other form goes through FastAPI, which decides.
-_INGEST_PATH = re.compile(r"/api/v2/simulation/([1-9][0-9]{0,18})/events/?")
+INGEST_PATH = re.compile(r"/api/v2/simulation/([1-9][0-9]{0,18})/events/?")
 _CREATED_HEADERS = [(b"content-type", b"application/json")]
 
 
@@ -109,7 +109,7 @@ class IngestFastPath:
         """The simulation id when ``scope`` is a request this path serves, else None."""
         if scope["type"] != "http" or scope["method"] != "POST":
             return None
-        match = _INGEST_PATH.fullmatch(scope["path"])
+        match = INGEST_PATH.fullmatch(scope["path"])
         if match is None:
             return None
         simulation_id = int(match[1])

@@ -31,16 +31,21 @@ def ready_line(base: str, ws_port: int | None, scheme: str) -> str:
 def uvicorn_config(app: Any, settings: Settings, host: str, port: int,
                    **options: Any) -> uvicorn.Config:
     """uvicorn's configuration for ridecast's app, the same for ``serve`` and ``demo``:
+    plain ingest requests are run without uvicorn's request cycle (api/direct_http.py),
     streams on the main port are handed to the hub's own connection handler at the upgrade
     (hub/asgi.py), and the hub closes them with 1001 before uvicorn's shutdown would."""
     import uvicorn
 
+    from ..api.direct_http import ingest_http_protocol
     from ..hub.asgi import direct_protocol
 
     return uvicorn.Config(
         app,
         host=host,
         port=port,
+        # Plain ingest requests skip uvicorn's request cycle (api/direct_http.py).
+        http=(ingest_http_protocol(settings.max_body_bytes) if settings.direct_ingest
+              else "auto"),
         ws=direct_protocol(lambda: getattr(app.state, "hub", None)),
         # No permessage-deflate, as on the dedicated port: browsers and the websockets
         # client offer it, and accepting would compress every frame once per connection
@@ -100,9 +105,10 @@ def run_server(
 
     # After uvicorn.Config, which installs uvicorn's logging configuration.
     from .. import logredact
-    from . import gctuning
+    from . import fdlimit, gctuning
 
     logredact.install()
+    fdlimit.raise_to_hard()
     gctuning.tune()
     AnnouncingServer(config, app).run()
     exit_despite_lingering_threads()

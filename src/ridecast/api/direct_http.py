@@ -1,0 +1,280 @@
+"""The ingest requests on uvicorn's connection, without uvicorn's per-request machinery.
+
+Producers post events one by one over keep-alive connections, and for such a small request
+uvicorn's own request cycle (the scope's state copy, an ``asyncio.Event``, a receive that
+waits on it, a send that re-checks every header, two socket writes) costs more CPU than
+anything ridecast does with it except validation (issue 14; measured in the same run as a
+bare uvicorn app, with ``bench/ingest.py``).
+
+``IngestHttpProtocol`` is uvicorn's httptools protocol with one difference: a request that
+is plainly ``POST /api/v2/simulation/{id}/events`` with a ``Content-Length`` body within
+``RIDECAST_MAX_BODY_BYTES`` is run by ``DirectCycle``. It calls the same ASGI application
+uvicorn would (with uvicorn's proxy-headers middleware, so the client address is the same),
+once the whole body is in, and writes the status line, headers and body in one write.
+Anything else (another path or method, a chunked or oversized body, ``Expect:
+100-continue``, an upgrade, a request pipelined behind one in progress) takes uvicorn's
+own path unchanged. tests/api/test_direct_http.py checks that both paths answer the same
+bytes for the same requests.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import Any, cast
+
+from starlette.types import Message
+from uvicorn.protocols.utils import get_client_addr, get_path_with_query_string
+
+try:  # uvicorn's httptools protocol; without httptools, uvicorn's default is used
+    import httptools
+    from uvicorn.protocols.http.httptools_impl import (
+        HEADER_RE,
+        HEADER_VALUE_RE,
+        STATUS_LINE,
+        HttpToolsProtocol,
+    )
+    HAVE_HTTPTOOLS = True
+except ImportError:  # pragma: no cover - httptools is a pinned dependency
+    HAVE_HTTPTOOLS = False
+
+from .events import INGEST_PATH
+
+log = logging.getLogger("uvicorn.error")
+
+_INTERNAL_ERROR = (b"HTTP/1.1 500 Internal Server Error\r\n", b"content-type: text/plain; "
+                   b"charset=utf-8\r\ncontent-length: 21\r\nconnection: close\r\n\r\n"
+                   b"Internal Server Error")
+
+
+class _Disconnect:
+    """What uvicorn's protocol calls ``cycle.message_event``: set when the client leaves."""
+
+    __slots__ = ("_waiter",)
+
+    def __init__(self) -> None:
+        self._waiter: asyncio.Future[None] | None = None
+
+    def set(self) -> None:
+        if self._waiter is not None and not self._waiter.done():
+            self._waiter.set_result(None)
+
+    async def wait(self) -> None:
+        if self._waiter is None:
+            self._waiter = asyncio.get_running_loop().create_future()
+        await self._waiter
+
+
+class DirectCycle:
+    """One request with its whole body, run through the ASGI app; one write answers it.
+
+    It has the attributes uvicorn's protocol reads on its ``cycle`` (``response_complete``,
+    ``disconnected``, ``keep_alive``, ``message_event``) and behaves as uvicorn's
+    ``RequestResponseCycle`` does for them.
+    """
+
+    __slots__ = ("_body", "_chunks", "_headers", "_protocol", "_status", "disconnected",
+                 "keep_alive", "message_event", "response_complete", "response_started",
+                 "scope")
+
+    def __init__(self, protocol: Any, scope: dict[str, Any], keep_alive: bool) -> None:
+        self._protocol = protocol
+        self.scope = scope
+        self.keep_alive = keep_alive
+        self.disconnected = False
+        self.response_started = False
+        self.response_complete = False
+        self.message_event = _Disconnect()
+        self._chunks: list[bytes] = []
+        self._body: bytes | None = None
+        self._status = 0
+        self._headers: list[tuple[bytes, bytes]] = []
+
+    def add_body(self, chunk: bytes) -> None:
+        self._chunks.append(chunk)
+
+    def start(self) -> None:
+        """The body is complete: run the app in a task that uvicorn's shutdown waits for."""
+        chunks = self._chunks
+        self._body = chunks[0] if len(chunks) == 1 else b"".join(chunks)
+        self._chunks = []
+        protocol = self._protocol
+        task = protocol.loop.create_task(self._run(protocol.app))
+        task.add_done_callback(protocol.tasks.discard)
+        protocol.tasks.add(task)
+
+    async def _run(self, app: Any) -> None:
+        try:
+            await app(self.scope, self.receive, self.send)
+        except BaseException as exc:
+            log.error("Exception in ASGI application\n", exc_info=exc)
+            if not self.response_started:
+                self._write_internal_error()
+            else:
+                self._protocol.transport.close()
+        else:
+            if not self.response_complete and not self.disconnected:
+                log.error("ASGI callable returned without %s response.",
+                          "completing" if self.response_started else "starting")
+                if not self.response_started:
+                    self._write_internal_error()
+                else:
+                    self._protocol.transport.close()
+
+    async def receive(self) -> Message:
+        body = self._body
+        if body is not None and not self.disconnected:
+            self._body = None
+            return {"type": "http.request", "body": body, "more_body": False}
+        if not self.disconnected and not self.response_complete:
+            await self.message_event.wait()
+        return {"type": "http.disconnect"}
+
+    async def send(self, message: Message) -> None:
+        if self.disconnected:
+            return
+        kind = message["type"]
+        if not self.response_started:
+            if kind != "http.response.start":
+                raise RuntimeError(f"Expected ASGI message 'http.response.start', but got "
+                                   f"'{kind}'.")
+            self.response_started = True
+            self._status = message["status"]
+            self._headers = list(message.get("headers", ()))
+            return
+        if self.response_complete or kind != "http.response.body":
+            raise RuntimeError(f"Unexpected ASGI message '{kind}' sent.")
+        self._chunks.append(message.get("body", b""))
+        if message.get("more_body", False):
+            return
+        body = b"".join(self._chunks)
+        self._chunks = []
+        protocol = self._protocol
+        if protocol.flow.write_paused:
+            await protocol.flow.drain()
+        head = self._head(len(body))
+        if protocol.access_log:
+            scope: Any = self.scope
+            protocol.access_logger.info(
+                '%s - "%s %s HTTP/%s" %d', get_client_addr(scope), scope["method"],
+                get_path_with_query_string(scope), scope["http_version"], self._status)
+        if not protocol.transport.is_closing():
+            protocol.transport.write(head + body)
+        self._complete()
+
+    def _head(self, length: int) -> bytes:
+        """Status line and headers as uvicorn writes them; a body's own length is checked
+        against its ``Content-Length`` (or becomes it, instead of chunked encoding)."""
+        content = [STATUS_LINE[self._status]]
+        declared: int | None = None
+        close = False
+        for name, value in (*self._protocol.server_state.default_headers, *self._headers):
+            if HEADER_RE.search(name):
+                raise RuntimeError("Invalid HTTP header name.")
+            if HEADER_VALUE_RE.search(value):
+                raise RuntimeError("Invalid HTTP header value.")
+            name = name.lower()
+            if name == b"content-length":
+                declared = int(value.decode())
+            elif name == b"connection" and b"close" in [
+                token.lower().strip() for token in value.split(b",")
+            ]:
+                close = True
+            content += (name, b": ", value, b"\r\n")
+        if declared is None:
+            content.append(b"content-length: %d\r\n" % length)
+        elif declared != length:
+            raise RuntimeError(f"Response content length {length} differs from the "
+                               f"Content-Length {declared}")
+        if close:
+            self.keep_alive = False
+        elif not self.keep_alive:
+            content.append(b"connection: close\r\n")
+        content.append(b"\r\n")
+        return b"".join(content)
+
+    def _write_internal_error(self) -> None:
+        protocol = self._protocol
+        if not protocol.transport.is_closing():
+            status, rest = _INTERNAL_ERROR
+            default = b"".join(b"%s: %s\r\n" % pair
+                               for pair in protocol.server_state.default_headers)
+            protocol.transport.write(status + default + rest)
+        self.keep_alive = False
+        self._complete()
+
+    def _complete(self) -> None:
+        self.response_complete = True
+        self.message_event.set()
+        protocol = self._protocol
+        if not self.keep_alive:
+            protocol.transport.close()
+        protocol.on_response_complete()
+
+
+def ingest_http_protocol(max_body_bytes: int) -> type[Any] | str:
+    """The protocol class for uvicorn's ``http=``: ingest requests of at most
+    ``max_body_bytes`` take ``DirectCycle``; "auto" (uvicorn's choice) without httptools."""
+    if not HAVE_HTTPTOOLS:  # pragma: no cover - httptools is a pinned dependency
+        return "auto"
+
+    class IngestHttpProtocol(HttpToolsProtocol):
+        """uvicorn's httptools protocol; plain ingest requests are run by ``DirectCycle``."""
+
+        def on_headers_complete(self) -> None:
+            scope = self._direct_scope()
+            if scope is None:
+                super().on_headers_complete()
+                return
+            http_version = self.parser.get_http_version()
+            keep_alive = http_version != "1.0" and self.parser.should_keep_alive()
+            # Duck-typed: the protocol reads only what DirectCycle has (see its docstring).
+            self.cycle = DirectCycle(self, scope, keep_alive)  # type: ignore[assignment]
+
+        def _direct_scope(self) -> dict[str, Any] | None:
+            """The request's scope when ``DirectCycle`` may run it, else None."""
+            if (self.parser.get_method() != b"POST" or self.expect_100_continue
+                    or self.limit_concurrency is not None or self.parser.should_upgrade()
+                    or (self.cycle is not None and not self.cycle.response_complete)):
+                return None
+            parsed_url = httptools.parse_url(self.url)
+            raw_path = parsed_url.path
+            if b"%" in raw_path or INGEST_PATH.fullmatch(raw_path.decode("ascii")) is None:
+                return None
+            length = None
+            for name, value in self.headers:
+                if name == b"content-length":
+                    if length is not None or not value.isdigit():
+                        return None
+                    length = int(value)
+                elif name == b"transfer-encoding":
+                    return None
+            if length is None or length > max_body_bytes:
+                return None
+            scope = cast(dict[str, Any], self.scope)
+            scope["method"] = "POST"
+            http_version = self.parser.get_http_version()
+            if http_version != "1.1":
+                scope["http_version"] = http_version
+            path = raw_path.decode("ascii")
+            scope["path"] = self.root_path + path
+            scope["raw_path"] = self.root_path.encode("ascii") + raw_path
+            scope["query_string"] = parsed_url.query or b""
+            return scope
+
+        def on_body(self, body: bytes) -> None:
+            if isinstance(self.cycle, DirectCycle):
+                self.cycle.add_body(body)
+            else:
+                super().on_body(body)
+
+        def on_message_complete(self) -> None:
+            if isinstance(self.cycle, DirectCycle):
+                self.cycle.start()
+            else:
+                super().on_message_complete()
+
+    return IngestHttpProtocol
+
+
+__all__ = ["DirectCycle", "ingest_http_protocol"]

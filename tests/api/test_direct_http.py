@@ -1,0 +1,127 @@
+"""Ingest requests run by ``DirectCycle`` get the bytes uvicorn's own cycle would send.
+
+Two ``ridecast serve`` processes, one with ``RIDECAST_DIRECT_INGEST=false``, get the same
+raw HTTP/1.1 requests over keep-alive sockets, pipelined ones included. Every response is
+compared whole: status line, every header (the ``date`` value aside) and body.
+"""
+
+from __future__ import annotations
+
+import base64
+import re
+import socket
+from collections.abc import Callable
+
+import orjson
+
+from ridecast.events.examples import all_examples
+from tests.conftest import Server
+
+_DATE = re.compile(rb"\r\ndate: [^\r]*")
+
+
+def _read_response(sock: socket.socket, buffer: bytearray) -> bytes:
+    """One whole response from ``sock`` (``buffer`` holds what was read past it)."""
+    while b"\r\n\r\n" not in buffer:
+        chunk = sock.recv(65536)
+        if not chunk:
+            raise AssertionError(f"connection closed mid-response: {bytes(buffer)!r}")
+        buffer += chunk
+    end = buffer.index(b"\r\n\r\n") + 4
+    head = bytes(buffer[:end]).lower()
+    if b"transfer-encoding: chunked" in head:
+        while b"0\r\n\r\n" not in buffer[end:]:
+            buffer += sock.recv(65536)
+        stop = buffer.index(b"0\r\n\r\n", end) + 5
+    else:
+        match = re.search(rb"content-length: (\d+)", head)
+        stop = end + (int(match[1]) if match else 0)
+        while len(buffer) < stop:
+            chunk = sock.recv(65536)
+            if not chunk:
+                break
+            buffer += chunk
+    response = bytes(buffer[:stop])
+    del buffer[:stop]
+    return _DATE.sub(b"\r\ndate: -", response)
+
+
+def _closed(sock: socket.socket) -> bool:
+    sock.settimeout(5)
+    try:
+        return sock.recv(1) == b""
+    except (TimeoutError, ConnectionResetError):
+        return False
+
+
+def _post(path: str, body: bytes, auth: str, *extra: str, version: str = "1.1") -> bytes:
+    lines = [f"POST {path} HTTP/{version}", "Host: test", f"Authorization: {auth}",
+             "Content-Type: application/json", f"Content-Length: {len(body)}", *extra]
+    return ("\r\n".join(lines) + "\r\n\r\n").encode() + body
+
+
+def _chunked(path: str, body: bytes, auth: str) -> bytes:
+    head = (f"POST {path} HTTP/1.1\r\nHost: test\r\nAuthorization: {auth}\r\n"
+            "Content-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n").encode()
+    return head + b"%x\r\n%s\r\n0\r\n\r\n" % (len(body), body)
+
+
+def _conversation(srv: Server) -> list[bytes]:
+    """Every response of one fixed conversation with ``srv``, in order."""
+    user = srv.create_user(org="org-direct")
+    sim = srv.create_simulation(user)
+    assert sim == 1
+    auth = "Basic " + base64.b64encode(f"{user.name}:{user.key}".encode()).decode()
+    example = all_examples(sim)[0]
+    one, two = orjson.dumps(example), orjson.dumps([example, example])
+    events = f"/api/v2/simulation/{sim}/events"
+    answers: list[bytes] = []
+
+    def exchange(requests: list[bytes], expect: int, *, closes: bool = False) -> None:
+        with socket.create_connection(("127.0.0.1", srv.port)) as sock:
+            sock.sendall(b"".join(requests))
+            buffer = bytearray()
+            answers.extend(_read_response(sock, buffer) for _ in range(expect))
+            if closes:
+                assert _closed(sock), "the server should close this connection"
+
+    exchange([
+        _post(events, one, auth),
+        _post(events + "/", two, auth),
+        _post(events, b"{not json", auth),
+        _post(events, b"", auth),
+        _post(events, b"[]", auth),
+        _post(events, one, "Basic bm9ib2R5Om5vcGU="),
+        _post(events, one, ""),
+        _post("/api/v2/simulation/999/events", one, auth),
+        _post("/api/v2/simulation/01/events", one, auth),
+        _post(events + "?x=1", one, auth),
+        _post(events, b"[" * 40 + b"]" * 40, auth),
+        _post(events, one, auth, "X-Forwarded-For: 203.0.113.9"),
+        _chunked(events, one, auth),
+        _post(events, one, auth, "Expect: 100-continue"),
+        f"GET {events}?after=999999 HTTP/1.1\r\nHost: test\r\nAuthorization: {auth}\r\n"
+        "\r\n".encode(),
+        _post(events, one, auth),
+    ], expect=17)  # 100 Continue is one more response
+    exchange([_post(events, b"x" * 5000, auth)], expect=1)  # over max_body_bytes
+    exchange([_post(events, one, auth, "Connection: close")], expect=1, closes=True)
+    exchange([_post(events, one, auth, version="1.0")], expect=1, closes=True)
+    # A client that leaves mid-body: nothing is answered, and the server goes on.
+    with socket.create_connection(("127.0.0.1", srv.port)) as sock:
+        sock.sendall(_post(events, one, auth)[:-10])
+    exchange([_post(events, one, auth)], expect=1)
+    return answers
+
+
+def test_direct_cycle_answers_byte_for_byte_as_uvicorn(
+    start_server: Callable[..., Server],
+) -> None:
+    env = {"RIDECAST_MAX_BODY_BYTES": "4096"}
+    direct = _conversation(start_server(env))
+    plain = _conversation(start_server({**env, "RIDECAST_DIRECT_INGEST": "false"}))
+    statuses = [answer.split(b" ", 2)[1] for answer in direct]
+    assert statuses.count(b"201") >= 6 and b"400" in statuses and b"401" in statuses
+    assert b"404" in statuses and b"413" in statuses and b"100" in statuses
+    for index, (got, want) in enumerate(zip(direct, plain, strict=True)):
+        assert got == want, f"response {index}:\n{got!r}\n!=\n{want!r}"
