@@ -19,7 +19,7 @@ from ridecast.store.accounts import AccountStore
 from ridecast.store.engine import create_engine, upgrade
 from ridecast.store.simulations import SimulationStore
 from ridecast.store.tables import events, webhook_deliveries
-from ridecast.webhooks.dispatcher import Dispatcher
+from ridecast.webhooks.dispatcher import Dispatcher, SimStates
 from ridecast.webhooks.outbox import Outbox
 from ridecast.webhooks.sender import Sender
 
@@ -124,3 +124,29 @@ async def test_close_gives_back_what_was_not_sent(engine: AsyncEngine) -> None:
         await asyncio.sleep(0.05)  # let the closed transports finish closing
     assert dispatcher.in_memory == 0 and dispatcher.units_running == 0
     assert sorted(await _statuses(engine)) == [("pending", None)] * 5
+
+
+async def test_simulation_state_is_read_once_by_concurrent_senders() -> None:
+    """Units asking for one simulation's state at once share one read of the store; a read
+    that fails fails for each of them, and the next ask reads again."""
+    reads = 0
+    fail = False
+
+    class Store:
+        async def get(self, simulation_id: int) -> None:
+            nonlocal reads
+            reads += 1
+            await asyncio.sleep(0.01)
+            if fail:
+                raise RuntimeError("store down")
+
+    states = SimStates(Store())  # type: ignore[arg-type]
+    got = await asyncio.gather(*(states.get(7) for _ in range(10)))
+    assert reads == 1 and all(not state.exists for state in got)
+    assert states.cached(7) is got[0]
+    states.forget(7)
+    fail = True
+    failed = await asyncio.gather(*(states.get(7) for _ in range(3)), return_exceptions=True)
+    assert reads == 2 and all(isinstance(exc, RuntimeError) for exc in failed)
+    fail = False
+    assert not (await states.get(7)).exists and reads == 3

@@ -118,6 +118,33 @@ async def test_a_pending_retry_blocks_its_lane_only(engine: AsyncEngine) -> None
     assert await claim(outbox) == []
 
 
+async def test_expired_unordered_leases_are_read_when_asked(engine: AsyncEngine) -> None:
+    """Unordered rows whose lease ran out are claimed by a claim with ``stale`` (the poll's),
+    not by the others; an ordered lane's expired lease is claimed by any claim."""
+    await _enqueue(engine, 2, ordered=False)
+    await _enqueue(engine, 1, sim=2)
+    outbox = Outbox(engine)
+    assert len(await claim(outbox, lease_s=0.2)) == 3
+    await asyncio.sleep(0.3)
+    fresh = await outbox.claim(max_units=10, unit_rows=64, per_endpoint=8, lease_s=30,
+                               stale=False)
+    assert [job.simulation_id for unit in fresh for job in unit.jobs] == [2]
+    stale = await outbox.claim(max_units=10, unit_rows=64, per_endpoint=8, lease_s=30)
+    assert sorted(job.body for unit in stale for job in unit.jobs) == [b'{"i":0}', b'{"i":1}']
+
+
+async def test_many_lanes_and_urls_are_all_read(engine: AsyncEngine) -> None:
+    """More simulations and URLs than one statement of a claim reads: every lane head and
+    every URL's oldest rows are found."""
+    for sim in range(1, 80):
+        await _enqueue(engine, 2, f"http://h{sim % 3}/", sim=sim)
+    for n in range(70):
+        await _enqueue(engine, 1, f"http://loose{n}/", sim=500 + n, ordered=False)
+    jobs = await claim(Outbox(engine), units=1000, rows=1, per_endpoint=1000)
+    assert len(jobs) == 79 + 70
+    assert {j.body for j in jobs if j.ordered} == {b'{"i":0}'}
+
+
 async def test_purge_removes_old_finished_deliveries_with_attempts(engine: AsyncEngine) -> None:
     """Retention removes finished deliveries and their attempts, never waiting ones."""
     await _enqueue(engine, 3)

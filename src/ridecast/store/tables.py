@@ -19,10 +19,24 @@ from sqlalchemy import (
     String,
     Table,
     Text,
+    text,
     true,
 )
 
 metadata = MetaData()
+
+# The predicates of the partial indexes on webhook deliveries still to send, per dialect. A
+# query uses such an index only when its WHERE holds the same literal terms (SQLite does not
+# prove a bound parameter implies them), so ``webhooks.outbox`` builds its claim queries from
+# these very strings.
+LANE_ROWS_WHERE = {
+    "sqlite": "status IN ('pending', 'delivering') AND ordered = 1",
+    "postgresql": "status IN ('pending', 'delivering') AND ordered",
+}
+LOOSE_PENDING_WHERE = {
+    "sqlite": "status = 'pending' AND ordered = 0",
+    "postgresql": "status = 'pending' AND NOT ordered",
+}
 
 # SQLite only auto-increments an INTEGER PRIMARY KEY; PostgreSQL wants a BIGINT identity.
 BigId = BigInteger().with_variant(Integer(), "sqlite")
@@ -160,6 +174,14 @@ webhook_deliveries = Table(
     Column("claim_token", String(32), nullable=True),
     Index("ix_deliveries_due", "status", "next_attempt_at"),
     Index("ix_deliveries_sim", "simulation_id", "id"),
+    # Active ordered rows by lane, and waiting unordered rows by URL: a claim reads the head
+    # of each lane (or URL) from these without visiting the rest of the outbox.
+    Index("ix_deliveries_lanes", "simulation_id", "event_id",
+          sqlite_where=text(LANE_ROWS_WHERE["sqlite"]),
+          postgresql_where=text(LANE_ROWS_WHERE["postgresql"])),
+    Index("ix_deliveries_loose", "url", "event_id",
+          sqlite_where=text(LOOSE_PENDING_WHERE["sqlite"]),
+          postgresql_where=text(LOOSE_PENDING_WHERE["postgresql"])),
     sqlite_autoincrement=True,
 )
 

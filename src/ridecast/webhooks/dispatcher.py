@@ -54,6 +54,7 @@ SIM_CACHE_TTL_S = 2.0
 BODY_CACHE_BYTES = 32 * 1024 * 1024
 
 DisableHook = Callable[[int, float, str], Awaitable[None]]
+SUCCEEDED = WEBHOOK_ATTEMPTS.labels("succeeded")  # looked up once: counted per delivery
 
 
 @dataclass(frozen=True, slots=True)
@@ -76,15 +77,47 @@ class SimStates:
     def __init__(self, store: SimulationStore) -> None:
         self._store = store
         self._cache: dict[int, tuple[float, SimState]] = {}
+        # One read per simulation at a time: when an entry runs out, every unit sending that
+        # simulation's deliveries asks at once; they share the one read. At most one per
+        # simulation being sent.
+        self._loading: dict[int, asyncio.Future[SimState]] = {}
 
     def forget(self, simulation_id: int) -> None:
         self._cache.pop(simulation_id, None)
+
+    def cached(self, simulation_id: int) -> SimState | None:
+        """The state if the cache holds it and it is fresh (no coroutine per delivery)."""
+        cached = self._cache.get(simulation_id)
+        if cached is not None and cached[0] > time.monotonic():
+            return cached[1]
+        return None
 
     async def get(self, simulation_id: int) -> SimState:
         now = time.monotonic()
         cached = self._cache.get(simulation_id)
         if cached is not None and cached[0] > now:
             return cached[1]
+        loading = self._loading.get(simulation_id)
+        if loading is not None:
+            return await asyncio.shield(loading)
+        future: asyncio.Future[SimState] = asyncio.get_running_loop().create_future()
+        self._loading[simulation_id] = future
+        try:
+            state = await self._load(simulation_id, now)
+        except asyncio.CancelledError:
+            future.cancel()
+            raise
+        except Exception as exc:
+            future.set_exception(exc)
+            future.exception()  # retrieved: the waiters (if any) see it, nobody else must
+            raise
+        else:
+            future.set_result(state)
+            return state
+        finally:
+            del self._loading[simulation_id]
+
+    async def _load(self, simulation_id: int, now: float) -> SimState:
         record = await self._store.get(simulation_id)
         if record is None:
             state = SimState(False, False, False, None)
@@ -155,6 +188,9 @@ class Dispatcher:
         # Something may be claimable: new events, a unit ended (a slot or a lane is free),
         # a wake-up from outside, the poll. Otherwise a cycle only records results.
         self._claim_due = True
+        # Look for unordered rows whose lease ran out (a dead worker's): on the poll only, as
+        # they have waited a whole lease already (see ``Outbox.claim``).
+        self._stale_due = True
         self._results: list[Result] = []
         self._health = EndpointHealth(
             outbox.engine,
@@ -212,6 +248,7 @@ class Dispatcher:
                 await asyncio.wait_for(self._wake.wait(), timeout=POLL_INTERVAL_S)
             except TimeoutError:
                 self._claim_due = True  # rows of other processes, retries coming due
+                self._stale_due = True  # and unordered rows whose lease ran out
             if self._results and len(self._results) < WRITE_BATCH:
                 await asyncio.sleep(WRITE_INTERVAL_S)  # let a batch gather: one commit for many
             self._wake.clear()
@@ -238,12 +275,14 @@ class Dispatcher:
                     max_units=max(want, 0), unit_rows=UNIT_ROWS,
                     per_endpoint=self._settings.webhook_concurrency_per_endpoint,
                     lease_s=self._settings.webhook_lease_s, record=batch,
-                    bodies=self._bodies.mapping,
+                    bodies=self._bodies.mapping, stale=self._stale_due and want > 0,
                 )
             except Exception:
                 self._results = batch + self._results
                 self._claim_due = True
                 raise
+            if want > 0:
+                self._stale_due = False
             for unit in units:
                 await self._start_unit(unit)
             if len(units) == want > 0:
@@ -323,7 +362,7 @@ class Dispatcher:
 
     async def _attempt(self, job: Job) -> Result:
         now = time.time()
-        state = await self._sims.get(job.simulation_id)
+        state = self._sims.cached(job.simulation_id) or await self._sims.get(job.simulation_id)
         if not state.exists:
             return Result(job.delivery_id, "failed", job.attempt_count, now,
                           "simulation deleted before delivery")
@@ -357,7 +396,7 @@ class Dispatcher:
         now = time.time()
         outcome = verdict(attempt.status_code)
         if outcome is Verdict.SUCCEEDED:
-            WEBHOOK_ATTEMPTS.labels("succeeded").inc()
+            SUCCEEDED.inc()
             self.delivered += 1
             return Result(job.delivery_id, "succeeded", count, now, None, row,
                           simulation_id=job.simulation_id)

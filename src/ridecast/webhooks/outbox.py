@@ -23,10 +23,17 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import and_, bindparam, case, delete, func, insert, or_, select, update
+from sqlalchemy import bindparam, delete, func, select, text, update
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
-from ..store.tables import events, webhook_attempts, webhook_deliveries, webhook_endpoints
+from ..store.tables import (
+    LANE_ROWS_WHERE,
+    LOOSE_PENDING_WHERE,
+    events,
+    webhook_attempts,
+    webhook_deliveries,
+    webhook_endpoints,
+)
 from .claims import InFlight, Row, plan_units
 
 D = webhook_deliveries
@@ -38,6 +45,15 @@ CLAIM_LOCK_KEY = 0x72637768
 ACTIVE_STATES = ("pending", "delivering")
 # A Result with this status gives the delivery back unsent (no attempt was made).
 RELEASE = "release"
+ATTEMPT_INSERT = {
+    "sqlite": "INSERT INTO webhook_attempts (delivery_id, started_at, latency_ms, status_code, "
+              "error_class, error, response_body) VALUES (?, ?, ?, ?, ?, ?, ?)",
+    "postgresql": "INSERT INTO webhook_attempts (delivery_id, started_at, latency_ms, "
+                  "status_code, error_class, error, response_body) "
+                  "VALUES ($1, $2, $3, $4, $5, $6, $7)",
+}
+# Index range reads (a lane's head, a URL's oldest rows) per statement of a claim.
+CANDIDATE_PARTS = 64
 
 TERMINAL_STATES = ("succeeded", "failed", "disabled")
 STATES = ("pending", "delivering", *TERMINAL_STATES)
@@ -102,15 +118,24 @@ class Outbox:
     def engine(self) -> AsyncEngine:
         return self._engine
 
+    def _driver_sql(self, sql: str) -> str:
+        """``sql`` written with ``?`` placeholders, in the driver's own style (asyncpg: $n)."""
+        if not self._postgres:
+            return sql
+        pieces = sql.split("?")
+        return "".join(f"{p}${n}" for n, p in enumerate(pieces[:-1], 1)) + pieces[-1]
+
     async def claim(
         self, *, max_units: int, unit_rows: int, per_endpoint: int, lease_s: float,
         record: Sequence[Result] = (), bodies: Mapping[int, bytes] | None = None,
+        stale: bool = True,
     ) -> list[Unit]:
         """Lease up to ``max_units`` units of due deliveries (see ``claims.plan_units``).
 
         ``record``: outcomes to write first, in the same transaction (what they free, a
         lane or a slot, can be claimed again at once). ``bodies``: event bodies the caller
         already holds (by ``event_id``), so only the missing ones are read from the log.
+        ``stale``: also look for unordered rows whose lease ran out (see ``_candidates``).
         """
         now = time.time()
         lease_until = now + lease_s
@@ -132,7 +157,7 @@ class Outbox:
             chunk_rows = {url: min(room, max(0, per_endpoint - count)) * unit_rows
                           for url, count in busy.per_url.items()}
             active, extra = await self._candidates(conn, now, unit_rows, chunk_rows,
-                                                   room * unit_rows, busy.lanes)
+                                                   room * unit_rows, busy.lanes, stale=stale)
             plan = plan_units(active, busy, now=now, per_endpoint=per_endpoint,
                               unit_rows=unit_rows, max_units=max_units)
             if not plan:
@@ -148,13 +173,13 @@ class Outbox:
                 plan = [unit[:_prefix(unit, got)] for unit in plan]
                 plan = [unit for unit in plan if unit]
             tokens = [uuid.uuid4().hex for _ in plan]
-            for unit, token in zip(plan, tokens, strict=True):
-                await conn.execute(
-                    update(D)
-                    .where(D.c.id.in_([row.id for row in unit]))
-                    .values(status="delivering", lease_until=lease_until, claim_token=token,
-                            updated_at=now)
-                )
+            # Every unit in one statement, executed for many parameter tuples by the driver.
+            await conn.exec_driver_sql(
+                self._driver_sql("UPDATE webhook_deliveries SET status = 'delivering', "
+                                 "lease_until = ?, claim_token = ?, updated_at = ? WHERE id = ?"),
+                [(lease_until, token, now, row.id)
+                 for unit, token in zip(plan, tokens, strict=True) for row in unit],
+            )
             known = bodies or {}
             missing = [row.event_id for unit in plan for row in unit
                        if row.event_id not in known]
@@ -195,39 +220,66 @@ class Outbox:
             per_url[url] = per_url.get(url, 0) + 1
         return InFlight(per_url, lanes)
 
-    @staticmethod
+    async def _keys(self, conn: AsyncConnection, column: str, where: str, index: str
+                    ) -> list[Any]:
+        """The distinct values of ``column`` among the rows of the partial ``index`` (whose
+        predicate is ``where``), by a skip scan (one index seek per value), not by reading
+        every row. SQLite is told the index (its planner would pick ``ix_deliveries_due``)."""
+        table = "webhook_deliveries" + ("" if self._postgres else f" INDEXED BY {index}")
+        sql = (f"WITH RECURSIVE k(v) AS (SELECT MIN({column}) FROM {table} "
+               f"WHERE {where} UNION ALL SELECT (SELECT MIN({column}) FROM {table} "
+               f"WHERE {where} AND {column} > k.v) FROM k WHERE k.v IS NOT NULL) "
+               "SELECT v FROM k WHERE v IS NOT NULL")
+        return [r[0] for r in await conn.execute(text(sql))]
+
     async def _candidates(
-        conn: AsyncConnection, now: float, lane_rows: int, chunk_rows: dict[str, int],
-        default_chunk_rows: int, busy_lanes: set[int],
+        self, conn: AsyncConnection, now: float, lane_rows: int, chunk_rows: dict[str, int],
+        default_chunk_rows: int, busy_lanes: set[int], *, stale: bool,
     ) -> tuple[list[Row], dict[int, tuple[str, int]]]:
-        """The rows a plan can use, read with windows in SQL rather than every active row:
-        the first ``lane_rows`` of each free simulation's ordered queue, and the oldest due
-        unordered rows of each URL (``chunk_rows`` of it, or ``default_chunk_rows``); with
+        """The rows a plan can use, read through the partial indexes rather than every active
+        row: the first ``lane_rows`` of each free simulation's ordered queue, and the oldest
+        due unordered rows of each URL (``chunk_rows`` of it, or ``default_chunk_rows``); with
         each row's message type and attempt count. ``plan_units`` gives the same plan on
-        these as on all active rows."""
-        cols = [D.c.id, D.c.simulation_id, D.c.url, D.c.event_id, D.c.ordered, D.c.status,
-                D.c.next_attempt_at, D.c.lease_until, D.c.claim_token, D.c.message_type,
-                D.c.attempt_count]
-        lane_conds = [D.c.status.in_(ACTIVE_STATES), D.c.ordered.is_(True)]
-        if busy_lanes:
-            lane_conds.append(D.c.simulation_id.not_in(sorted(busy_lanes)))
-        lanes = select(*cols, func.row_number().over(
-            partition_by=D.c.simulation_id, order_by=D.c.event_id).label("pos")
-        ).where(*lane_conds).subquery()
-        due = or_(and_(D.c.status == "pending", D.c.next_attempt_at <= now),
-                  and_(D.c.status == "delivering", D.c.lease_until < now))
-        loose = select(*cols, func.row_number().over(
-            partition_by=D.c.url, order_by=D.c.event_id).label("pos")
-        ).where(due, D.c.ordered.is_(False)).subquery()
+        these as on all active rows. Unordered rows whose lease ran out are read only when
+        ``stale`` (the dispatcher asks on its poll: they wait at least a lease anyway)."""
+        dialect = "postgresql" if self._postgres else "sqlite"
+        lane_where, loose_where = LANE_ROWS_WHERE[dialect], LOOSE_PENDING_WHERE[dialect]
+        def hint(index: str) -> str:
+            # SQLite's planner would read ``ix_deliveries_due`` and sort; PostgreSQL finds
+            # the partial index by itself.
+            return "" if self._postgres else f" INDEXED BY {index}"
+
+        cols = ("id, simulation_id, url, event_id, ordered, status, next_attempt_at, "
+                "lease_until, claim_token, message_type, attempt_count")
+        parts: list[str] = []
+        params: dict[str, Any] = {"now": now}
+        free = [sim for sim in await self._keys(conn, "simulation_id", lane_where,
+                                                      "ix_deliveries_lanes")
+                if sim not in busy_lanes]
+        for n, sim in enumerate(free):
+            params[f"s{n}"] = sim
+            parts.append(f"SELECT {cols} FROM webhook_deliveries{hint('ix_deliveries_lanes')} "
+                         f"WHERE {lane_where} AND simulation_id = :s{n} "
+                         f"ORDER BY event_id LIMIT {int(lane_rows)}")
+        for n, url in enumerate(await self._keys(conn, "url", loose_where,
+                                                 "ix_deliveries_loose")):
+            rows = chunk_rows.get(url, default_chunk_rows)
+            if rows > 0:
+                params[f"u{n}"] = url
+                parts.append(f"SELECT {cols} FROM webhook_deliveries{hint('ix_deliveries_loose')} "
+                             f"WHERE {loose_where} AND url = :u{n} AND next_attempt_at <= :now "
+                             f"ORDER BY event_id LIMIT {int(rows)}")
+        if stale:
+            parts.append(f"SELECT {cols} FROM webhook_deliveries WHERE status = 'delivering' "
+                         f"AND lease_until < :now AND NOT ordered "
+                         f"ORDER BY event_id LIMIT {int(default_chunk_rows)}")
         found: list[Row] = []
         extra: dict[int, tuple[str, int]] = {}
-        for query in (
-            select(*[lanes.c[c.name] for c in cols]).where(lanes.c.pos <= lane_rows),
-            select(*[loose.c[c.name] for c in cols]).where(loose.c.pos <= (
-                case(chunk_rows, value=loose.c.url, else_=default_chunk_rows) if chunk_rows
-                else default_chunk_rows)),
-        ):
-            for r in await conn.execute(query):
+        # A few parts per statement: each is an index seek and a short range.
+        for start in range(0, len(parts), CANDIDATE_PARTS):
+            query = " UNION ALL ".join(f"SELECT * FROM ({part}) AS p{start + n}" for n, part
+                                       in enumerate(parts[start:start + CANDIDATE_PARTS]))
+            for r in await conn.execute(text(query), params):
                 found.append(Row(r.id, r.simulation_id, r.url, r.event_id, bool(r.ordered),
                                  r.status, r.next_attempt_at, r.lease_until, r.claim_token))
                 extra[r.id] = (r.message_type, r.attempt_count)
@@ -300,7 +352,9 @@ class Outbox:
             )
         )
         attempts = [
-            {"delivery_id": r.delivery_id, **r.attempt} for r in results if r.attempt is not None
+            (r.delivery_id, a["started_at"], a["latency_ms"], a["status_code"], a["error_class"],
+             a["error"], a["response_body"])
+            for r in results if (a := r.attempt) is not None
         ]
         if ok:
             await conn.execute(
@@ -323,7 +377,8 @@ class Outbox:
         if params:
             await conn.execute(stmt.execution_options(synchronize_session=False), params)
         if attempts:
-            await conn.execute(insert(A), attempts)
+            # As tuples straight to the driver: no per-row work by SQLAlchemy.
+            await conn.exec_driver_sql(ATTEMPT_INSERT[conn.dialect.name], attempts)
 
     async def release(self, delivery_ids: Sequence[int]) -> None:
         """Give leased deliveries back (due now) when a dispatcher stops before sending them."""

@@ -27,6 +27,7 @@ USER_AGENT = f"ridecast/{__version__}"
 # ``http11.MAX_DRAIN_BYTES`` of a body are read (to reuse the connection); a longer body is
 # cut after these bytes and its connection closed. Documented in docs/webhooks.md.
 RESPONSE_BODY_LIMIT = 1024
+START_CACHE_MAX = 4096  # URLs whose request start is kept (emptied when full)
 
 
 @dataclass(frozen=True, slots=True)
@@ -60,6 +61,8 @@ class Sender:
         self.timeout_s = timeout_s
         self.resolver = resolver or Resolver(allow_private=allow_private)
         self._pool = Pool(connect_timeout_s=min(connect_timeout_s, timeout_s))
+        # URL -> the request line and the headers that never change for it.
+        self._starts: dict[str, str] = {}
 
     async def close(self) -> None:
         await self._pool.close()
@@ -81,13 +84,14 @@ class Sender:
             return done(error_class=ErrorClass.BLOCKED_ADDRESS, error=str(exc))
         except ResolveError as exc:
             return done(error_class=ErrorClass.DNS, error=str(exc))
-        head = [
-            f"POST {target.target} HTTP/1.1",
-            f"host: {target.host_header}",
-            "content-type: application/json",
-            f"content-length: {len(body)}",
-            f"user-agent: {USER_AGENT}",
-        ]
+        start = self._starts.get(url)
+        if start is None:
+            if len(self._starts) >= START_CACHE_MAX:
+                self._starts.clear()
+            start = self._starts[url] = (f"POST {target.target} HTTP/1.1\r\n"
+                                         f"host: {target.host_header}\r\n"
+                                         "content-type: application/json\r\n")
+        head = [f"{start}content-length: {len(body)}\r\nuser-agent: {USER_AGENT}"]
         head += [f"{k}: {v}" for k, v in sign_headers(secret, msg_id, int(started), body).items()]
         request = ("\r\n".join(head) + "\r\n\r\n").encode("latin-1") + body
         try:
