@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import orjson
@@ -13,7 +14,7 @@ from ridecast.errors import BadRequest
 from ridecast.events import MessageType, parse_event_json
 from ridecast.events.examples import all_examples, example_event
 from ridecast.events.webhook_settings import WebhookSettings
-from ridecast.ingest import Ingest
+from ridecast.ingest import Ingest, iso_from_ns
 from ridecast.simulations import SimulationMeta
 
 META = SimulationMeta(id=5, org_id=1, owner_id=1, webhook=WebhookSettings(
@@ -91,3 +92,12 @@ def test_mutated_events_are_accepted_valid_or_refused_precisely(
             assert isinstance(detail["field"], str)
     else:
         parse_event_json(prepared[0].body)
+
+
+@given(st.integers(min_value=0, max_value=4_102_444_800 * 10**9))
+def test_server_ts_is_written_as_datetime_writes_it(ns: int) -> None:
+    """``iso_from_ns`` (per-second cache) agrees with ``datetime.isoformat`` to the character,
+    the microseconds floored and left out when zero."""
+    expected = (datetime(1970, 1, 1, tzinfo=UTC) + timedelta(microseconds=ns // 1000)).isoformat()
+    assert iso_from_ns(ns) == expected
+    assert iso_from_ns(ns - ns % 10**9) == expected.split(".")[0].removesuffix("+00:00") + "+00:00"

@@ -152,7 +152,7 @@ class DirectCycle:
         if protocol.flow.write_paused:
             await protocol.flow.drain()
         head = self._head(len(body))
-        if protocol.access_log:
+        if protocol.access_log and protocol.access_logger.isEnabledFor(logging.INFO):
             scope: Any = self.scope
             protocol.access_logger.info(
                 '%s - "%s %s HTTP/%s" %d', get_client_addr(scope), scope["method"],
