@@ -136,7 +136,7 @@ class IngestFastPath:
             if body and runtime is not None:
                 parsed, _refused = parse_json_body(body, self.limits, ingest=True)
             if runtime is None or parsed is None or is_missing(parsed):
-                await stack(scope, replaying(body, receive), send)
+                await stack(scope, replaying(body, receive), tracking_send)
                 return
             self.served += 1
             await self._answer(scope, tracking_send, simulation_id, runtime, parsed)
