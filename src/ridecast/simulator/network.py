@@ -177,6 +177,12 @@ class NetworkReach:
         # Off the network, the target's connector to (or from) its node.
         self.connector_s = (travel._start_s(target)[1] if forward else travel._end(target)[2])
 
+    def times_at(self, nodes: list[int]) -> list[float]:
+        """``time`` of points on the network nodes ``nodes`` (the same float operations,
+        without finding each point's node)."""
+        item, conn, factor = self.dist.item, self.connector_s, self.factor
+        return [(item(k) + conn) * factor for k in nodes]
+
     def time(self, a: LatLon) -> float:
         if a == self.target:
             return 0.0
@@ -219,6 +225,8 @@ class NetworkTravel:
         self._edge_s: list[float] = network.edge_s.tolist()
         self._edge_m: list[float] = network.edge_m.tolist()
         self._node_at: dict[LatLon, int] = {network.node_pos(i): i for i in range(network.size)}
+        #: Network node at a point, for points on one.
+        self.node_at = self._node_at
         self._sources: OrderedDict[int, tuple[NDArray[np.float64], NDArray[np.int32]]] = (
             OrderedDict())
         # Bounded backward searches by node: (limit, times to the node).
@@ -432,23 +440,32 @@ class NetworkTravel:
         return list(self.leg(a, b).points)
 
     def position(self, a: LatLon, b: LatLon, elapsed_s: float) -> tuple[LatLon, float]:
+        pos, p, q = self._locate(a, b, elapsed_s)
+        return pos, bearing_deg(p, q) if p != q else 0.0
+
+    def point(self, a: LatLon, b: LatLon, elapsed_s: float) -> LatLon:
+        """The position of ``position`` without its bearing (the scheduler's use)."""
+        return self._locate(a, b, elapsed_s)[0]
+
+    def _locate(self, a: LatLon, b: LatLon, elapsed_s: float) -> tuple[LatLon, LatLon, LatLon]:
+        """Where a vehicle that left a for b ``elapsed_s`` ago is, and the ends of the
+        segment it is on (its bearing); the point is remembered as a mid-edge position."""
         elapsed_s /= self.factor  # legs are timed at free flow
         leg = self.leg(a, b)
         pts, times = leg.points, leg.times
         if elapsed_s >= times[-1]:
-            return b, bearing_deg(pts[-2], pts[-1]) if pts[-2] != pts[-1] else 0.0
+            return b, pts[-2], pts[-1]
         i = max(1, bisect.bisect_right(times, max(0.0, elapsed_s)))
         p, q = pts[i - 1], pts[i]
         span = times[i] - times[i - 1]
         f = (elapsed_s - times[i - 1]) / span if span > 0 else 1.0
         f = min(1.0, max(0.0, f))
         pos = (p[0] + (q[0] - p[0]) * f, p[1] + (q[1] - p[1]) * f)
-        heading = bearing_deg(p, q) if p != q else 0.0
         if pos not in self._node_at and pos not in self._mids:
             self._mids[pos] = (leg, i, elapsed_s)  # resolved only if a leg starts there
             if len(self._mids) > MIDPOINT_CACHE:
                 self._mids.popitem(last=False)
-        return pos, heading
+        return pos, p, q
 
     def _resolve(self, pos: LatLon, leg: Leg, i: int, elapsed_s: float) -> _Mid:
         """The rest of the edge from ``pos``, so a new leg can start there."""
