@@ -268,3 +268,33 @@ def test_times_at_nodes_equal_time_of_their_points(target: int, picks: list[int]
 @lru_cache(maxsize=1)
 def _travel() -> NetworkTravel:
     return NetworkTravel(load_bundled("gothenburg"))
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.integers(0, 10_000), st.integers(0, 10_000))
+def test_legs_follow_the_edges_time_for_time(a: int, b: int) -> None:
+    """A leg between two nodes has, float for float, the points and times the edges'
+    geometry and time shares give when summed along the shortest path."""
+    import itertools
+
+    travel = _travel()
+    net = travel.net
+    s, t = a % net.size, b % net.size
+    leg = travel._build_leg(net.node_pos(s), net.node_pos(t))
+    if s == t:
+        assert leg.points == [net.node_pos(s)] * 2 and leg.times == [0.0, 0.0]
+        return
+    _, pred = travel._search(s)
+    nodes = [t]
+    while nodes[-1] != s:
+        nodes.append(int(pred[nodes[-1]]))
+    nodes.reverse()
+    points, times, metres = [net.node_pos(s)], [0.0], 0.0
+    for u, v in itertools.pairwise(nodes):
+        e = net.edge_of[(u, v)]
+        pts, shares = net.edge_geo[e]
+        metres += float(net.edge_m[e])
+        t0 = times[-1]
+        points.extend(pts[1:])
+        times.extend(t0 + float(net.edge_s[e]) * f for f in shares[1:])
+    assert (leg.points, leg.times, leg.metres) == (points, times, metres)

@@ -84,6 +84,11 @@ class RoadNetwork:
                 cum.append(cum[-1] + _metres(p, q))
             total = cum[-1] or 1.0
             self.edge_geo.append((pts, [c / total for c in cum]))
+        #: Per edge: its points after the first, and the seconds from its start to each
+        #: (edge time x share, multiplied once here rather than in every leg).
+        self.edge_tail: list[tuple[list[LatLon], list[float]]] = [
+            (pts[1:], [secs * f for f in shares[1:]])
+            for (pts, shares), secs in zip(self.edge_geo, self.edge_s.tolist(), strict=True)]
         self.lat0 = float(self.nodes[:, 0].mean())
         self._kx = math.cos(math.radians(self.lat0))
         self.tree = cKDTree(self._xy(self.nodes))
@@ -222,7 +227,6 @@ class NetworkTravel:
         #: Congestion: every time is the free-flow time x this (>= 1); the engine sets it by
         #: the hour and re-times the vehicles on the road when it changes.
         self.factor = 1.0
-        self._edge_s: list[float] = network.edge_s.tolist()
         self._edge_m: list[float] = network.edge_m.tolist()
         self._node_at: dict[LatLon, int] = {network.node_pos(i): i for i in range(network.size)}
         #: Network node at a point, for points on one.
@@ -373,25 +377,25 @@ class NetworkTravel:
         t, tail_pts, tail_s, tail_m = self._end(b)
         nodes = [t]
         if s != t:
-            pred = self._tree_to(s, t)
-            while nodes[-1] != s:
-                nodes.append(int(pred[nodes[-1]]))
+            step = self._tree_to(s, t).item
+            node = t
+            while node != s:
+                node = step(node)
+                nodes.append(node)
             nodes.reverse()
         points = list(head_pts)
         times = [0.0]
         metres = head_m
         for p, q in itertools.pairwise(head_pts):
             times.append(times[-1] + head_s * (_metres(p, q) / head_m if head_m else 0.0))
-        edge_of, edge_geo, edge_s, edge_m = (self.net.edge_of, self.net.edge_geo,
-                                              self._edge_s, self._edge_m)
+        edge_of, edge_tail, edge_m = self.net.edge_of, self.net.edge_tail, self._edge_m
         for u, v in itertools.pairwise(nodes):
             e = edge_of[(u, v)]
-            pts, shares = edge_geo[e]
-            secs = edge_s[e]
+            pts, offsets = edge_tail[e]
             metres += edge_m[e]
             t0 = times[-1]
-            points.extend(pts[1:])
-            times.extend(t0 + secs * f for f in shares[1:])
+            points += pts
+            times += [t0 + dt for dt in offsets]
         for p, q in itertools.pairwise(tail_pts):
             points.append(q)
             times.append(times[-1] + (tail_s * _metres(p, q) / tail_m if tail_m else 0.0))
