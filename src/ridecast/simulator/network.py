@@ -13,9 +13,9 @@ street it is on. There is no all-pairs table.
 
 from __future__ import annotations
 
-import bisect
 import itertools
 import math
+from bisect import bisect_right
 from collections import OrderedDict
 from dataclasses import dataclass
 from functools import cache, lru_cache
@@ -455,20 +455,23 @@ class NetworkTravel:
         """Where a vehicle that left a for b ``elapsed_s`` ago is, and the ends of the
         segment it is on (its bearing); the point is remembered as a mid-edge position."""
         elapsed_s /= self.factor  # legs are timed at free flow
-        leg = self.leg(a, b)
+        leg = self._legs.get((a, b))
+        if leg is None:
+            leg = self.leg(a, b)
         pts, times = leg.points, leg.times
         if elapsed_s >= times[-1]:
             return b, pts[-2], pts[-1]
-        i = max(1, bisect.bisect_right(times, max(0.0, elapsed_s)))
+        i = max(1, bisect_right(times, max(0.0, elapsed_s)))
         p, q = pts[i - 1], pts[i]
         span = times[i] - times[i - 1]
         f = (elapsed_s - times[i - 1]) / span if span > 0 else 1.0
         f = min(1.0, max(0.0, f))
         pos = (p[0] + (q[0] - p[0]) * f, p[1] + (q[1] - p[1]) * f)
-        if pos not in self._node_at and pos not in self._mids:
-            self._mids[pos] = (leg, i, elapsed_s)  # resolved only if a leg starts there
-            if len(self._mids) > MIDPOINT_CACHE:
-                self._mids.popitem(last=False)
+        mids = self._mids
+        if pos not in self._node_at and pos not in mids:
+            mids[pos] = (leg, i, elapsed_s)  # resolved only if a leg starts there
+            if len(mids) > MIDPOINT_CACHE:
+                mids.popitem(last=False)
         return pos, p, q
 
     def _resolve(self, pos: LatLon, leg: Leg, i: int, elapsed_s: float) -> _Mid:

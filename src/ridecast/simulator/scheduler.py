@@ -395,23 +395,30 @@ class Scheduler:
         arr, dep, slack, load_after = plan.arr, plan.dep, plan.slack, plan.load_after
         if stops is not None:
             assert isinstance(from_p_r, NetworkReach) and isinstance(from_d_r, NetworkReach)
-            assert isinstance(to_d_r, NetworkReach)
+            assert isinstance(to_d_r, NetworkReach) and isinstance(to_p, NetworkReach)
             from_p = from_p_r.times_at(stops)
             from_d = from_d_r.times_at(stops)
             to_d = to_d_r.times_at(stops)
+            to_p_after = to_p.times_at(stops)
         else:
             from_p = [from_p_r.time(node.pos) for node in route]
             from_d = [from_d_r.time(node.pos) for node in route]
             to_d = [to_d_r.time(node.pos) for node in route]
-        best: Insertion | None = None
+            to_p_after = [to_p.time(node.pos) for node in route]
+        end_t = dep[n - 1] if n else start_t
+        # The best so far as plain values (an Insertion is made once, at the end).
+        found = False
+        best_i = best_j = 0
+        best_cost = best_a_p = 0.0
         for i in range(n + 1):
             if i == 0:
-                prev_pos, prev_dep, load_prev = start, start_t, plan.load0
+                if plan.load0 + pax > cap:
+                    continue
+                a_p = start_t + to_p.time(start)
             else:
-                prev_pos, prev_dep, load_prev = route[i - 1].pos, dep[i - 1], load_after[i - 1]
-            if load_prev + pax > cap:
-                continue
-            a_p = prev_dep + to_p.time(prev_pos)
+                if load_after[i - 1] + pax > cap:
+                    continue
+                a_p = dep[i - 1] + to_p_after[i - 1]
             if a_p > latest:
                 continue
             d_p = a_p + dw
@@ -422,10 +429,12 @@ class Scheduler:
                 delta = a_d + dw + from_d[i] - arr[i]
                 feasible = delta <= slack[i]
             else:
-                delta = a_d + dw - (dep[n - 1] if n else start_t)
+                delta = a_d + dw - end_t
                 feasible = True
-            if feasible and (best is None or delta + wait_cost < best.cost):
-                best = Insertion(vehicle.id, i, i, delta + wait_cost, a_p)
+            if feasible:
+                cost = delta + wait_cost
+                if not found or cost < best_cost:
+                    found, best_i, best_j, best_cost, best_a_p = True, i, i, cost, a_p
             if i == n:
                 continue
             # Dropoff further down: the pickup's own delay must fit first.
@@ -445,9 +454,11 @@ class Scheduler:
                 else:
                     total = a_d + dw - dep[n - 1]
                 cost = total + wait_cost
-                if best is None or cost < best.cost:
-                    best = Insertion(vehicle.id, i, j, cost, a_p)
-        return best
+                if not found or cost < best_cost:
+                    found, best_i, best_j, best_cost, best_a_p = True, i, j, cost, a_p
+        if not found:
+            return None
+        return Insertion(vehicle.id, best_i, best_j, best_cost, best_a_p)
 
 
 def apply_insertion(route: list[RouteNode], ins: Insertion, pickup: RouteNode,
