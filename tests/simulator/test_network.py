@@ -9,6 +9,8 @@ from typing import Any
 
 import orjson
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from ridecast.errors import BadRequest
 from ridecast.events import parse_event
@@ -209,3 +211,90 @@ def test_congestion_changes_on_the_hour_and_is_seeded() -> None:
     assert events == _run_events(settings, start)
     other = _run_events(settings.model_copy(update={"seed": 4}), start)
     assert other != events
+
+
+def test_fleet_rows_kept_up_to_date_equal_a_fresh_build() -> None:
+    """The fleet's rows, updated in place for the vehicles that changed between bookings,
+    are exactly the rows and offsets a scheduler with no cache builds."""
+    import numpy as np
+
+    from ridecast.simulator import scheduler as sch
+
+    settings = SCENARIO.model_copy(update={"vehicles": 40, "bookings_per_hour": 600,
+                                           "duration_s": 900, "vehicle_break_probability": 0.9,
+                                           "break_duration_s": 120})
+    engine = Engine(5, settings, START)
+    travel = engine.travel
+    assert isinstance(travel, NetworkTravel)
+    compared = 0
+    original = sch.Scheduler._fleet_rows
+
+    def both(self: sch.Scheduler, travel: NetworkTravel, vehicles: Any, bookings: Any) -> Any:
+        nonlocal compared
+        kept = original(self, travel, vehicles, bookings)
+        fresh = original(sch.Scheduler(travel, self.dwell_s, self.max_candidates), travel,
+                         list(vehicles), bookings)
+        assert kept is not None and fresh is not None
+        assert np.array_equal(kept[0], fresh[0])
+        assert np.array_equal(kept[1], fresh[1])
+        assert np.array_equal(kept[4], fresh[4])
+        assert kept[3] == fresh[3]
+        compared += 1
+        return kept
+
+    engine.scheduler._fleet_rows = both.__get__(engine.scheduler)  # type: ignore[method-assign]
+    while not engine.finished:
+        engine.advance(engine.now + 60.0)
+    assert compared > 100
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.integers(0, 10_000), st.lists(st.integers(0, 10_000), max_size=12),
+       st.booleans(), st.floats(1.0, 3.0), st.floats(0.0, 2_000.0))
+def test_times_at_nodes_equal_time_of_their_points(target: int, picks: list[int],
+                                                   forward: bool, factor: float,
+                                                   limit: float) -> None:
+    """``NetworkReach.times_at`` gives, bit for bit, what ``time`` gives for the points of
+    those nodes (the target among them), bounded searches and congestion included."""
+    travel = _travel()
+    size = travel.net.size
+    travel.factor = factor
+    goal = travel.net.node_pos(target % size)
+    reach = travel.reach(goal, limit, forward=forward)
+    nodes = [k % size for k in picks] + [target % size]
+    assert reach.times_at(nodes) == [reach.time(travel.net.node_pos(k)) for k in nodes]
+
+
+@lru_cache(maxsize=1)
+def _travel() -> NetworkTravel:
+    return NetworkTravel(load_bundled("gothenburg"))
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.integers(0, 10_000), st.integers(0, 10_000))
+def test_legs_follow_the_edges_time_for_time(a: int, b: int) -> None:
+    """A leg between two nodes has, float for float, the points and times the edges'
+    geometry and time shares give when summed along the shortest path."""
+    import itertools
+
+    travel = _travel()
+    net = travel.net
+    s, t = a % net.size, b % net.size
+    leg = travel._build_leg(net.node_pos(s), net.node_pos(t))
+    if s == t:
+        assert leg.points == [net.node_pos(s)] * 2 and leg.times == [0.0, 0.0]
+        return
+    _, pred = travel._search(s)
+    nodes = [t]
+    while nodes[-1] != s:
+        nodes.append(int(pred[nodes[-1]]))
+    nodes.reverse()
+    points, times, metres = [net.node_pos(s)], [0.0], 0.0
+    for u, v in itertools.pairwise(nodes):
+        e = net.edge_of[(u, v)]
+        pts, shares = net.edge_geo[e]
+        metres += float(net.edge_m[e])
+        t0 = times[-1]
+        points.extend(pts[1:])
+        times.extend(t0 + float(net.edge_s[e]) * f for f in shares[1:])
+    assert (leg.points, leg.times, leg.metres) == (points, times, metres)

@@ -13,9 +13,9 @@ street it is on. There is no all-pairs table.
 
 from __future__ import annotations
 
-import bisect
 import itertools
 import math
+from bisect import bisect_right
 from collections import OrderedDict
 from dataclasses import dataclass
 from functools import cache, lru_cache
@@ -84,6 +84,11 @@ class RoadNetwork:
                 cum.append(cum[-1] + _metres(p, q))
             total = cum[-1] or 1.0
             self.edge_geo.append((pts, [c / total for c in cum]))
+        #: Per edge: its points after the first, and the seconds from its start to each
+        #: (edge time x share, multiplied once here rather than in every leg).
+        self.edge_tail: list[tuple[list[LatLon], list[float]]] = [
+            (pts[1:], [secs * f for f in shares[1:]])
+            for (pts, shares), secs in zip(self.edge_geo, self.edge_s.tolist(), strict=True)]
         self.lat0 = float(self.nodes[:, 0].mean())
         self._kx = math.cos(math.radians(self.lat0))
         self.tree = cKDTree(self._xy(self.nodes))
@@ -177,6 +182,12 @@ class NetworkReach:
         # Off the network, the target's connector to (or from) its node.
         self.connector_s = (travel._start_s(target)[1] if forward else travel._end(target)[2])
 
+    def times_at(self, nodes: list[int]) -> list[float]:
+        """``time`` of points on the network nodes ``nodes`` (the same float operations,
+        without finding each point's node)."""
+        item, conn, factor = self.dist.item, self.connector_s, self.factor
+        return [(item(k) + conn) * factor for k in nodes]
+
     def time(self, a: LatLon) -> float:
         if a == self.target:
             return 0.0
@@ -216,9 +227,10 @@ class NetworkTravel:
         #: Congestion: every time is the free-flow time x this (>= 1); the engine sets it by
         #: the hour and re-times the vehicles on the road when it changes.
         self.factor = 1.0
-        self._edge_s: list[float] = network.edge_s.tolist()
         self._edge_m: list[float] = network.edge_m.tolist()
         self._node_at: dict[LatLon, int] = {network.node_pos(i): i for i in range(network.size)}
+        #: Network node at a point, for points on one.
+        self.node_at = self._node_at
         self._sources: OrderedDict[int, tuple[NDArray[np.float64], NDArray[np.int32]]] = (
             OrderedDict())
         # Bounded backward searches by node: (limit, times to the node).
@@ -365,25 +377,25 @@ class NetworkTravel:
         t, tail_pts, tail_s, tail_m = self._end(b)
         nodes = [t]
         if s != t:
-            pred = self._tree_to(s, t)
-            while nodes[-1] != s:
-                nodes.append(int(pred[nodes[-1]]))
+            step = self._tree_to(s, t).item
+            node = t
+            while node != s:
+                node = step(node)
+                nodes.append(node)
             nodes.reverse()
         points = list(head_pts)
         times = [0.0]
         metres = head_m
         for p, q in itertools.pairwise(head_pts):
             times.append(times[-1] + head_s * (_metres(p, q) / head_m if head_m else 0.0))
-        edge_of, edge_geo, edge_s, edge_m = (self.net.edge_of, self.net.edge_geo,
-                                              self._edge_s, self._edge_m)
+        edge_of, edge_tail, edge_m = self.net.edge_of, self.net.edge_tail, self._edge_m
         for u, v in itertools.pairwise(nodes):
             e = edge_of[(u, v)]
-            pts, shares = edge_geo[e]
-            secs = edge_s[e]
+            pts, offsets = edge_tail[e]
             metres += edge_m[e]
             t0 = times[-1]
-            points.extend(pts[1:])
-            times.extend(t0 + secs * f for f in shares[1:])
+            points += pts
+            times += [t0 + dt for dt in offsets]
         for p, q in itertools.pairwise(tail_pts):
             points.append(q)
             times.append(times[-1] + (tail_s * _metres(p, q) / tail_m if tail_m else 0.0))
@@ -432,23 +444,35 @@ class NetworkTravel:
         return list(self.leg(a, b).points)
 
     def position(self, a: LatLon, b: LatLon, elapsed_s: float) -> tuple[LatLon, float]:
+        pos, p, q = self._locate(a, b, elapsed_s)
+        return pos, bearing_deg(p, q) if p != q else 0.0
+
+    def point(self, a: LatLon, b: LatLon, elapsed_s: float) -> LatLon:
+        """The position of ``position`` without its bearing (the scheduler's use)."""
+        return self._locate(a, b, elapsed_s)[0]
+
+    def _locate(self, a: LatLon, b: LatLon, elapsed_s: float) -> tuple[LatLon, LatLon, LatLon]:
+        """Where a vehicle that left a for b ``elapsed_s`` ago is, and the ends of the
+        segment it is on (its bearing); the point is remembered as a mid-edge position."""
         elapsed_s /= self.factor  # legs are timed at free flow
-        leg = self.leg(a, b)
+        leg = self._legs.get((a, b))
+        if leg is None:
+            leg = self.leg(a, b)
         pts, times = leg.points, leg.times
         if elapsed_s >= times[-1]:
-            return b, bearing_deg(pts[-2], pts[-1]) if pts[-2] != pts[-1] else 0.0
-        i = max(1, bisect.bisect_right(times, max(0.0, elapsed_s)))
+            return b, pts[-2], pts[-1]
+        i = max(1, bisect_right(times, max(0.0, elapsed_s)))
         p, q = pts[i - 1], pts[i]
         span = times[i] - times[i - 1]
         f = (elapsed_s - times[i - 1]) / span if span > 0 else 1.0
         f = min(1.0, max(0.0, f))
         pos = (p[0] + (q[0] - p[0]) * f, p[1] + (q[1] - p[1]) * f)
-        heading = bearing_deg(p, q) if p != q else 0.0
-        if pos not in self._node_at and pos not in self._mids:
-            self._mids[pos] = (leg, i, elapsed_s)  # resolved only if a leg starts there
-            if len(self._mids) > MIDPOINT_CACHE:
-                self._mids.popitem(last=False)
-        return pos, heading
+        mids = self._mids
+        if pos not in self._node_at and pos not in mids:
+            mids[pos] = (leg, i, elapsed_s)  # resolved only if a leg starts there
+            if len(mids) > MIDPOINT_CACHE:
+                mids.popitem(last=False)
+        return pos, p, q
 
     def _resolve(self, pos: LatLon, leg: Leg, i: int, elapsed_s: float) -> _Mid:
         """The rest of the edge from ``pos``, so a new leg can start there."""

@@ -28,6 +28,9 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from itertools import compress
+from operator import attrgetter, ne
+from typing import cast
 
 import numpy as np
 from numpy.typing import NDArray
@@ -44,6 +47,8 @@ _Entries = NDArray[np.float64]
 _Fleet = tuple[_Entries, NDArray[np.int64], list[Vehicle], list[tuple[int, int, bool]],
                NDArray[np.int64]]
 _DISABLED: _Entries = np.array([[0.0, 0.0, 0.0, -1.0, 0.0]])  # no seat: never a candidate
+_KEY = attrgetter("id", "version", "enabled")
+"""What the fleet's cached rows depend on, per vehicle."""
 WAIT_WEIGHT = 0.5
 """Cost of one second of the new rider's wait, next to one second of added vehicle time."""
 
@@ -151,8 +156,8 @@ class Scheduler:
         self.max_candidates = max_candidates
         self._plans: dict[int, Plan] = {}
         self._entries_cache: dict[int, tuple[int, _Entries]] = {}
+        self._stops_cache: dict[int, tuple[int, list[int] | None]] = {}
         self._fleet: _Fleet | None = None
-        self._fleet_tables: list[_Entries] = []
 
     def plan(self, vehicle: Vehicle, bookings: Mapping[int, Booking]) -> Plan:
         """The vehicle's current plan (cached until its version changes)."""
@@ -167,7 +172,10 @@ class Scheduler:
         heading_to = vehicle.heading_to
         if heading_to is None or now <= vehicle.anchor_t:
             return vehicle.anchor, max(now, vehicle.anchor_t)
-        pos, _ = self.travel.position(vehicle.anchor, heading_to, now - vehicle.anchor_t)
+        travel = self.travel
+        if isinstance(travel, NetworkTravel):  # no bearing needed
+            return travel.point(vehicle.anchor, heading_to, now - vehicle.anchor_t), now
+        pos, _ = travel.position(vehicle.anchor, heading_to, now - vehicle.anchor_t)
         return pos, now
 
     def best_insertion(
@@ -224,7 +232,9 @@ class Scheduler:
                     and WAIT_WEIGHT * (earliest - now) + floor > best.cost):
                 break
             start, start_t = self.start_of(vehicle, plan, now)
-            found = self._best_in_vehicle(booking, vehicle, plan, start, start_t, now, reaches)
+            stops = self._stop_nodes(travel, vehicle, plan)
+            found = self._best_in_vehicle(booking, vehicle, plan, start, start_t, now, reaches,
+                                          stops)
             if found is None:
                 continue
             if prefer is not None and found.vehicle_id == prefer:
@@ -279,31 +289,55 @@ class Scheduler:
     def _fleet_rows(self, travel: NetworkTravel, vehicles: Iterable[Vehicle],
                     bookings: Mapping[int, Booking]) -> _Fleet | None:
         """All vehicles' entries as one array (rows of disabled vehicles have no seat),
-        rebuilt only where a vehicle's version or state changed since the last booking."""
+        rebuilt only where a vehicle's version or state changed since the last booking
+        (between two bookings only a few do)."""
         fleet = vehicles if isinstance(vehicles, list) else list(vehicles)
         if not fleet:
             return None
         cached = self._fleet
-        keys = [(v.id, v.version, v.enabled) for v in fleet]
-        if cached is not None and cached[3] == keys:
-            return cached
-        old = self._fleet_tables
-        same = cached is not None and [k[0] for k in cached[3]] == [k[0] for k in keys]
-        tables: list[_Entries] = []
-        for i, v in enumerate(fleet):
-            if same and cached is not None and cached[3][i] == keys[i]:
-                tables.append(old[i])
-            elif v.enabled:
-                tables.append(self._entries(travel, v, self.plan(v, bookings)))
-            else:
-                tables.append(_DISABLED)
-        self._fleet_tables = tables
-        sizes = np.fromiter((len(t) for t in tables), dtype=np.int64, count=len(tables))
+        keys = list(map(_KEY, fleet))
+        if cached is not None:
+            old_keys = cached[3]
+            if old_keys == keys:
+                return cached
+            if len(old_keys) == len(keys):
+                changed = list(compress(range(len(keys)), map(ne, old_keys, keys)))
+                if all(old_keys[i][0] == keys[i][0] for i in changed):
+                    return self._refresh(travel, fleet, keys, changed, bookings)
+        tables = [self._table(travel, v, bookings) for v in fleet]
+        sizes = np.fromiter(map(len, tables), dtype=np.int64, count=len(tables))
         offsets = np.zeros(len(tables), dtype=np.int64)
         np.cumsum(sizes[:-1], out=offsets[1:])
         ids = np.fromiter((v.id for v in fleet), dtype=np.int64, count=len(fleet))
         self._fleet = (np.concatenate(tables), offsets, fleet, keys, ids)
         return self._fleet
+
+    def _refresh(self, travel: NetworkTravel, fleet: list[Vehicle],
+                 keys: list[tuple[int, int, bool]], changed: list[int],
+                 bookings: Mapping[int, Booking]) -> _Fleet:
+        """``_fleet_rows`` when the same vehicles are listed and those at ``changed``
+        differ since the cached rows were built: their rows are replaced in the one array
+        (a few copies of it, not a concatenation of every vehicle's rows)."""
+        assert self._fleet is not None
+        rows, offsets, _, _, ids = self._fleet
+        last = len(offsets) - 1
+        for i in changed:
+            table = self._table(travel, fleet[i], bookings)
+            start = int(offsets[i])
+            end = int(offsets[i + 1]) if i < last else len(rows)
+            if end - start == len(table):
+                rows[start:end] = table
+            else:
+                rows = np.concatenate((rows[:start], table, rows[end:]))
+                offsets[i + 1:] += len(table) - (end - start)
+        self._fleet = (rows, offsets, fleet, keys, ids)
+        return self._fleet
+
+    def _table(self, travel: NetworkTravel, vehicle: Vehicle,
+               bookings: Mapping[int, Booking]) -> _Entries:
+        if not vehicle.enabled:
+            return _DISABLED
+        return self._entries(travel, vehicle, self.plan(vehicle, bookings))
 
     def _network_candidates(self, fleet_rows: _Fleet, to_p: NetworkReach,
                             bookings: Mapping[int, Booking], now: float, pax: int,
@@ -324,6 +358,21 @@ class Scheduler:
             out.append((float(earliest[i]), vehicle.id, vehicle, self.plan(vehicle, bookings)))
         return out
 
+    def _stop_nodes(self, travel: TravelModel, vehicle: Vehicle,
+                    plan: Plan) -> list[int] | None:
+        """The network nodes of the vehicle's stops, or None (straight lines, or a stop off
+        the network's nodes); cached with its plan."""
+        if not isinstance(travel, NetworkTravel):
+            return None
+        cached = self._stops_cache.get(vehicle.id)
+        if cached is not None and cached[0] == plan.version:
+            return cached[1]
+        node_at = travel.node_at
+        found = [node_at.get(stop.pos) for stop in vehicle.route]
+        stops = None if None in found else cast(list[int], found)
+        self._stops_cache[vehicle.id] = (plan.version, stops)
+        return stops
+
     def _best_in_vehicle(
         self,
         booking: Booking,
@@ -333,7 +382,10 @@ class Scheduler:
         start_t: float,
         now: float,
         reaches: tuple[Reach, Reach, Reach, Reach],
+        stops: list[int] | None = None,
     ) -> Insertion | None:
+        """The cheapest feasible insertion into one vehicle's route; ``stops``, the network
+        nodes of its stops when all lie on nodes, reads their times without a lookup each."""
         route = vehicle.route
         n = len(route)
         to_p, from_p_r, to_d_r, from_d_r = reaches
@@ -341,18 +393,32 @@ class Scheduler:
         pax, cap = booking.passengers, vehicle.capacity
         latest, max_ride, direct = booking.latest_pickup_t, booking.max_ride_s, booking.direct_s
         arr, dep, slack, load_after = plan.arr, plan.dep, plan.slack, plan.load_after
-        from_p = [from_p_r.time(node.pos) for node in route]
-        from_d = [from_d_r.time(node.pos) for node in route]
-        to_d = [to_d_r.time(node.pos) for node in route]
-        best: Insertion | None = None
+        if stops is not None:
+            assert isinstance(from_p_r, NetworkReach) and isinstance(from_d_r, NetworkReach)
+            assert isinstance(to_d_r, NetworkReach) and isinstance(to_p, NetworkReach)
+            from_p = from_p_r.times_at(stops)
+            from_d = from_d_r.times_at(stops)
+            to_d = to_d_r.times_at(stops)
+            to_p_after = to_p.times_at(stops)
+        else:
+            from_p = [from_p_r.time(node.pos) for node in route]
+            from_d = [from_d_r.time(node.pos) for node in route]
+            to_d = [to_d_r.time(node.pos) for node in route]
+            to_p_after = [to_p.time(node.pos) for node in route]
+        end_t = dep[n - 1] if n else start_t
+        # The best so far as plain values (an Insertion is made once, at the end).
+        found = False
+        best_i = best_j = 0
+        best_cost = best_a_p = 0.0
         for i in range(n + 1):
             if i == 0:
-                prev_pos, prev_dep, load_prev = start, start_t, plan.load0
+                if plan.load0 + pax > cap:
+                    continue
+                a_p = start_t + to_p.time(start)
             else:
-                prev_pos, prev_dep, load_prev = route[i - 1].pos, dep[i - 1], load_after[i - 1]
-            if load_prev + pax > cap:
-                continue
-            a_p = prev_dep + to_p.time(prev_pos)
+                if load_after[i - 1] + pax > cap:
+                    continue
+                a_p = dep[i - 1] + to_p_after[i - 1]
             if a_p > latest:
                 continue
             d_p = a_p + dw
@@ -363,10 +429,12 @@ class Scheduler:
                 delta = a_d + dw + from_d[i] - arr[i]
                 feasible = delta <= slack[i]
             else:
-                delta = a_d + dw - (dep[n - 1] if n else start_t)
+                delta = a_d + dw - end_t
                 feasible = True
-            if feasible and (best is None or delta + wait_cost < best.cost):
-                best = Insertion(vehicle.id, i, i, delta + wait_cost, a_p)
+            if feasible:
+                cost = delta + wait_cost
+                if not found or cost < best_cost:
+                    found, best_i, best_j, best_cost, best_a_p = True, i, i, cost, a_p
             if i == n:
                 continue
             # Dropoff further down: the pickup's own delay must fit first.
@@ -386,9 +454,11 @@ class Scheduler:
                 else:
                     total = a_d + dw - dep[n - 1]
                 cost = total + wait_cost
-                if best is None or cost < best.cost:
-                    best = Insertion(vehicle.id, i, j, cost, a_p)
-        return best
+                if not found or cost < best_cost:
+                    found, best_i, best_j, best_cost, best_a_p = True, i, j, cost, a_p
+        if not found:
+            return None
+        return Insertion(vehicle.id, best_i, best_j, best_cost, best_a_p)
 
 
 def apply_insertion(route: list[RouteNode], ins: Insertion, pickup: RouteNode,
