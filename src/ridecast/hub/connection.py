@@ -90,7 +90,8 @@ class Stream:
     """
 
     __slots__ = (
-        "__weakref__", "_backlog", "_batch", "_closed", "_on_close", "_pending", "_queue",
+        "__weakref__", "_backlog", "_batch", "_closed", "_floor", "_on_close", "_pending",
+        "_queue",
         "_queued", "_raw", "_sending", "_writer", "closing", "overflowed", "principal",
         "queue_limit", "route", "sent", "sink", "token_hash",
     )
@@ -118,6 +119,8 @@ class Stream:
         self._queue: deque[tuple[bytes, int]] | None = None
         self._queued = 0
         self._pending: list[StoredEvent] | None = None
+        # After a replay: live events at or below this id were sent by the replay (0: none).
+        self._floor = 0
         self._sending = False
         self._batch = 0
         self._backlog = 0
@@ -155,6 +158,16 @@ class Stream:
                     self.overflowed = True
                 pending.append(event)
             return
+        floor = self._floor
+        if floor:
+            # Events arrive in event_id order: once one is past what the replay sent, no
+            # earlier one can follow.
+            if events[-1].event_id <= floor:
+                return
+            if events[0].event_id <= floor:
+                events = [event for event in events if event.event_id > floor]
+                data = b"".join(text_frame(e.frame) for e in events) if self._raw else b""
+            self._floor = 0
         if self._raw:
             self._push(data, len(events), batch)
         else:
@@ -259,6 +272,10 @@ class Stream:
         """
         pending, self._pending = self._pending or [], None
         held = [event for event in pending if event.event_id > last_replayed]
+        # An event the replay read may still come from the bus after this (committed before
+        # the read, handed to this process after it: another node's, or a slow publisher):
+        # until a newer one comes, ``take`` drops those the replay sent.
+        self._floor = 0 if held else last_replayed
         if held and not self._closed:
             data = b"".join(text_frame(event.frame) for event in held) if self._raw else b""
             self.take(held, data, -1)
