@@ -14,7 +14,8 @@ from ridecast.errors import BadRequest
 from ridecast.events import MessageType, parse_event_json
 from ridecast.events.examples import all_examples, example_event
 from ridecast.events.webhook_settings import WebhookSettings
-from ridecast.ingest import Ingest, iso_from_ns
+from ridecast.ingest import Ingest
+from ridecast.isotime import iso_from_ns
 from ridecast.simulations import SimulationMeta
 
 META = SimulationMeta(id=5, org_id=1, owner_id=1, webhook=WebhookSettings(

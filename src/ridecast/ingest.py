@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
-from datetime import UTC, datetime
 from typing import Any
 
 import orjson
@@ -18,27 +17,12 @@ from pydantic import ValidationError
 from .bus import StoredEvent
 from .errors import BadRequest, NotFound
 from .events import ALL_TYPES, EVENT_ADAPTER, MessageType
+from .isotime import iso_from_ns
 from .metrics import count_ingested
 from .simulations import SimulationCatalog, SimulationMeta
 from .store.eventlog import EventLog, NewEvent
 
 _GPS = MessageType.GPS_DATA.value
-
-
-def iso_from_ns(ns: int) -> str:
-    """``ns`` nanoseconds after the epoch as ``datetime.isoformat()`` writes it in UTC (the
-    microseconds floored, as ``datetime.now`` takes them, and left out when zero); the date
-    and time of day are formatted once per second."""
-    global _second_prefix
-    second, micros = divmod(ns // 1000, 1_000_000)
-    cached_second, prefix = _second_prefix
-    if cached_second != second:
-        prefix = datetime.fromtimestamp(second, UTC).isoformat()[:-6]
-        _second_prefix = (second, prefix)
-    return f"{prefix}.{micros:06d}+00:00" if micros else f"{prefix}+00:00"
-
-
-_second_prefix: tuple[int, str] = (-1, "")
 
 
 def now_iso() -> str:

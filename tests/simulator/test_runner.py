@@ -32,13 +32,19 @@ class Sink:
         self.events.extend(events)
 
 
-async def test_max_clock_runs_to_the_same_stream_as_the_engine() -> None:
-    """A runner at 'max' submits exactly the engine's stream, in order, and finishes."""
-    sink = Sink()
+async def _run_at_max(sink: Sink) -> Runner:
+    """A runner at 'max' on ``SMALL``, run to its end (finished or stopped)."""
     runner = Runner(9, Engine(9, SMALL, START), MaxClock(step_s=45.0), sink, max_batch=50)
     runner.start()
     async with asyncio.timeout(20):
         await runner.wait_finished()
+    return runner
+
+
+async def test_max_clock_runs_to_the_same_stream_as_the_engine() -> None:
+    """A runner at 'max' submits exactly the engine's stream, in order, and finishes."""
+    sink = Sink()
+    runner = await _run_at_max(sink)
     assert runner.status is Status.FINISHED
     assert sink.events == Engine(9, SMALL, START).advance(1e9)
     assert sink.batches > 1
@@ -127,10 +133,7 @@ class SlowSink(Sink):
 async def test_a_step_is_submitted_while_the_next_is_computed_in_order() -> None:
     """The step in flight overlaps the engine, never another submission: same stream."""
     sink = SlowSink()
-    runner = Runner(9, Engine(9, SMALL, START), MaxClock(step_s=45.0), sink, max_batch=50)
-    runner.start()
-    async with asyncio.timeout(20):
-        await runner.wait_finished()
+    runner = await _run_at_max(sink)
     assert runner.status is Status.FINISHED
     assert sink.most_active == 1
     assert sink.events == Engine(9, SMALL, START).advance(1e9)
@@ -140,10 +143,7 @@ async def test_a_failed_submission_stops_the_run_with_its_error() -> None:
     """Nothing after a failed batch is submitted, the run says why it stopped, and what
     was submitted before is the stream's prefix."""
     sink = SlowSink(fail_at=3)
-    runner = Runner(9, Engine(9, SMALL, START), MaxClock(step_s=45.0), sink, max_batch=50)
-    runner.start()
-    async with asyncio.timeout(20):
-        await runner.wait_finished()
+    runner = await _run_at_max(sink)
     assert runner.status is Status.STOPPED
     assert runner.error == "ConnectionError: store went away"
     assert sink.batches == 2

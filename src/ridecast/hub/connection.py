@@ -24,7 +24,7 @@ from ..auth.visibility import Principal
 from ..bus import StoredEvent
 from ..errors import ERRORS
 from ..metrics import WS_CLOSED
-from .frames import text_frame
+from .frames import text_frame, text_frames
 from .paths import Route
 
 log = logging.getLogger(__name__)
@@ -91,9 +91,8 @@ class Stream:
 
     __slots__ = (
         "__weakref__", "_backlog", "_batch", "_closed", "_floor", "_on_close", "_pending",
-        "_queue",
-        "_queued", "_raw", "_sending", "_writer", "closing", "overflowed", "principal",
-        "queue_limit", "route", "sent", "sink", "token_hash",
+        "_queue", "_queued", "_raw", "_sending", "_writer", "closing", "overflowed",
+        "principal", "queue_limit", "route", "sent", "sink", "token_hash",
     )
 
     def __init__(
@@ -166,7 +165,7 @@ class Stream:
                 return
             if events[0].event_id <= floor:
                 events = [event for event in events if event.event_id > floor]
-                data = b"".join(text_frame(e.frame) for e in events) if self._raw else b""
+                data = text_frames(e.frame for e in events) if self._raw else b""
             self._floor = 0
         if self._raw:
             self._push(data, len(events), batch)
@@ -277,7 +276,7 @@ class Stream:
         # until a newer one comes, ``take`` drops those the replay sent.
         self._floor = 0 if held else last_replayed
         if held and not self._closed:
-            data = b"".join(text_frame(event.frame) for event in held) if self._raw else b""
+            data = text_frames(event.frame for event in held) if self._raw else b""
             self.take(held, data, -1)
 
     # ---- closing -----------------------------------------------------------------------

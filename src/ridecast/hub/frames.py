@@ -7,6 +7,8 @@ writes it, joined with the other frames of a bus batch, to every receiving strea
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 _TEXT_FIN = 0x81
 
 
@@ -20,3 +22,8 @@ def text_frame(payload: bytes) -> bytes:
     else:
         head = bytes((_TEXT_FIN, 127)) + size.to_bytes(8, "big")
     return head + payload
+
+
+def text_frames(payloads: Iterable[bytes]) -> bytes:
+    """The TEXT frames of ``payloads``, joined for one write."""
+    return b"".join(text_frame(payload) for payload in payloads)

@@ -29,7 +29,7 @@ from ..metrics import WS_CLOSED, WS_CONNECTIONS, WS_FANOUT, WS_FRAMES_SENT
 from ..ports import EventReader, RevocationFeed, SimulationDirectory, TokenChecker
 from .connection import Sink, Stream, close_reason
 from .expiry import ExpiryHeap
-from .frames import text_frame
+from .frames import text_frame, text_frames
 from .index import BucketKey, SubscriptionIndex, bucket_keys
 from .keepalive import Keepalive
 from .paths import Route, parse_path, parse_since
@@ -168,7 +168,7 @@ class Hub:
         for stream, more in extra.items():
             own = plan.get(bucket_keys(stream)[0])
             events = sorted([*(own[1] if own else ()), *more], key=lambda e: e.event_id)
-            stream.take(events, b"".join(text_frame(e.frame) for e in events), batch)
+            stream.take(events, text_frames(e.frame for e in events), batch)
             sent += len(events)
         return sent
 

@@ -177,7 +177,7 @@ class StreamProtocol(asyncio.Protocol):
                 self._pass_on(fallback, data)
                 return
         if self._hub is None:  # pragma: no cover - the lifespan builds it before serving
-            self._refuse(request, 503)
+            self._refuse(503)
             return
         self._task = asyncio.get_running_loop().create_task(self._handshake(request, url))
 
@@ -200,7 +200,7 @@ class StreamProtocol(asyncio.Protocol):
         delegate.data_received(data)
         self._transport.set_protocol(delegate)
 
-    def _refuse(self, request: Request, status: int) -> None:
+    def _refuse(self, status: int) -> None:
         conn = self._conn
         conn.send_response(conn.reject(status, "the service is not ready\n"))
         self._send_pending()
@@ -344,10 +344,7 @@ class StreamProtocol(asyncio.Protocol):
             self._state = _CLOSING
             if self._timer is None:
                 self._timer = asyncio.get_running_loop().call_later(CLOSE_TIMEOUT, self._linger)
-        while self._state is not _GONE:
-            if self._waiter is None:
-                self._waiter = asyncio.get_running_loop().create_future()
-            await self._waiter
+        await self.wait_closed()
 
     async def wait_closed(self) -> None:
         while self._state is not _GONE:

@@ -10,10 +10,10 @@ as the interface types them.
 from __future__ import annotations
 
 import math
-from datetime import UTC, datetime
 from typing import Any
 
 from ..events.types import PRODUCER_DEFAULTS, MessageType
+from ..isotime import second_prefix
 from .model import Booking, Offer, RouteNode, Vehicle
 from .polyline import LatLon, dedupe, encode
 
@@ -35,7 +35,6 @@ class Emitter:
         self.epoch = epoch
         self._out: list[Event] = []
         self._ts_cache: tuple[float, str] = (-1.0, "")
-        self._seconds: dict[int, str] = {}
         self.counts: dict[str, int] = {}
 
     def ts(self, t: float) -> str:
@@ -56,13 +55,7 @@ class Emitter:
             second, micros = second + 1, micros - 1_000_000
         elif micros < 0:
             second, micros = second - 1, micros + 1_000_000
-        prefix = self._seconds.get(second)
-        if prefix is None:
-            if len(self._seconds) >= 4096:
-                self._seconds.clear()
-            prefix = self._seconds[second] = (
-                datetime.fromtimestamp(second, UTC).isoformat(timespec="seconds")[:-6])
-        return f"{prefix}.{micros // 1000:03d}+00:00"
+        return f"{second_prefix(second)}.{micros // 1000:03d}+00:00"
 
     def drain(self) -> list[Event]:
         out, self._out = self._out, []

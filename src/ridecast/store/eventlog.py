@@ -25,12 +25,13 @@ from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from sqlalchemy import Table, and_, delete, func, select, update
+from sqlalchemy import and_, delete, func, select, update
 from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from ..bus import Bus, StoredEvent
 from ..errors import ServiceUnavailable
+from .driver_sql import insert_sql
 from .sqlite_onehop import OneHopWriter, Row
 from .tables import event_counter, events, simulations, webhook_deliveries
 
@@ -100,7 +101,10 @@ class EventLog:
         self._closing = False
         self.commits = 0
         self.appended = 0
-        self._inserts: dict[tuple[str, str], str] = {}
+        # The group commit's INSERTs, in the driver's parameter style.
+        self._insert_events = insert_sql(engine.dialect, events, _EVENT_COLUMNS)
+        self._insert_outbox = insert_sql(engine.dialect, webhook_deliveries,
+                                         _OUTBOX_COLUMNS)
         # SQLite's one-trip writer, bound to the writer connection (reset with it).
         self._one_hop: OneHopWriter | None = None
         self._one_hop_checked = False
@@ -248,27 +252,6 @@ class EventLog:
             count += len(item[0])
         return group
 
-    def _sql(self, conn: AsyncConnection, table: Table, columns: tuple[str, ...]) -> str:
-        """The INSERT of ``columns`` into ``table`` in the driver's own parameter style,
-        built once per dialect and table."""
-        key = (conn.dialect.name, table.name)
-        sql = self._inserts.get(key)
-        if sql is None:
-            dialect = conn.dialect
-            quote = dialect.identifier_preparer
-            marks = {"qmark": "?", "format": "%s"}
-            if dialect.paramstyle in marks:
-                places = [marks[dialect.paramstyle]] * len(columns)
-            elif dialect.paramstyle in ("numeric_dollar", "numeric"):
-                sign = "$" if dialect.paramstyle == "numeric_dollar" else ":"
-                places = [f"{sign}{i}" for i in range(1, len(columns) + 1)]
-            else:  # pragma: no cover - no driver we support binds by name only
-                raise RuntimeError(f"unsupported paramstyle {dialect.paramstyle}")
-            sql = self._inserts[key] = (
-                f"INSERT INTO {quote.format_table(table)} "
-                f"({', '.join(quote.quote(c) for c in columns)}) VALUES ({', '.join(places)})")
-        return sql
-
     async def _write(
         self, group: list[tuple[Sequence[NewEvent], asyncio.Future[list[StoredEvent]]]]
     ) -> list[list[StoredEvent]]:
@@ -292,8 +275,7 @@ class EventLog:
         if self._one_hop is None and not self._one_hop_checked:
             self._one_hop_checked = True
             self._one_hop = await OneHopWriter.for_connection(
-                conn, self._sql(conn, events, _EVENT_COLUMNS),
-                self._sql(conn, webhook_deliveries, _OUTBOX_COLUMNS))
+                conn, self._insert_events, self._insert_outbox)
         if self._one_hop is not None:  # SQLite: one trip to the driver's thread
             last = await self._one_hop.write(len(flat), rows)
         else:
@@ -304,10 +286,9 @@ class EventLog:
                     .returning(event_counter.c.last_id)
                 ) or 0)
                 event_rows, outbox_rows = rows(last - len(flat) + 1)
-                await conn.exec_driver_sql(self._sql(conn, events, _EVENT_COLUMNS), event_rows)
+                await conn.exec_driver_sql(self._insert_events, event_rows)
                 if outbox_rows:
-                    await conn.exec_driver_sql(
-                        self._sql(conn, webhook_deliveries, _OUTBOX_COLUMNS), outbox_rows)
+                    await conn.exec_driver_sql(self._insert_outbox, outbox_rows)
         ids = range(last - len(flat) + 1, last + 1)
         self.commits += 1
         self.appended += len(flat)

@@ -93,10 +93,10 @@ class SimStates:
         return None
 
     async def get(self, simulation_id: int) -> SimState:
+        cached = self.cached(simulation_id)
+        if cached is not None:
+            return cached
         now = time.monotonic()
-        cached = self._cache.get(simulation_id)
-        if cached is not None and cached[0] > now:
-            return cached[1]
         loading = self._loading.get(simulation_id)
         if loading is not None:
             return await asyncio.shield(loading)
@@ -237,8 +237,7 @@ class Dispatcher:
             elif isinstance(message, SimulationChanged):
                 self._sims.forget(message.simulation_id)
         if woken:
-            self._claim_due = True
-            self._wake.set()  # one wake-up per bus batch (a commit batch or more)
+            self.wake()  # one wake-up per bus batch (a commit batch or more)
 
     # ---- claiming ------------------------------------------------------------------------
 
@@ -351,8 +350,7 @@ class Dispatcher:
             now = time.time()
             for job in todo:
                 self._finish(job, Result(job.delivery_id, RELEASE, job.attempt_count, now, None))
-            self._claim_due = True  # its slot (and lane) is free once the cycle records it
-            self._wake.set()
+            self.wake()  # its slot (and lane) is free once the cycle records it
 
     def _finish(self, job: Job, result: Result) -> None:
         if self._held.pop(job.delivery_id, None) is None:

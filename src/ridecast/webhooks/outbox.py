@@ -26,6 +26,7 @@ from typing import Any
 from sqlalchemy import bindparam, delete, func, select, text, update
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
+from ..store.driver_sql import in_paramstyle, insert_sql
 from ..store.tables import (
     LANE_ROWS_WHERE,
     LOOSE_PENDING_WHERE,
@@ -45,13 +46,10 @@ CLAIM_LOCK_KEY = 0x72637768
 ACTIVE_STATES = ("pending", "delivering")
 # A Result with this status gives the delivery back unsent (no attempt was made).
 RELEASE = "release"
-ATTEMPT_INSERT = {
-    "sqlite": "INSERT INTO webhook_attempts (delivery_id, started_at, latency_ms, status_code, "
-              "error_class, error, response_body) VALUES (?, ?, ?, ?, ?, ?, ?)",
-    "postgresql": "INSERT INTO webhook_attempts (delivery_id, started_at, latency_ms, "
-                  "status_code, error_class, error, response_body) "
-                  "VALUES ($1, $2, $3, $4, $5, $6, $7)",
-}
+_ATTEMPT_COLUMNS = ("delivery_id", "started_at", "latency_ms", "status_code", "error_class",
+                    "error", "response_body")
+_LEASE_SQL = ("UPDATE webhook_deliveries SET status = 'delivering', lease_until = ?, "
+              "claim_token = ?, updated_at = ? WHERE id = ?")
 # Index range reads (a lane's head, a URL's oldest rows) per statement of a claim.
 CANDIDATE_PARTS = 64
 
@@ -112,18 +110,20 @@ class Outbox:
 
     def __init__(self, engine: AsyncEngine) -> None:
         self._engine = engine
-        self._postgres = engine.dialect.name == "postgresql"
+        self._dialect = engine.dialect.name
+        self._postgres = self._dialect == "postgresql"
+        # Statements run for many parameter tuples, in the driver's parameter style.
+        self._lease_sql = in_paramstyle(engine.dialect, _LEASE_SQL)
+        self._attempt_sql = insert_sql(engine.dialect, A, _ATTEMPT_COLUMNS)
 
     @property
     def engine(self) -> AsyncEngine:
         return self._engine
 
-    def _driver_sql(self, sql: str) -> str:
-        """``sql`` written with ``?`` placeholders, in the driver's own style (asyncpg: $n)."""
-        if not self._postgres:
-            return sql
-        pieces = sql.split("?")
-        return "".join(f"{p}${n}" for n, p in enumerate(pieces[:-1], 1)) + pieces[-1]
+    def _indexed_by(self, index: str) -> str:
+        """SQLite's planner would read ``ix_deliveries_due`` and sort: it is told the partial
+        ``index``; PostgreSQL finds it by itself."""
+        return "" if self._postgres else f" INDEXED BY {index}"
 
     async def claim(
         self, *, max_units: int, unit_rows: int, per_endpoint: int, lease_s: float,
@@ -175,8 +175,7 @@ class Outbox:
             tokens = [uuid.uuid4().hex for _ in plan]
             # Every unit in one statement, executed for many parameter tuples by the driver.
             await conn.exec_driver_sql(
-                self._driver_sql("UPDATE webhook_deliveries SET status = 'delivering', "
-                                 "lease_until = ?, claim_token = ?, updated_at = ? WHERE id = ?"),
+                self._lease_sql,
                 [(lease_until, token, now, row.id)
                  for unit, token in zip(plan, tokens, strict=True) for row in unit],
             )
@@ -224,8 +223,8 @@ class Outbox:
                     ) -> list[Any]:
         """The distinct values of ``column`` among the rows of the partial ``index`` (whose
         predicate is ``where``), by a skip scan (one index seek per value), not by reading
-        every row. SQLite is told the index (its planner would pick ``ix_deliveries_due``)."""
-        table = "webhook_deliveries" + ("" if self._postgres else f" INDEXED BY {index}")
+        every row."""
+        table = "webhook_deliveries" + self._indexed_by(index)
         sql = (f"WITH RECURSIVE k(v) AS (SELECT MIN({column}) FROM {table} "
                f"WHERE {where} UNION ALL SELECT (SELECT MIN({column}) FROM {table} "
                f"WHERE {where} AND {column} > k.v) FROM k WHERE k.v IS NOT NULL) "
@@ -242,13 +241,9 @@ class Outbox:
         each row's message type and attempt count. ``plan_units`` gives the same plan on
         these as on all active rows. Unordered rows whose lease ran out are read only when
         ``stale`` (the dispatcher asks on its poll: they wait at least a lease anyway)."""
-        dialect = "postgresql" if self._postgres else "sqlite"
-        lane_where, loose_where = LANE_ROWS_WHERE[dialect], LOOSE_PENDING_WHERE[dialect]
-        def hint(index: str) -> str:
-            # SQLite's planner would read ``ix_deliveries_due`` and sort; PostgreSQL finds
-            # the partial index by itself.
-            return "" if self._postgres else f" INDEXED BY {index}"
-
+        lane_where = LANE_ROWS_WHERE[self._dialect]
+        loose_where = LOOSE_PENDING_WHERE[self._dialect]
+        hint = self._indexed_by
         cols = ("id, simulation_id, url, event_id, ordered, status, next_attempt_at, "
                 "lease_until, claim_token, message_type, attempt_count")
         parts: list[str] = []
@@ -317,8 +312,8 @@ class Outbox:
         async with self._engine.begin() as conn:
             await self._record(conn, results, time.time())
 
-    @staticmethod
-    async def _record(conn: AsyncConnection, results: Sequence[Result], now: float) -> None:
+    async def _record(self, conn: AsyncConnection, results: Sequence[Result],
+                      now: float) -> None:
         # Successes, the common case, take one statement: attempt_count + 1 equals the
         # count the dispatcher computed, since a leased row has one attempt in flight.
         ok = [r.delivery_id for r in results if r.status == "succeeded" and r.last_error is None]
@@ -378,7 +373,7 @@ class Outbox:
             await conn.execute(stmt.execution_options(synchronize_session=False), params)
         if attempts:
             # As tuples straight to the driver: no per-row work by SQLAlchemy.
-            await conn.exec_driver_sql(ATTEMPT_INSERT[conn.dialect.name], attempts)
+            await conn.exec_driver_sql(self._attempt_sql, attempts)
 
     async def release(self, delivery_ids: Sequence[int]) -> None:
         """Give leased deliveries back (due now) when a dispatcher stops before sending them."""
