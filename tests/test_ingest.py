@@ -95,6 +95,31 @@ def test_mutated_events_are_accepted_valid_or_refused_precisely(
         parse_event_json(prepared[0].body)
 
 
+def _outcome(event: Any, *, from_json: bool) -> Any:
+    try:
+        prepared = _ingest().prepare(META, [event], from_json=from_json)
+    except BadRequest as exc:
+        return ("refused", exc.code, exc.details)
+    return ("stored", [(p.message_type, p.webhook_url) for p in prepared])
+
+
+@settings(max_examples=300)
+@given(st.sampled_from([t.value for t in MessageType]), st.sampled_from(["data", "agent_type",
+       "current_sim_ts", "server_ts", "transmit_to_websocket", "message_type", "agent_id"]),
+       json_values | st.sampled_from(["2024-02-29T06:00:00+00:00", "2024-05-06 06:00:00Z",
+                                      "2023-02-29T06:00:00Z", "2024-05-06T06:00:00"]))
+def test_the_quick_check_changes_no_answer(message_type: str, key: str, value: Any) -> None:
+    """Events parsed from JSON take ``events.quick_check`` first: the same events are
+    stored, the same errors given, as through the models alone."""
+    event = orjson.loads(orjson.dumps(example_event(message_type, 5)))
+    event[key] = value
+    try:
+        event = orjson.loads(orjson.dumps(event))  # what a POST's parser hands over
+    except orjson.JSONEncodeError:  # an integer JSON can hold but orjson cannot
+        return
+    assert _outcome(event, from_json=True) == _outcome(event, from_json=False)
+
+
 @given(st.integers(min_value=0, max_value=4_102_444_800 * 10**9))
 def test_server_ts_is_written_as_datetime_writes_it(ns: int) -> None:
     """``iso_from_ns`` (per-second cache) agrees with ``datetime.isoformat`` to the character,

@@ -42,6 +42,15 @@ INGEST_LATENCY = Histogram(
     "ridecast_ingest_seconds", "Time to validate, commit and publish one ingest request.",
     registry=REGISTRY, buckets=(0.0005, 0.001, 0.002, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1),
 )
+EVENTLOG_COMMITS = Counter(
+    "ridecast_eventlog_commits_total",
+    "Group commits of the event log; ridecast_eventlog_events_total over it is the mean "
+    "number of events per commit.", registry=REGISTRY,
+)
+EVENTLOG_EVENTS = Counter(
+    "ridecast_eventlog_events_total", "Events written by the event log's group commits.",
+    registry=REGISTRY,
+)
 WS_CONNECTIONS = Gauge(
     "ridecast_ws_connections", "Open websocket streams.", registry=REGISTRY
 )

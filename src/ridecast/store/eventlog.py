@@ -31,6 +31,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from ..bus import Bus, StoredEvent
 from ..errors import ServiceUnavailable
+from ..metrics import EVENTLOG_COMMITS, EVENTLOG_EVENTS
 from .driver_sql import insert_sql
 from .sqlite_onehop import OneHopWriter, Row
 from .tables import event_counter, events, simulations, webhook_deliveries
@@ -292,6 +293,8 @@ class EventLog:
         ids = range(last - len(flat) + 1, last + 1)
         self.commits += 1
         self.appended += len(flat)
+        EVENTLOG_COMMITS.inc()
+        EVENTLOG_EVENTS.inc(len(flat))
         out: list[list[StoredEvent]] = []
         it = iter(zip(flat, ids, strict=True))
         for batch, _future in group:
