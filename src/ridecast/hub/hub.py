@@ -116,10 +116,12 @@ class Hub:
         stream of the bucket takes the same bytes. A stream that also receives events as
         their owner's (``owner_receivers``) has its frames merged in event order.
         """
-        started = time.perf_counter()
-        sent = 0
         index = self._index
         self._batches += 1
+        if not len(index):  # no stream open on this node: nothing to plan or deliver
+            return
+        started = time.perf_counter()
+        sent = 0
         batch = self._batches
         plan: dict[BucketKey, _Part] = {}
         extra: dict[Stream, list[StoredEvent]] = {}
