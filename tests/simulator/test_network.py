@@ -97,6 +97,8 @@ def test_fleet_filter_on_arrays_equals_the_plain_one() -> None:
     """The scheduler's array filter on the network (one backward search per booking) keeps
     exactly the vehicles, in the same order and with the same pickup-time bounds, as the
     per-vehicle reference."""
+    import numpy as np
+
     from ridecast.simulator import scheduler as sch
 
     settings = SCENARIO.model_copy(update={"vehicles": 40, "bookings_per_hour": 600,
@@ -105,16 +107,19 @@ def test_fleet_filter_on_arrays_equals_the_plain_one() -> None:
     compared = 0
     original = sch.Scheduler._network_candidates
 
-    def both(self: sch.Scheduler, rows: Any, to_p: Any, bookings: Any, now: float, pax: int,
+    def both(self: sch.Scheduler, rows: Any, to_p: Any, now: float, pax: int,
              latest: float) -> Any:
         nonlocal compared
-        fast = original(self, rows, to_p, bookings, now, pax, latest)
+        at, chosen = original(self, rows, to_p, now, pax, latest)
+        bookings = engine.bookings
         fleet = [(v, self.plan(v, bookings)) for v in rows[2] if v.enabled]
         plain = self._candidates(to_p, fleet, now, pax, latest)[: self.max_candidates]
-        assert [v.id for _, _, v, _ in fast] == [v.id for _, _, v, _ in plain]
-        assert [t for t, *_ in fast] == pytest.approx([t for t, *_ in plain], abs=1e-6)
+        assert [rows[2][i].id for i in chosen] == [v.id for _, _, v, _ in plain]
+        earliest = np.minimum.reduceat(at, rows[1])
+        assert [earliest[i] for i in chosen] == pytest.approx([t for t, *_ in plain],
+                                                              abs=1e-6)
         compared += 1
-        return fast
+        return at, chosen
 
     engine.scheduler._network_candidates = both.__get__(engine.scheduler)  # type: ignore[method-assign]
     while not engine.finished:
