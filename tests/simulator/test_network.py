@@ -303,3 +303,34 @@ def test_legs_follow_the_edges_time_for_time(a: int, b: int) -> None:
         points.extend(pts[1:])
         times.extend(t0 + float(net.edge_s[e]) * f for f in shares[1:])
     assert (leg.points, leg.times, leg.metres) == (points, times, metres)
+
+
+def test_status_requests_and_the_scheduler_never_change_a_later_drive(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Mid-edge points asked for once (GPS, a status request's vehicle positions, the
+    scheduler's start points) never push a vehicle's anchor out of the remembered ones, so
+    they cannot change a later drive: with room for 300 anchors (GPS alone asks for that
+    many points in 100 simulated seconds here), a run polled for every vehicle's position
+    after every step gives the same stream as a run with room for a million and without
+    pruning. (Before anchors were kept apart, the first run's stream differed.)"""
+    import ridecast.simulator.network as network
+
+    # Breaks and rebalancing leave vehicles idle in the middle of a street for a while.
+    settings = SCENARIO.model_copy(update={"vehicles": 30, "bookings_per_hour": 300,
+                                           "duration_s": 1800, "vehicle_break_probability": 0.9,
+                                           "break_duration_s": 120, "rebalance_interval_s": 60})
+
+    def run(anchors: int, poll: bool, prune: bool) -> list[dict[str, Any]]:
+        monkeypatch.setattr(network, "MIDPOINT_CACHE", anchors)
+        engine = Engine(5, settings, START, NetworkTravel(load_bundled("gothenburg")))
+        engine.scheduler.prune = prune
+        events: list[dict[str, Any]] = []
+        while not engine.finished:
+            events.extend(engine.advance(engine.now + 30.0))
+            if poll:
+                for vehicle in engine.vehicles.values():
+                    engine.vehicle_view(vehicle)
+        return events
+
+    monkeypatch.setattr(network, "SCRATCH_POINTS", 16)
+    assert run(300, poll=True, prune=True) == run(1_000_000, poll=False, prune=False)
