@@ -224,6 +224,17 @@ class Scheduler:
             reaches: tuple[Reach, Reach, Reach, Reach] = (
                 net_reach, travel.reach(p, booking.max_ride_s, forward=True),
                 travel.reach(d, booking.max_ride_s), travel.reach(d, INF, forward=True))
+            if prefer is not None:
+                # The offered vehicle, if still a candidate, first: when it fits it wins, and
+                # the others need no bounds.
+                listed = fleet_rows[2]
+                index = next((i for i in chosen if listed[i].id == prefer), None)
+                if index is not None:
+                    found = self._try(listed[index], booking, now, reaches, bookings)
+                    if found is not None:
+                        return found
+                    chosen = [i for i in chosen if i != index]
+                    prefer = None  # tried: the rest is an ordinary search
             scored = self._bounded(fleet_rows, at, chosen, reaches, booking, now, bookings)
         else:
             fleet = [(v, self.plan(v, bookings)) for v in vehicles if v.enabled]
@@ -248,10 +259,7 @@ class Scheduler:
             # can win (after the offered vehicle, which wins whatever its cost).
             if self.prune and best is not None and bound > best.cost:
                 break
-            start, start_t = self.start_of(vehicle, plan, now)
-            stops = self._stop_nodes(travel, vehicle, plan)
-            found = self._best_in_vehicle(booking, vehicle, plan, start, start_t, now, reaches,
-                                          stops)
+            found = self._try(vehicle, booking, now, reaches, bookings, plan)
             if found is None:
                 continue
             if prefer is not None and found.vehicle_id == prefer:
@@ -259,6 +267,17 @@ class Scheduler:
             if best is None or (found.cost, found.vehicle_id) < (best.cost, best.vehicle_id):
                 best = found
         return best
+
+    def _try(self, vehicle: Vehicle, booking: Booking, now: float,
+             reaches: tuple[Reach, Reach, Reach, Reach], bookings: Mapping[int, Booking],
+             plan: Plan | None = None) -> Insertion | None:
+        """The cheapest feasible insertion of ``booking`` into ``vehicle``'s route."""
+        if plan is None:
+            plan = self.plan(vehicle, bookings)
+        start, start_t = self.start_of(vehicle, plan, now)
+        stops = self._stop_nodes(self.travel, vehicle, plan)
+        return self._best_in_vehicle(booking, vehicle, plan, start, start_t, now, reaches,
+                                     stops)
 
     @staticmethod
     def _candidates(to_p: Reach, fleet: list[tuple[Vehicle, Plan]], now: float, pax: int,
