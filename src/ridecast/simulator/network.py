@@ -18,7 +18,7 @@ import math
 from bisect import bisect_right
 from collections import OrderedDict
 from dataclasses import dataclass
-from functools import cache, lru_cache
+from functools import cache, cached_property, lru_cache
 from importlib import resources
 from pathlib import Path
 
@@ -114,6 +114,14 @@ class RoadNetwork:
         e = self.edge_of[(u, v)]
         inner = self.geom[self.geom_off[e]:self.geom_off[e + 1]]
         return [self.node_pos(u), *((float(a), float(b)) for a, b in inner), self.node_pos(v)]
+
+    @cached_property
+    def half_reach_s(self) -> float:
+        """The median free-flow time to a node from the node nearest the network's centre:
+        a search bounded by more than this settles about half the graph or more."""
+        centre = self.nearest((float(self.nodes[:, 0].mean()), float(self.nodes[:, 1].mean())))
+        dist = dijkstra(self.reverse, indices=centre)
+        return float(np.median(dist[np.isfinite(dist)]))
 
     def contains(self, lat: float, lon: float) -> bool:
         return (self.bounds[0] <= lat <= self.bounds[2]
@@ -269,7 +277,8 @@ class NetworkTravel:
         """Shortest-path predecessors from node ``s`` that reach ``t``: the cached full
         search from ``s`` if there is one; else, when the time from ``s`` to ``t`` is known
         (a cached backward search from ``t`` covers ``s``), a forward search bounded by it,
-        which settles only what is nearer than the target; else a full search (cached)."""
+        which settles only what is nearer than the target, unless that would settle about
+        half the graph anyway; else a full search (cached)."""
         hit = self._sources.get(s)
         if hit is not None:
             self._sources.move_to_end(s)
@@ -277,6 +286,8 @@ class NetworkTravel:
         back = self._targets.get(t)
         if back is not None:
             known = float(back[1][s])
+            if math.inf > known >= self.net.half_reach_s:
+                return self._search(s)[1]  # about as dear as the bounded one, and kept
             if known != math.inf:
                 self.searches += 1
                 dist, pred = dijkstra(self.net.graph, indices=s, return_predecessors=True,
@@ -292,12 +303,17 @@ class NetworkTravel:
         anyway); see ``NetworkReach``.
 
         Backward searches are cached per node with the limit they ran with; a cached one with
-        a limit at least as large answers the same question exactly.
+        a limit at least as large answers the same question exactly. One whose limit would
+        settle about half the graph or more (``RoadNetwork.half_reach_s``) runs to the end:
+        it costs little more, and answers every later question about its node (on the
+        bundled network nearly every search is such; on a country's, few are).
         """
         node = self._node(target)
         if forward:
             return NetworkReach(self, target, self._search(node)[0], forward)
         limit = limit_s / self.factor if math.isfinite(limit_s) else math.inf
+        if limit >= self.net.half_reach_s:
+            limit = math.inf
         cache = self._targets
         hit = cache.get(node)
         if hit is not None and hit[0] >= limit:
