@@ -5,11 +5,13 @@ its latest pickup, from the earliest time a moving vehicle left its last stop) g
 exact drive to the pickup from every node that can still make it; a vehicle is a candidate
 when, from where it is (a lower bound while it drives a leg: from where it left, by the
 triangle inequality) or after one of its stops with a seat free, it may be at the pickup in
-time. Candidates are tried earliest-possible-pickup first (at
-most ``max_candidates``); in each, every position of the pickup and every later position of
-the dropoff, with times from three more searches per booking (forward from the pickup and
-backward to the dropoff, both bounded by the longest ride, and forward from the dropoff):
-no search per vehicle. An insertion is feasible when the seats are never exceeded, the
+time. The ``max_candidates`` with the earliest possible pickup are the candidates; in each,
+every position of the pickup and every later position of the dropoff is tried, with times
+from three more searches per booking (forward from the pickup and backward to the dropoff,
+both bounded by the longest ride, and forward from the dropoff): no search per vehicle. On
+a network they are tried in the order of a lower bound of their cost (``bounds``), and the
+search stops at the first whose bound is above the best cost found: the same answer as
+trying them all. An insertion is feasible when the seats are never exceeded, the
 pickup comes before the dropoff, and every passenger on board or assigned (the new one too)
 keeps their latest pickup time and their longest ride time. The cheapest feasible insertion
 wins; none feasible means ``no_offer``.
