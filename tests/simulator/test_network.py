@@ -97,6 +97,8 @@ def test_fleet_filter_on_arrays_equals_the_plain_one() -> None:
     """The scheduler's array filter on the network (one backward search per booking) keeps
     exactly the vehicles, in the same order and with the same pickup-time bounds, as the
     per-vehicle reference."""
+    import numpy as np
+
     from ridecast.simulator import scheduler as sch
 
     settings = SCENARIO.model_copy(update={"vehicles": 40, "bookings_per_hour": 600,
@@ -105,16 +107,19 @@ def test_fleet_filter_on_arrays_equals_the_plain_one() -> None:
     compared = 0
     original = sch.Scheduler._network_candidates
 
-    def both(self: sch.Scheduler, rows: Any, to_p: Any, bookings: Any, now: float, pax: int,
+    def both(self: sch.Scheduler, rows: Any, to_p: Any, now: float, pax: int,
              latest: float) -> Any:
         nonlocal compared
-        fast = original(self, rows, to_p, bookings, now, pax, latest)
+        at, chosen = original(self, rows, to_p, now, pax, latest)
+        bookings = engine.bookings
         fleet = [(v, self.plan(v, bookings)) for v in rows[2] if v.enabled]
         plain = self._candidates(to_p, fleet, now, pax, latest)[: self.max_candidates]
-        assert [v.id for _, _, v, _ in fast] == [v.id for _, _, v, _ in plain]
-        assert [t for t, *_ in fast] == pytest.approx([t for t, *_ in plain], abs=1e-6)
+        assert [rows[2][i].id for i in chosen] == [v.id for _, _, v, _ in plain]
+        earliest = np.minimum.reduceat(at, rows[1])
+        assert [earliest[i] for i in chosen] == pytest.approx([t for t, *_ in plain],
+                                                              abs=1e-6)
         compared += 1
-        return fast
+        return at, chosen
 
     engine.scheduler._network_candidates = both.__get__(engine.scheduler)  # type: ignore[method-assign]
     while not engine.finished:
@@ -298,3 +303,34 @@ def test_legs_follow_the_edges_time_for_time(a: int, b: int) -> None:
         points.extend(pts[1:])
         times.extend(t0 + float(net.edge_s[e]) * f for f in shares[1:])
     assert (leg.points, leg.times, leg.metres) == (points, times, metres)
+
+
+def test_status_requests_and_the_scheduler_never_change_a_later_drive(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Mid-edge points asked for once (GPS, a status request's vehicle positions, the
+    scheduler's start points) never push a vehicle's anchor out of the remembered ones, so
+    they cannot change a later drive: with room for 300 anchors (GPS alone asks for that
+    many points in 100 simulated seconds here), a run polled for every vehicle's position
+    after every step gives the same stream as a run with room for a million and without
+    pruning. (Before anchors were kept apart, the first run's stream differed.)"""
+    import ridecast.simulator.network as network
+
+    # Breaks and rebalancing leave vehicles idle in the middle of a street for a while.
+    settings = SCENARIO.model_copy(update={"vehicles": 30, "bookings_per_hour": 300,
+                                           "duration_s": 1800, "vehicle_break_probability": 0.9,
+                                           "break_duration_s": 120, "rebalance_interval_s": 60})
+
+    def run(anchors: int, poll: bool, prune: bool) -> list[dict[str, Any]]:
+        monkeypatch.setattr(network, "MIDPOINT_CACHE", anchors)
+        engine = Engine(5, settings, START, NetworkTravel(load_bundled("gothenburg")))
+        engine.scheduler.prune = prune
+        events: list[dict[str, Any]] = []
+        while not engine.finished:
+            events.extend(engine.advance(engine.now + 30.0))
+            if poll:
+                for vehicle in engine.vehicles.values():
+                    engine.vehicle_view(vehicle)
+        return events
+
+    monkeypatch.setattr(network, "SCRATCH_POINTS", 16)
+    assert run(300, poll=True, prune=True) == run(1_000_000, poll=False, prune=False)

@@ -250,7 +250,7 @@ class Engine(Operations):
         moving = [v for v in self.vehicles.values() if v.heading_to is not None]
         for vehicle in moving:
             if self.now > vehicle.anchor_t:
-                pos, _, _ = self.position(vehicle)
+                pos, _, _ = self.position(vehicle, keep=True)
                 self.drive(vehicle, pos)
                 vehicle.anchor, vehicle.anchor_t = pos, self.now
         travel.factor = factor

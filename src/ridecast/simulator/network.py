@@ -18,7 +18,7 @@ import math
 from bisect import bisect_right
 from collections import OrderedDict
 from dataclasses import dataclass
-from functools import cache, lru_cache
+from functools import cache, cached_property, lru_cache
 from importlib import resources
 from pathlib import Path
 
@@ -43,8 +43,11 @@ REACH_CACHE_BYTES = 100_000_000
 LEG_CACHE = 50_000
 #: Cached point-to-point times (cleared when full).
 PAIR_CACHE = 500_000
-#: Remembered mid-edge positions of vehicles.
+#: Remembered mid-edge positions where legs may start (vehicles' anchors).
 MIDPOINT_CACHE = 200_000
+#: Mid-edge positions asked for once (GPS, snapshots, the scheduler's start points): kept
+#: apart, so that they never push an anchor out of the cache above (cleared when full).
+SCRATCH_POINTS = 4_096
 #: Speed of the straight connector from an off-network point to its nearest node.
 CONNECTOR_MPS = 15.0 / 3.6
 
@@ -111,6 +114,14 @@ class RoadNetwork:
         e = self.edge_of[(u, v)]
         inner = self.geom[self.geom_off[e]:self.geom_off[e + 1]]
         return [self.node_pos(u), *((float(a), float(b)) for a, b in inner), self.node_pos(v)]
+
+    @cached_property
+    def half_reach_s(self) -> float:
+        """The median free-flow time to a node from the node nearest the network's centre:
+        a search bounded by more than this settles about half the graph or more."""
+        centre = self.nearest((float(self.nodes[:, 0].mean()), float(self.nodes[:, 1].mean())))
+        dist = dijkstra(self.reverse, indices=centre)
+        return float(np.median(dist[np.isfinite(dist)]))
 
     def contains(self, lat: float, lon: float) -> bool:
         return (self.bounds[0] <= lat <= self.bounds[2]
@@ -240,6 +251,7 @@ class NetworkTravel:
         self._pairs: dict[tuple[LatLon, LatLon], float] = {}
         self._legs: OrderedDict[tuple[LatLon, LatLon], Leg] = OrderedDict()
         self._mids: OrderedDict[LatLon, _Mid | tuple[Leg, int, float]] = OrderedDict()
+        self._scratch: dict[LatLon, _Mid | tuple[Leg, int, float]] = {}
         self.searches = 0
 
     # ---- points ----------------------------------------------------------------------------
@@ -265,7 +277,8 @@ class NetworkTravel:
         """Shortest-path predecessors from node ``s`` that reach ``t``: the cached full
         search from ``s`` if there is one; else, when the time from ``s`` to ``t`` is known
         (a cached backward search from ``t`` covers ``s``), a forward search bounded by it,
-        which settles only what is nearer than the target; else a full search (cached)."""
+        which settles only what is nearer than the target, unless that would settle about
+        half the graph anyway; else a full search (cached)."""
         hit = self._sources.get(s)
         if hit is not None:
             self._sources.move_to_end(s)
@@ -273,6 +286,8 @@ class NetworkTravel:
         back = self._targets.get(t)
         if back is not None:
             known = float(back[1][s])
+            if math.inf > known >= self.net.half_reach_s:
+                return self._search(s)[1]  # about as dear as the bounded one, and kept
             if known != math.inf:
                 self.searches += 1
                 dist, pred = dijkstra(self.net.graph, indices=s, return_predecessors=True,
@@ -288,12 +303,17 @@ class NetworkTravel:
         anyway); see ``NetworkReach``.
 
         Backward searches are cached per node with the limit they ran with; a cached one with
-        a limit at least as large answers the same question exactly.
+        a limit at least as large answers the same question exactly. One whose limit would
+        settle about half the graph or more (``RoadNetwork.half_reach_s``) runs to the end:
+        it costs little more, and answers every later question about its node (on the
+        bundled network nearly every search is such; on a country's, few are).
         """
         node = self._node(target)
         if forward:
             return NetworkReach(self, target, self._search(node)[0], forward)
         limit = limit_s / self.factor if math.isfinite(limit_s) else math.inf
+        if limit >= self.net.half_reach_s:
+            limit = math.inf
         cache = self._targets
         hit = cache.get(node)
         if hit is not None and hit[0] >= limit:
@@ -324,25 +344,31 @@ class NetworkTravel:
         node = self._node_at.get(a)
         if node is not None:
             return node, [a], 0.0, 0.0
-        mid = self._mids.get(a)
+        mid = self._mid(a)
         if mid is not None:
-            if isinstance(mid, tuple):
-                mid = self._mids[a] = self._resolve(a, *mid)
             return mid.head, mid.rest, mid.seconds, mid.metres
         node = self.net.nearest(a)
         pos = self.net.node_pos(node)
         m = _metres(a, pos)
         return node, [a, pos], m / CONNECTOR_MPS, m
 
+    def _mid(self, a: LatLon) -> _Mid | None:
+        """The remembered mid-edge position at a (resolved on first use), or None."""
+        for known in (self._mids, self._scratch):
+            mid = known.get(a)
+            if mid is not None:
+                if isinstance(mid, tuple):
+                    mid = known[a] = self._resolve(a, *mid)
+                return mid
+        return None
+
     def _start_s(self, a: LatLon) -> tuple[int, float]:
         """(node, seconds) of ``_start``, without the points and metres it does not need."""
         node = self._node_at.get(a)
         if node is not None:
             return node, 0.0
-        mid = self._mids.get(a)
+        mid = self._mid(a)
         if mid is not None:
-            if isinstance(mid, tuple):
-                mid = self._mids[a] = self._resolve(a, *mid)
             return mid.head, mid.seconds
         node, _, seconds, _ = self._start(a)
         return node, seconds
@@ -443,17 +469,22 @@ class NetworkTravel:
     def path(self, a: LatLon, b: LatLon) -> list[LatLon]:
         return list(self.leg(a, b).points)
 
-    def position(self, a: LatLon, b: LatLon, elapsed_s: float) -> tuple[LatLon, float]:
-        pos, p, q = self._locate(a, b, elapsed_s)
+    def position(self, a: LatLon, b: LatLon, elapsed_s: float, *,
+                 keep: bool = False) -> tuple[LatLon, float]:
+        pos, p, q = self._locate(a, b, elapsed_s, keep)
         return pos, bearing_deg(p, q) if p != q else 0.0
 
     def point(self, a: LatLon, b: LatLon, elapsed_s: float) -> LatLon:
         """The position of ``position`` without its bearing (the scheduler's use)."""
-        return self._locate(a, b, elapsed_s)[0]
+        return self._locate(a, b, elapsed_s, False)[0]
 
-    def _locate(self, a: LatLon, b: LatLon, elapsed_s: float) -> tuple[LatLon, LatLon, LatLon]:
+    def _locate(self, a: LatLon, b: LatLon, elapsed_s: float,
+                keep: bool) -> tuple[LatLon, LatLon, LatLon]:
         """Where a vehicle that left a for b ``elapsed_s`` ago is, and the ends of the
-        segment it is on (its bearing); the point is remembered as a mid-edge position."""
+        segment it is on (its bearing). The point is remembered as a mid-edge position, so
+        that times from it follow its street: with ``keep`` (a vehicle's new anchor) in the
+        LRU of anchors, else in the scratch set. Only what is kept can push an anchor out,
+        so what the scheduler or a status request asks never changes a later drive."""
         elapsed_s /= self.factor  # legs are timed at free flow
         leg = self._legs.get((a, b))
         if leg is None:
@@ -467,11 +498,20 @@ class NetworkTravel:
         f = (elapsed_s - times[i - 1]) / span if span > 0 else 1.0
         f = min(1.0, max(0.0, f))
         pos = (p[0] + (q[0] - p[0]) * f, p[1] + (q[1] - p[1]) * f)
+        if pos in self._node_at:
+            return pos, p, q
         mids = self._mids
-        if pos not in self._node_at and pos not in mids:
-            mids[pos] = (leg, i, elapsed_s)  # resolved only if a leg starts there
-            if len(mids) > MIDPOINT_CACHE:
-                mids.popitem(last=False)
+        if keep:
+            if pos not in mids:
+                mids[pos] = (leg, i, elapsed_s)  # resolved only if a leg starts there
+                if len(mids) > MIDPOINT_CACHE:
+                    mids.popitem(last=False)
+        elif pos not in mids:
+            scratch = self._scratch
+            if pos not in scratch:
+                if len(scratch) >= SCRATCH_POINTS:
+                    scratch.clear()
+                scratch[pos] = (leg, i, elapsed_s)
         return pos, p, q
 
     def _resolve(self, pos: LatLon, leg: Leg, i: int, elapsed_s: float) -> _Mid:

@@ -5,11 +5,13 @@ its latest pickup, from the earliest time a moving vehicle left its last stop) g
 exact drive to the pickup from every node that can still make it; a vehicle is a candidate
 when, from where it is (a lower bound while it drives a leg: from where it left, by the
 triangle inequality) or after one of its stops with a seat free, it may be at the pickup in
-time. Candidates are tried earliest-possible-pickup first (at
-most ``max_candidates``); in each, every position of the pickup and every later position of
-the dropoff, with times from three more searches per booking (forward from the pickup and
-backward to the dropoff, both bounded by the longest ride, and forward from the dropoff):
-no search per vehicle. An insertion is feasible when the seats are never exceeded, the
+time. The ``max_candidates`` with the earliest possible pickup are the candidates; in each,
+every position of the pickup and every later position of the dropoff is tried, with times
+from three more searches per booking (forward from the pickup and backward to the dropoff,
+both bounded by the longest ride, and forward from the dropoff): no search per vehicle. On
+a network they are tried in the order of a lower bound of their cost (``bounds``), and the
+search stops at the first whose bound is above the best cost found: the same answer as
+trying them all. An insertion is feasible when the seats are never exceeded, the
 pickup comes before the dropoff, and every passenger on board or assigned (the new one too)
 keeps their latest pickup time and their longest ride time. The cheapest feasible insertion
 wins; none feasible means ``no_offer``.
@@ -35,6 +37,7 @@ from typing import cast
 import numpy as np
 from numpy.typing import NDArray
 
+from .bounds import insertion_lower_bounds
 from .model import Booking, NodeType, RouteNode, Vehicle
 from .network import NetworkReach, NetworkTravel
 from .polyline import LatLon
@@ -46,11 +49,14 @@ _Entries = NDArray[np.float64]
 #: enabled) when the rows were built, and their ids.
 _Fleet = tuple[_Entries, NDArray[np.int64], list[Vehicle], list[tuple[int, int, bool]],
                NDArray[np.int64]]
-_DISABLED: _Entries = np.array([[0.0, 0.0, 0.0, -1.0, 0.0]])  # no seat: never a candidate
+_DISABLED: _Entries = np.array([[0.0, 0.0, 0.0, -1.0, 0.0, 0.0, 0.0]])  # no seat: never a candidate
 _KEY = attrgetter("id", "version", "enabled")
 """What the fleet's cached rows depend on, per vehicle."""
 WAIT_WEIGHT = 0.5
 """Cost of one second of the new rider's wait, next to one second of added vehicle time."""
+BOUND_SLACK_S = 1e-6
+"""Taken off the network's cost bounds: float sums of shortest paths keep the triangle
+inequality only to within rounding."""
 
 
 @dataclass(slots=True)
@@ -76,6 +82,10 @@ class Plan:
         if self.load0 > capacity or any(load > capacity for load in self.load_after):
             return False
         return self.margin >= -1e-3
+
+
+#: A candidate: (lower bound of its cost, vehicle id, vehicle, plan).
+_Candidate = tuple[float, int, Vehicle, Plan]
 
 
 @dataclass(slots=True, frozen=True)
@@ -154,6 +164,9 @@ class Scheduler:
         self.travel = travel
         self.dwell_s = dwell_s
         self.max_candidates = max_candidates
+        #: Stop at the first candidate whose cost bound is above the best cost found (off:
+        #: every candidate is tried; the answer is the same, tests compare the two).
+        self.prune = True
         self._plans: dict[int, Plan] = {}
         self._entries_cache: dict[int, tuple[int, _Entries]] = {}
         self._stops_cache: dict[int, tuple[int, list[int] | None]] = {}
@@ -196,6 +209,7 @@ class Scheduler:
         if latest < now:
             return None
         travel = self.travel
+        floor = 2.0 * self.dwell_s - 1e-6
         if isinstance(travel, NetworkTravel):
             fleet_rows = self._fleet_rows(travel, vehicles, bookings)
             if fleet_rows is None:
@@ -206,35 +220,48 @@ class Scheduler:
             # One bounded backward search from the pickup: exact times from everywhere a
             # vehicle could still make it from (a moving one: from where it left).
             net_reach = travel.reach(p, latest - earliest_anchor)
-            scored = self._network_candidates(fleet_rows, net_reach, bookings, now, pax, latest)
-            to_p: Reach = net_reach
+            at, chosen = self._network_candidates(fleet_rows, net_reach, now, pax, latest)
+            if not chosen:
+                return None
+            reaches: tuple[Reach, Reach, Reach, Reach] = (
+                net_reach, travel.reach(p, booking.max_ride_s, forward=True),
+                travel.reach(d, booking.max_ride_s), travel.reach(d, INF, forward=True))
+            if prefer is not None:
+                # The offered vehicle, if still a candidate, first: when it fits it wins, and
+                # the others need no bounds.
+                listed = fleet_rows[2]
+                index = next((i for i in chosen if listed[i].id == prefer), None)
+                if index is not None:
+                    found = self._try(listed[index], booking, now, reaches, bookings)
+                    if found is not None:
+                        return found
+                    chosen = [i for i in chosen if i != index]
+                    prefer = None  # tried: the rest is an ordinary search
+            scored = self._bounded(fleet_rows, at, chosen, reaches, booking, now, bookings)
         else:
             fleet = [(v, self.plan(v, bookings)) for v in vehicles if v.enabled]
             earliest_anchor = min((v.anchor_t for v, _ in fleet if v.heading_to is not None),
                                   default=now)
             generic = travel.reach(p, latest - min(now, earliest_anchor))
-            scored = self._candidates(generic, fleet, now, pax, latest)
-            to_p = generic
-        if not scored:
-            return None
-        # Bounds: a pickup-to-node or node-to-dropoff drive lies inside the new ride.
-        reaches = (to_p, travel.reach(p, booking.max_ride_s, forward=True),
-                   travel.reach(d, booking.max_ride_s), travel.reach(d, INF, forward=True))
+            # Earliest pickup first; the bound: the wait to that pickup, and two stops.
+            scored = [(WAIT_WEIGHT * (earliest - now) + floor, vid, vehicle, plan)
+                      for earliest, vid, vehicle, plan
+                      in self._candidates(generic, fleet, now, pax, latest)]
+            if not scored:
+                return None
+            # Bounds: a pickup-to-node or node-to-dropoff drive lies inside the new ride.
+            reaches = (generic, travel.reach(p, booking.max_ride_s, forward=True),
+                       travel.reach(d, booking.max_ride_s), travel.reach(d, INF, forward=True))
         best: Insertion | None = None
         if prefer is not None:
             # The offered vehicle first: wherever it ranks, it wins when it still fits.
             scored.sort(key=lambda item: item[1] != prefer)
-        floor = 2.0 * self.dwell_s - 1e-6
-        for earliest, _, vehicle, plan in scored[: self.max_candidates]:
-            # Sorted by earliest pickup: once even the smallest possible cost (the wait to
-            # that pickup, and two stops) is above the best, no later candidate can win.
-            if (best is not None and prefer is None
-                    and WAIT_WEIGHT * (earliest - now) + floor > best.cost):
+        for bound, _, vehicle, plan in scored[: self.max_candidates]:
+            # Cheapest bound first: once the bound is above the best, no later candidate
+            # can win (after the offered vehicle, which wins whatever its cost).
+            if self.prune and best is not None and bound > best.cost:
                 break
-            start, start_t = self.start_of(vehicle, plan, now)
-            stops = self._stop_nodes(travel, vehicle, plan)
-            found = self._best_in_vehicle(booking, vehicle, plan, start, start_t, now, reaches,
-                                          stops)
+            found = self._try(vehicle, booking, now, reaches, bookings, plan)
             if found is None:
                 continue
             if prefer is not None and found.vehicle_id == prefer:
@@ -242,6 +269,17 @@ class Scheduler:
             if best is None or (found.cost, found.vehicle_id) < (best.cost, best.vehicle_id):
                 best = found
         return best
+
+    def _try(self, vehicle: Vehicle, booking: Booking, now: float,
+             reaches: tuple[Reach, Reach, Reach, Reach], bookings: Mapping[int, Booking],
+             plan: Plan | None = None) -> Insertion | None:
+        """The cheapest feasible insertion of ``booking`` into ``vehicle``'s route."""
+        if plan is None:
+            plan = self.plan(vehicle, bookings)
+        start, start_t = self.start_of(vehicle, plan, now)
+        stops = self._stop_nodes(self.travel, vehicle, plan)
+        return self._best_in_vehicle(booking, vehicle, plan, start, start_t, now, reaches,
+                                     stops)
 
     @staticmethod
     def _candidates(to_p: Reach, fleet: list[tuple[Vehicle, Plan]], now: float, pax: int,
@@ -271,17 +309,20 @@ class Scheduler:
 
     def _entries(self, travel: NetworkTravel, vehicle: Vehicle, plan: Plan) -> _Entries:
         """Where a vehicle could turn towards a pickup, as rows (node, time, connector
-        seconds, free seats, idle); cached with its plan."""
+        seconds, free seats, idle, arrival, on a node: the columns of ``bounds``); cached
+        with its plan."""
         cached = self._entries_cache.get(vehicle.id)
         if cached is not None and cached[0] == plan.version:
             return cached[1]
         cap, route = vehicle.capacity, vehicle.route
         node, conn = travel.place(vehicle.anchor)
         idle = 1.0 if vehicle.heading_to is None else 0.0  # a rebalancing vehicle drives
-        rows = [(node, vehicle.anchor_t, conn, cap - plan.load0, idle)]
+        rows = [(node, vehicle.anchor_t, conn, cap - plan.load0, idle, 0.0, 0.0)]
+        node_at = travel.node_at
         for k, stop in enumerate(route):
             node, conn = travel.place(stop.pos)
-            rows.append((node, plan.dep[k], conn, cap - plan.load_after[k], 0.0))
+            rows.append((node, plan.dep[k], conn, cap - plan.load_after[k], 0.0, plan.arr[k],
+                         1.0 if stop.pos in node_at else 0.0))
         table = np.array(rows, dtype=np.float64)
         self._entries_cache[vehicle.id] = (plan.version, table)
         return table
@@ -339,23 +380,42 @@ class Scheduler:
             return _DISABLED
         return self._entries(travel, vehicle, self.plan(vehicle, bookings))
 
-    def _network_candidates(self, fleet_rows: _Fleet, to_p: NetworkReach,
-                            bookings: Mapping[int, Booking], now: float, pax: int,
-                            latest: float) -> list[tuple[float, int, Vehicle, Plan]]:
-        """``_candidates`` on a road network, as array arithmetic over the whole fleet; only
-        the first ``max_candidates`` are returned."""
-        rows, offsets, fleet, _, ids = fleet_rows
+    def _network_candidates(self, fleet_rows: _Fleet, to_p: NetworkReach, now: float,
+                            pax: int, latest: float) -> tuple[_Entries, list[int]]:
+        """``_candidates`` on a road network, as array arithmetic over the whole fleet: the
+        earliest pickup time from each row, and the fleet indices of the first
+        ``max_candidates`` vehicles, earliest possible pickup first."""
+        rows, offsets, _, _, ids = fleet_rows
         times, idle = rows[:, 1], rows[:, 4] > 0
         drive = (rows[:, 2] + to_p.dist[rows[:, 0].astype(np.int64)]) * to_p.factor
         at = np.where(idle, np.maximum(times, now) + drive, np.maximum(times + drive, now))
         at[rows[:, 3] < pax] = INF
         earliest = np.minimum.reduceat(at, offsets) + to_p.connector_s * to_p.factor
         ok = np.flatnonzero(earliest <= latest + 1e-6)
-        order = ok[np.lexsort((ids[ok], earliest[ok]))][: self.max_candidates].tolist()
-        out: list[tuple[float, int, Vehicle, Plan]] = []
-        for i in order:
+        order: list[int] = ok[np.lexsort((ids[ok], earliest[ok]))][: self.max_candidates].tolist()
+        at += to_p.connector_s * to_p.factor
+        at[at > latest + 1e-6] = INF
+        return at, order
+
+    def _bounded(self, fleet_rows: _Fleet, at: _Entries, chosen: list[int],
+                 reaches: tuple[Reach, Reach, Reach, Reach], booking: Booking, now: float,
+                 bookings: Mapping[int, Booking]) -> list[_Candidate]:
+        """The chosen vehicles with a lower bound of their cost (``bounds``), cheapest
+        first (ties: by vehicle id)."""
+        rows, offsets, fleet, _, ids = fleet_rows
+        from_p, from_d = reaches[1], reaches[3]
+        assert isinstance(from_p, NetworkReach) and isinstance(from_d, NetworkReach)
+        bounds = insertion_lower_bounds(
+            rows, offsets, at, (from_p.dist + from_p.connector_s) * from_p.factor,
+            (from_d.dist + from_d.connector_s) * from_d.factor, now=now,
+            direct_s=booking.direct_s, dwell_s=self.dwell_s, wait_weight=WAIT_WEIGHT)
+        picked = np.array(chosen, dtype=np.int64)
+        low = bounds[picked] - BOUND_SLACK_S
+        out: list[_Candidate] = []
+        for i in picked[np.lexsort((ids[picked], low))].tolist():
             vehicle = fleet[i]
-            out.append((float(earliest[i]), vehicle.id, vehicle, self.plan(vehicle, bookings)))
+            out.append((float(bounds[i]) - BOUND_SLACK_S, vehicle.id, vehicle,
+                        self.plan(vehicle, bookings)))
         return out
 
     def _stop_nodes(self, travel: TravelModel, vehicle: Vehicle,

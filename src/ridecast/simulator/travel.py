@@ -55,8 +55,12 @@ class TravelModel(Protocol):
         """The points a vehicle passes from a to b, a and b included."""
         ...
 
-    def position(self, a: LatLon, b: LatLon, elapsed_s: float) -> tuple[LatLon, float]:
-        """Where a vehicle that left a for b ``elapsed_s`` ago is, and its bearing."""
+    def position(self, a: LatLon, b: LatLon, elapsed_s: float, *,
+                 keep: bool = False) -> tuple[LatLon, float]:
+        """Where a vehicle that left a for b ``elapsed_s`` ago is, and its bearing.
+
+        ``keep``: the point becomes the vehicle's anchor (later legs start there).
+        """
         ...
 
     def snap(self, p: LatLon) -> LatLon:
@@ -118,7 +122,8 @@ class StraightLineTravel:
     def reach(self, target: LatLon, limit_s: float, *, forward: bool = False) -> StraightReach:
         return StraightReach(self, target)  # symmetric: forward or not, the same times
 
-    def position(self, a: LatLon, b: LatLon, elapsed_s: float) -> tuple[LatLon, float]:
+    def position(self, a: LatLon, b: LatLon, elapsed_s: float, *,
+                 keep: bool = False) -> tuple[LatLon, float]:
         total = self.duration_s(a, b)
         heading = bearing_deg(a, b) if a != b else 0.0
         if total <= 0.0 or elapsed_s >= total:

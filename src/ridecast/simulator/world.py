@@ -95,15 +95,17 @@ class World:
         booking.status = status
         self.open_bookings += (status in OPEN_STATES) - was_open
 
-    def position(self, vehicle: Vehicle) -> tuple[LatLon, float, float]:
-        """(position, bearing, speed m/s) of a vehicle now."""
+    def position(self, vehicle: Vehicle, *, keep: bool = False) -> tuple[LatLon, float, float]:
+        """(position, bearing, speed m/s) of a vehicle now; ``keep``: it becomes the
+        vehicle's anchor (see ``TravelModel.position``)."""
         target = vehicle.heading_to
         if target is None:
             return vehicle.anchor, 0.0, 0.0
         if self.now <= vehicle.anchor_t:
             heading = self.travel.position(vehicle.anchor, target, 0.0)[1]
             return vehicle.anchor, heading, 0.0
-        pos, heading = self.travel.position(vehicle.anchor, target, self.now - vehicle.anchor_t)
+        pos, heading = self.travel.position(vehicle.anchor, target, self.now - vehicle.anchor_t,
+                                            keep=keep)
         moving = pos != target
         return pos, heading, self.travel.speed_mps if moving else 0.0
 
@@ -131,7 +133,7 @@ class World:
     def reanchor(self, vehicle: Vehicle) -> None:
         """Make the vehicle's current position its anchor, so that its route can change."""
         if vehicle.heading_to is not None and self.now > vehicle.anchor_t:
-            pos, _, _ = self.position(vehicle)
+            pos, _, _ = self.position(vehicle, keep=True)
             self.drive(vehicle, pos)
             vehicle.anchor = pos
         vehicle.target = None  # a rebalancing drive ends wherever the vehicle is
