@@ -50,6 +50,21 @@ _ATTEMPT_COLUMNS = ("delivery_id", "started_at", "latency_ms", "status_code", "e
                     "error", "response_body")
 _LEASE_SQL = ("UPDATE webhook_deliveries SET status = 'delivering', lease_until = ?, "
               "claim_token = ?, updated_at = ? WHERE id = ?")
+# A success is written on the delivery row itself (one write per delivered event, see
+# ``_record``); a success already there (a replayed delivery, or one sent twice after a
+# lease ran out) first moves to webhook_attempts, so the log keeps every attempt.
+_SUCCESS_SQL = ("UPDATE webhook_deliveries SET status = 'succeeded', "
+                "attempt_count = attempt_count + 1, next_attempt_at = ?, last_error = NULL, "
+                "lease_until = NULL, claim_token = NULL, updated_at = ?, "
+                "success_started_at = ?, success_latency_ms = ?, success_status_code = ?, "
+                "success_response_body = ? WHERE id = ?")
+_KEEP_SUCCESS_SQL = ("INSERT INTO webhook_attempts (delivery_id, started_at, latency_ms, "
+                     "status_code, error_class, error, response_body) SELECT id, "
+                     "success_started_at, success_latency_ms, success_status_code, NULL, NULL, "
+                     "success_response_body FROM webhook_deliveries WHERE id = ? "
+                     "AND success_started_at IS NOT NULL")
+_SUCCESS_COLUMNS = ("success_started_at", "success_latency_ms", "success_status_code",
+                    "success_response_body")
 # Index range reads (a lane's head, a URL's oldest rows) per statement of a claim.
 CANDIDATE_PARTS = 64
 
@@ -98,6 +113,24 @@ class Unit:
     jobs: list[Job]
 
 
+def _with_attempts(row: Mapping[Any, Any], attempts: list[dict[str, Any]]) -> dict[str, Any]:
+    """A delivery row as ``list`` and ``get`` give it: its attempts oldest first, the
+    success kept on the row (``_SUCCESS_SQL``) among them, as the attempt row it stands for."""
+    item = {k: v for k, v in row.items() if k not in _SUCCESS_COLUMNS}
+    if row["success_started_at"] is not None:
+        attempts = [*attempts, {
+            "id": None, "delivery_id": row["id"], "started_at": row["success_started_at"],
+            "latency_ms": row["success_latency_ms"],
+            "status_code": row["success_status_code"], "error_class": None, "error": None,
+            "response_body": row["success_response_body"],
+        }]
+        # Oldest first. The kept success is the newest attempt unless a second sender of
+        # the same delivery (its lease ran out) finished after it.
+        attempts.sort(key=lambda a: a["started_at"])
+    item["attempts"] = attempts
+    return item
+
+
 def _prefix(unit: Sequence[Row], got: set[int]) -> int:
     for index, row in enumerate(unit):
         if row.id not in got:
@@ -114,6 +147,8 @@ class Outbox:
         self._postgres = self._dialect == "postgresql"
         # Statements run for many parameter tuples, in the driver's parameter style.
         self._lease_sql = in_paramstyle(engine.dialect, _LEASE_SQL)
+        self._success_sql = in_paramstyle(engine.dialect, _SUCCESS_SQL)
+        self._keep_success_sql = in_paramstyle(engine.dialect, _KEEP_SUCCESS_SQL)
         self._attempt_sql = insert_sql(engine.dialect, A, _ATTEMPT_COLUMNS)
 
     @property
@@ -314,11 +349,12 @@ class Outbox:
 
     async def _record(self, conn: AsyncConnection, results: Sequence[Result],
                       now: float) -> None:
-        # Successes, the common case, take one statement: attempt_count + 1 equals the
-        # count the dispatcher computed, since a leased row has one attempt in flight.
-        ok = [r.delivery_id for r in results if r.status == "succeeded" and r.last_error is None]
+        # Successes, the common case, take one statement run for many rows, the attempt
+        # written on the delivery row: attempt_count + 1 equals the count the dispatcher
+        # computed, since a leased row has one attempt in flight.
+        ok = [r for r in results if r.status == "succeeded" and r.last_error is None]
         released = [r.delivery_id for r in results if r.status == RELEASE]
-        skip = set(ok) | set(released)
+        skip = {r.delivery_id for r in ok} | set(released)
         rest = [r for r in results if r.delivery_id not in skip]
         healthy = {r.simulation_id for r in results
                    if r.status == "succeeded" and r.simulation_id is not None}
@@ -349,16 +385,17 @@ class Outbox:
         attempts = [
             (r.delivery_id, a["started_at"], a["latency_ms"], a["status_code"], a["error_class"],
              a["error"], a["response_body"])
-            for r in results if (a := r.attempt) is not None
+            for r in rest if (a := r.attempt) is not None
         ]
         if ok:
-            await conn.execute(
-                update(D)
-                .where(D.c.id.in_(ok))
-                .values(status="succeeded", attempt_count=D.c.attempt_count + 1,
-                        next_attempt_at=now, last_error=None, lease_until=None,
-                        claim_token=None, updated_at=now)
-            )
+            await conn.exec_driver_sql(self._keep_success_sql,
+                                       [(r.delivery_id,) for r in ok])
+            await conn.exec_driver_sql(self._success_sql, [
+                (now, now, a["started_at"], a["latency_ms"], a["status_code"],
+                 a["response_body"], r.delivery_id) if (a := r.attempt) is not None
+                else (now, now, None, None, None, None, r.delivery_id)
+                for r in ok
+            ])
         if released:
             await conn.execute(
                 update(D)
@@ -458,12 +495,7 @@ class Outbox:
                     )
                 ).mappings():
                     attempts[att["delivery_id"]].append(dict(att))
-        out = []
-        for row in rows:
-            item = dict(row)
-            item["attempts"] = attempts[row["id"]]
-            out.append(item)
-        return out, int(total or 0)
+        return [_with_attempts(row, attempts[row["id"]]) for row in rows], int(total or 0)
 
     async def get(self, simulation_id: int, delivery_id: int) -> dict[str, Any] | None:
         async with self._engine.connect() as conn:
@@ -474,8 +506,7 @@ class Outbox:
             ).mappings().first()
             if row is None:
                 return None
-            item = dict(row)
-            item["attempts"] = [
+            attempts = [
                 dict(a)
                 for a in (
                     await conn.execute(
@@ -483,7 +514,7 @@ class Outbox:
                     )
                 ).mappings()
             ]
-        return item
+        return _with_attempts(row, attempts)
 
     async def depth(self) -> int:
         """Deliveries pending or in flight (the queue-depth gauge)."""
