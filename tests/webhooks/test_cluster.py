@@ -19,7 +19,6 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-
 from sqlalchemy import func, select
 
 from ridecast.cli.receiver import ReceiverThread, Reply, Request
