@@ -338,8 +338,17 @@ def pct(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
 
 
+def process_cpu_s(pid: int) -> float | None:
+    """User + system CPU seconds of process ``pid`` so far (Linux /proc; None elsewhere)."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return None
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def run_mode(base: str, auth: tuple[str, str], rport: int, hook: str, database_url: str,
-             args: argparse.Namespace, mode: str) -> dict[str, object]:
+             args: argparse.Namespace, mode: str, server_pid: int) -> dict[str, object]:
     """One burst and one paced phase through ``args.sims`` simulations in ``mode``."""
     done_before = asyncio.run(count_succeeded(database_url))
     data: dict[str, object] = {"messaging_webhook_url": hook,
@@ -350,6 +359,7 @@ def run_mode(base: str, auth: tuple[str, str], rport: int, hook: str, database_u
             for i in range(args.sims)]
     httpx.post(f"http://127.0.0.1:{rport}/reset")
     deadline = time.time() + args.timeout
+    cpu_before = process_cpu_s(server_pid)
     start = asyncio.run(ingest(base, auth, sims, args.events, args.batch))
     ingested = time.time()
     stats: dict[str, object] = {}
@@ -359,6 +369,7 @@ def run_mode(base: str, auth: tuple[str, str], rport: int, hook: str, database_u
             break
         time.sleep(0.1)
     committed = asyncio.run(succeeded_at(database_url, done_before + args.events, deadline))
+    cpu_after = process_cpu_s(server_pid)
     httpx.post(f"http://127.0.0.1:{rport}/reset")
     paced_sent = asyncio.run(paced(base, auth, sims[0], args.paced_rate, args.paced_s))
     paced_stats: dict[str, object] = {}
@@ -377,6 +388,10 @@ def run_mode(base: str, auth: tuple[str, str], rport: int, hook: str, database_u
         "inversions": stats.get("inversions"),
         "paced": [float(x) for x in paced_stats.get("latency", [])],  # type: ignore[attr-defined]
         "paced_inversions": paced_stats.get("inversions"),
+        # The server's CPU for the burst, its ingest included (the bench's polling of the
+        # store for the last commit runs in this process, not the server's).
+        "server_cpu_s": (cpu_after - cpu_before
+                         if cpu_before is not None and cpu_after is not None else None),
     }
 
 
@@ -444,7 +459,7 @@ def main() -> None:
             base = f"http://127.0.0.1:{sport}"
             wait_http(f"{base}/healthz")
             for mode in ("ordered", "unordered"):
-                result = run_mode(base, auth, rport, hook, url, args, mode)
+                result = run_mode(base, auth, rport, hook, url, args, mode, server.pid)
                 results.append({**result, "mode": f"{store}, {mode}"})
             server.terminate()
             server.wait(20)
@@ -488,6 +503,12 @@ def main() -> None:
                   f"{pct(paced_latency, 0.5) * 1000:,.1f} ms  p99 "
                   f"{pct(paced_latency, 0.99) * 1000:,.1f} ms; inversions "
                   f"{r['paced_inversions']}")
+        cpu_s = r["server_cpu_s"]
+        if cpu_s is not None:
+            print(f"server CPU: {float(cpu_s) * 1e6 / args.events:,.0f} µs per delivery "  # type: ignore[arg-type]
+                  "(ingest included; http11.py's client CPU per delivery is above)")
+        print(f"ratio to http11.py (keep-alive, {args.clients_connections} connections, same "
+              f"receiver, this run): {rate / clients['http11.py'][0]:.2f}")
         print(f"ratio to ceiling (the higher of the two): {rate / ceiling_rps:.2f}")
 
 

@@ -1,8 +1,10 @@
-"""Two ``ridecast worker`` processes on PostgreSQL, an API node without workers, one receiver.
+"""Two ``ridecast worker`` processes on one store (PostgreSQL, then one SQLite file), an API
+node without workers, one receiver.
 
 Every event arrives, each simulation's events first arrive in event_id order, the
 per-endpoint limit holds across both workers, and after SIGKILL of one worker mid-burst the
-other delivers what it held once the lease runs out. Skipped without PostgreSQL.
+other delivers what it held once the lease runs out. The PostgreSQL case is skipped without
+PostgreSQL.
 """
 
 from __future__ import annotations
@@ -14,7 +16,9 @@ import signal
 import subprocess
 import sys
 from collections.abc import Callable
+from pathlib import Path
 
+import pytest
 from sqlalchemy import func, select
 
 from ridecast.cli.receiver import ReceiverThread, Reply, Request
@@ -94,10 +98,19 @@ def _succeeded(pg_url: str, ids: set[int]) -> bool:
     return asyncio.run(run())
 
 
+@pytest.fixture(params=["postgresql", "sqlite"])
+def store_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    """A fresh PostgreSQL database, then a SQLite file that every process opens."""
+    if request.param == "sqlite":
+        return f"sqlite+aiosqlite:///{tmp_path / 'cluster.db'}"
+    return str(request.getfixturevalue("pg_url"))
+
+
 def test_two_workers_order_limit_and_takeover_after_sigkill(
-    pg_url: str, start_server: Callable[..., Server]
+    store_url: str, start_server: Callable[..., Server]
 ) -> None:
     """4 simulations x 250 events through two workers; one is killed mid-burst."""
+    pg_url = store_url  # the name the helpers use; either store
     counting = Counting()
     server = start_server({"RIDECAST_WEBHOOK_WORKERS": "false"}, database_url=pg_url)
     first = _worker(pg_url, FIRST_LEASE_S)

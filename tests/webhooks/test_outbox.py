@@ -189,3 +189,67 @@ async def test_racing_claims_on_postgres_respect_the_limit_and_never_share(pg_ur
     assert per_url == {"http://same/": 3, "http://loose/": 3}
     lanes = [unit.jobs[0].simulation_id for unit in units if unit.jobs[0].ordered]
     assert len(lanes) == len(set(lanes))
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def store_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    """A SQLite file, then a fresh PostgreSQL database."""
+    if request.param == "sqlite":
+        return f"sqlite+aiosqlite:///{tmp_path / 's.db'}"
+    return str(request.getfixturevalue("pg_url"))
+
+
+@pytest.fixture
+async def any_engine(store_url: str) -> AsyncIterator[AsyncEngine]:
+    """A migrated store on SQLite, then on PostgreSQL."""
+    url = store_url
+    await upgrade(url)
+    eng = create_engine(url)
+    yield eng
+    await eng.dispose()
+
+
+def _attempt(started_at: float, status_code: int, body: str = "") -> dict[str, object]:
+    return {"started_at": started_at, "latency_ms": 1.5, "status_code": status_code,
+            "error_class": None if status_code < 300 else "http_status",
+            "error": None if status_code < 300 else f"HTTP {status_code}",
+            "response_body": body}
+
+
+async def test_a_success_is_one_write_on_the_delivery_and_listed_as_an_attempt(
+    any_engine: AsyncEngine,
+) -> None:
+    """A success writes no webhook_attempts row; the log lists it as an attempt all the same,
+    after the failures before it, and a replayed delivery's second success keeps the first."""
+    await _enqueue(any_engine, 2)
+    outbox = Outbox(any_engine)
+    first, second = await claim(outbox)
+    t = time.time()
+    await outbox.record([Result(first.delivery_id, "succeeded", 1, t, None,
+                                _attempt(t - 1, 200, "ok"), simulation_id=1),
+                         Result(second.delivery_id, "pending", 1, t - 1, "HTTP 500",
+                                _attempt(t - 2, 500, "boom"))])
+    async with any_engine.connect() as conn:
+        rows = await conn.scalar(select(func.count()).select_from(webhook_attempts))
+    assert rows == 1  # the failure's only
+    got = await outbox.get(1, first.delivery_id)
+    assert got is not None and got["status"] == "succeeded" and got["attempt_count"] == 1
+    assert not any(key.startswith("success_") for key in got)
+    assert got["attempts"] == [{
+        "id": None, "delivery_id": first.delivery_id, "started_at": t - 1, "latency_ms": 1.5,
+        "status_code": 200, "error_class": None, "error": None, "response_body": "ok"}]
+    # The retried one succeeds: failure first, success after it.
+    (again,) = await claim(outbox)
+    await outbox.record([Result(again.delivery_id, "succeeded", 2, t, None,
+                                _attempt(t, 204), simulation_id=1)])
+    # The first is replayed and succeeds again: both successes are in its log.
+    assert await outbox.retry(1, first.delivery_id) is True
+    (replayed,) = await claim(outbox)
+    await outbox.record([Result(replayed.delivery_id, "succeeded", 2, t + 1, None,
+                                _attempt(t + 1, 202), simulation_id=1)])
+    listed, total = await outbox.list(1, status=None, message_type=None, limit=10, offset=0)
+    assert total == 2
+    by_id = {item["id"]: item for item in listed}
+    assert [a["status_code"] for a in by_id[second.delivery_id]["attempts"]] == [500, 204]
+    assert [a["status_code"] for a in by_id[first.delivery_id]["attempts"]] == [200, 202]
+    assert by_id[first.delivery_id]["attempt_count"] == 2

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from ridecast.cli.receiver import Receiver, Reply, Request
+from ridecast.webhooks.deadline import Deadline
 from ridecast.webhooks.retry import ErrorClass
 from ridecast.webhooks.sender import RESPONSE_BODY_LIMIT, Sender
 from tests.conftest import free_port
@@ -64,3 +65,21 @@ async def test_error_classes_for_dns_connect_and_timeout() -> None:
     assert dns.error_class is ErrorClass.DNS
     assert closed.error_class is ErrorClass.CONNECT
     assert slow.error_class is ErrorClass.TIMEOUT
+
+
+async def test_a_units_deadline_times_out_a_stalled_receiver_and_serves_the_next() -> None:
+    """With a dispatcher unit's one timer (``Deadline``), a receiver that stalls is a
+    timeout, and the next request of the same task, to a fast path, succeeds."""
+    receiver = Receiver(lambda r: Reply(204, delay_s=3 if r.target == "/slow" else 0))
+    await receiver.start()
+    sender = Sender(timeout_s=0.3, connect_timeout_s=0.3, allow_private=True)
+    deadline = Deadline()
+    try:
+        slow = await sender.send(f"{receiver.url}/slow", "msg_7", b"{}", None, deadline)
+        fast = await sender.send(f"{receiver.url}/fast", "msg_8", b"{}", None, deadline)
+    finally:
+        deadline.close()
+        await sender.close()
+        await receiver.close()
+    assert slow.error_class is ErrorClass.TIMEOUT
+    assert fast.ok and fast.status_code == 204

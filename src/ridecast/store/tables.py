@@ -172,6 +172,14 @@ webhook_deliveries = Table(
     # Shared by the deliveries one worker claimed together and sends one after the other
     # (one request in flight): the per-endpoint limit counts these units.
     Column("claim_token", String(32), nullable=True),
+    # The delivery's latest successful attempt, kept on its row rather than as a
+    # webhook_attempts row: a delivery that succeeds, the common case, costs one write to
+    # record. The delivery log shows it among the attempts (``Outbox.list``); before another
+    # success is written here, this one moves to webhook_attempts.
+    Column("success_started_at", Float, nullable=True),
+    Column("success_latency_ms", Float, nullable=True),
+    Column("success_status_code", Integer, nullable=True),
+    Column("success_response_body", Text, nullable=True),
     Index("ix_deliveries_due", "status", "next_attempt_at"),
     Index("ix_deliveries_sim", "simulation_id", "id"),
     # Active ordered rows by lane, and waiting unordered rows by URL: a claim reads the head

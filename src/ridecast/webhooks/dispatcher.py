@@ -37,6 +37,7 @@ from ..config import Settings
 from ..events.webhook_settings import webhook_settings
 from ..metrics import WEBHOOK_ATTEMPTS, WEBHOOK_LATENCY, WEBHOOK_QUEUE
 from ..store.simulations import SimulationStore
+from .deadline import Deadline
 from .health import EndpointHealth
 from .outbox import RELEASE, Job, Outbox, Result, Unit
 from .retry import Verdict, honours_retry_after, next_delay, quiet_gap, verdict
@@ -317,6 +318,7 @@ class Dispatcher:
         """Send the unit's deliveries in order; see the module docstring."""
         todo = list(unit.jobs)
         lease_until = unit.lease_until
+        deadline = Deadline()  # one timer for the unit's requests, not one per request
         try:
             while todo:
                 job = todo[0]
@@ -335,7 +337,7 @@ class Dispatcher:
                         break
                     lease_until = renewed
                 try:
-                    result = await self._attempt(job)
+                    result = await self._attempt(job, deadline)
                 except Exception:
                     log.exception("webhook delivery %d crashed", job.delivery_id)
                     result = Result(job.delivery_id, RELEASE, job.attempt_count, time.time(),
@@ -345,6 +347,7 @@ class Dispatcher:
                 if job.ordered and result.status not in ("succeeded", "failed"):
                     break  # head-of-line: the rest of the lane waits behind this delivery
         finally:
+            deadline.close()
             # Whatever was not sent (cancelled at shutdown, or held behind a retry) is
             # given back, due now; it never stays held in memory.
             now = time.time()
@@ -358,7 +361,7 @@ class Dispatcher:
         self._results.append(result)
         self._wake.set()
 
-    async def _attempt(self, job: Job) -> Result:
+    async def _attempt(self, job: Job, deadline: Deadline | None = None) -> Result:
         now = time.time()
         state = self._sims.cached(job.simulation_id) or await self._sims.get(job.simulation_id)
         if not state.exists:
@@ -377,7 +380,7 @@ class Dispatcher:
         if url != job.url:
             # The URL was changed after this event: it goes to the URL in force now.
             await self._outbox.repoint(job.simulation_id, url)
-        attempt = await self._sender.send(url, job.msg_id, job.body, state.secret)
+        attempt = await self._sender.send(url, job.msg_id, job.body, state.secret, deadline)
         return await self._judge(job, url, attempt)
 
     async def _judge(self, job: Job, url: str, attempt: Attempt) -> Result:

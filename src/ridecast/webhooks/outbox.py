@@ -23,19 +23,18 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import bindparam, delete, func, select, text, update
-from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
+from sqlalchemy import delete, func, select, update
+from sqlalchemy.ext.asyncio import AsyncEngine
 
-from ..store.driver_sql import in_paramstyle, insert_sql
 from ..store.tables import (
     LANE_ROWS_WHERE,
     LOOSE_PENDING_WHERE,
-    events,
     webhook_attempts,
     webhook_deliveries,
     webhook_endpoints,
 )
 from .claims import InFlight, Row, plan_units
+from .txsteps import Many, Query, StepRunner, Steps
 
 D = webhook_deliveries
 A = webhook_attempts
@@ -46,10 +45,55 @@ CLAIM_LOCK_KEY = 0x72637768
 ACTIVE_STATES = ("pending", "delivering")
 # A Result with this status gives the delivery back unsent (no attempt was made).
 RELEASE = "release"
-_ATTEMPT_COLUMNS = ("delivery_id", "started_at", "latency_ms", "status_code", "error_class",
-                    "error", "response_body")
 _LEASE_SQL = ("UPDATE webhook_deliveries SET status = 'delivering', lease_until = ?, "
               "claim_token = ?, updated_at = ? WHERE id = ?")
+# A success is written on the delivery row itself (one write per delivered event, see
+# ``_record``); a success already there (a replayed delivery, or one sent twice after a
+# lease ran out) first moves to webhook_attempts, so the log keeps every attempt.
+_SUCCESS_SQL = ("UPDATE webhook_deliveries SET status = 'succeeded', "
+                "attempt_count = attempt_count + 1, next_attempt_at = ?, last_error = NULL, "
+                "lease_until = NULL, claim_token = NULL, updated_at = ?, "
+                "success_started_at = ?, success_latency_ms = ?, success_status_code = ?, "
+                "success_response_body = ? WHERE id = ?")
+_KEEP_SUCCESS_SQL = ("INSERT INTO webhook_attempts (delivery_id, started_at, latency_ms, "
+                     "status_code, error_class, error, response_body) SELECT id, "
+                     "success_started_at, success_latency_ms, success_status_code, NULL, NULL, "
+                     "success_response_body FROM webhook_deliveries WHERE id = ? "
+                     "AND success_started_at IS NOT NULL")
+_PG_LEASE_SQL = ("UPDATE webhook_deliveries AS d SET status = 'delivering', "
+                 "lease_until = :lease, claim_token = u.token, updated_at = :now "
+                 "FROM unnest(CAST(:ids AS bigint[]), CAST(:tokens AS varchar[])) "
+                 "AS u(id, token) WHERE d.id = u.id")
+_PG_KEEP_SUCCESS_SQL = ("INSERT INTO webhook_attempts (delivery_id, started_at, latency_ms, "
+                        "status_code, error_class, error, response_body) SELECT id, "
+                        "success_started_at, success_latency_ms, success_status_code, NULL, "
+                        "NULL, success_response_body FROM webhook_deliveries "
+                        "WHERE id = ANY(CAST(:ids AS bigint[])) "
+                        "AND success_started_at IS NOT NULL ORDER BY id")
+_PG_SUCCESS_SQL = ("UPDATE webhook_deliveries AS d SET status = 'succeeded', "
+                   "attempt_count = d.attempt_count + 1, next_attempt_at = :now, "
+                   "last_error = NULL, lease_until = NULL, claim_token = NULL, "
+                   "updated_at = :now, success_started_at = u.started, "
+                   "success_latency_ms = u.latency, success_status_code = u.code, "
+                   "success_response_body = u.body FROM unnest(CAST(:ids AS bigint[]), "
+                   "CAST(:started AS double precision[]), CAST(:latency AS double precision[]), "
+                   "CAST(:code AS integer[]), CAST(:body AS text[])) "
+                   "AS u(id, started, latency, code, body) WHERE d.id = u.id")
+_RELEASE_SQL = ("UPDATE webhook_deliveries SET status = 'pending', lease_until = NULL, "
+                "claim_token = NULL, updated_at = ? WHERE id = ? AND status = 'delivering'")
+_RESULT_SQL = ("UPDATE webhook_deliveries SET status = ?, attempt_count = ?, "
+               "next_attempt_at = ?, last_error = ?, lease_until = NULL, claim_token = NULL, "
+               "updated_at = ? WHERE id = ?")
+_HEALTHY_SQL = "DELETE FROM webhook_endpoints WHERE simulation_id = ?"
+_ATTEMPT_SQL = ("INSERT INTO webhook_attempts (delivery_id, started_at, latency_ms, "
+                "status_code, error_class, error, response_body) VALUES (?, ?, ?, ?, ?, ?, ?)")
+# Units in flight: one row per unit (claim token), not one per leased delivery.
+_IN_FLIGHT_SQL = ("SELECT url, simulation_id, ordered, claim_token, MIN(id) "
+                  "FROM webhook_deliveries WHERE status = 'delivering' AND lease_until >= :now "
+                  "GROUP BY url, simulation_id, ordered, claim_token")
+BODY_READ_CHUNK = 500  # event ids per read of bodies (well under SQLite's variable limit)
+_SUCCESS_COLUMNS = ("success_started_at", "success_latency_ms", "success_status_code",
+                    "success_response_body")
 # Index range reads (a lane's head, a URL's oldest rows) per statement of a claim.
 CANDIDATE_PARTS = 64
 
@@ -98,6 +142,38 @@ class Unit:
     jobs: list[Job]
 
 
+def _with_attempts(row: Mapping[Any, Any], attempts: list[dict[str, Any]]) -> dict[str, Any]:
+    """A delivery row as ``list`` and ``get`` give it: its attempts oldest first, the
+    success kept on the row (``_SUCCESS_SQL``) among them, as the attempt row it stands for."""
+    item = {k: v for k, v in row.items() if k not in _SUCCESS_COLUMNS}
+    if row["success_started_at"] is not None:
+        attempts = [*attempts, {
+            "id": None, "delivery_id": row["id"], "started_at": row["success_started_at"],
+            "latency_ms": row["success_latency_ms"],
+            "status_code": row["success_status_code"], "error_class": None, "error": None,
+            "response_body": row["success_response_body"],
+        }]
+        # Oldest first. The kept success is the newest attempt unless a second sender of
+        # the same delivery (its lease ran out) finished after it.
+        attempts.sort(key=lambda a: a["started_at"])
+    item["attempts"] = attempts
+    return item
+
+
+def _in_flight(rows: Sequence[tuple[Any, ...]]) -> InFlight:
+    """Units in flight per URL and the held ordered lanes, from ``_IN_FLIGHT_SQL``'s rows."""
+    units: set[tuple[str, str]] = set()
+    lanes: set[int] = set()
+    for url, simulation_id, ordered, claim_token, first in rows:
+        units.add((url, claim_token or f"row-{first}"))
+        if ordered:
+            lanes.add(simulation_id)
+    per_url: dict[str, int] = {}
+    for url, _token in units:
+        per_url[url] = per_url.get(url, 0) + 1
+    return InFlight(per_url, lanes)
+
+
 def _prefix(unit: Sequence[Row], got: set[int]) -> int:
     for index, row in enumerate(unit):
         if row.id not in got:
@@ -112,9 +188,7 @@ class Outbox:
         self._engine = engine
         self._dialect = engine.dialect.name
         self._postgres = self._dialect == "postgresql"
-        # Statements run for many parameter tuples, in the driver's parameter style.
-        self._lease_sql = in_paramstyle(engine.dialect, _LEASE_SQL)
-        self._attempt_sql = insert_sql(engine.dialect, A, _ATTEMPT_COLUMNS)
+        self._steps = StepRunner(engine)
 
     @property
     def engine(self) -> AsyncEngine:
@@ -136,56 +210,68 @@ class Outbox:
         lane or a slot, can be claimed again at once). ``bodies``: event bodies the caller
         already holds (by ``event_id``), so only the missing ones are read from the log.
         ``stale``: also look for unordered rows whose lease ran out (see ``_candidates``).
+        The transaction is one trip to the driver's thread on SQLite (``txsteps``).
         """
         now = time.time()
-        lease_until = now + lease_s
-        async with self._engine.begin() as conn:
-            # Claims are serialised, so the in-flight count each one reads (the per-endpoint
-            # limit, the lane being free) cannot be raced by another worker's claim.
-            if self._postgres:
-                await conn.execute(select(func.pg_advisory_xact_lock(CLAIM_LOCK_KEY)))
-            elif not record:
-                # SQLite: a write first takes the database's write lock for the transaction.
-                await conn.execute(update(D).where(D.c.id == -1).values(claim_token=None))
-            if record:
-                await self._record(conn, record, now)
-            if max_units <= 0:
-                return []
-            busy = await self._in_flight(conn, now)
-            # Unordered rows: per URL, no more than its free slots can take.
-            room = min(per_endpoint, max_units)
-            chunk_rows = {url: min(room, max(0, per_endpoint - count)) * unit_rows
-                          for url, count in busy.per_url.items()}
-            active, extra = await self._candidates(conn, now, unit_rows, chunk_rows,
-                                                   room * unit_rows, busy.lanes, stale=stale)
-            plan = plan_units(active, busy, now=now, per_endpoint=per_endpoint,
-                              unit_rows=unit_rows, max_units=max_units)
-            if not plan:
-                return []
-            if self._postgres:
-                # Rows another transaction holds (a replay, a result being recorded) are
-                # skipped, not waited for; a unit stops before the first one skipped.
-                wanted = [row.id for unit in plan for row in unit]
-                got = set(await conn.scalars(
-                    select(D.c.id).where(D.c.id.in_(wanted))
-                    .with_for_update(skip_locked=True)
-                ))
-                plan = [unit[:_prefix(unit, got)] for unit in plan]
-                plan = [unit for unit in plan if unit]
-            tokens = [uuid.uuid4().hex for _ in plan]
+        return await self._steps.run(lambda: self._claim_steps(
+            now, now + lease_s, max_units, unit_rows, per_endpoint, record, bodies or {},
+            stale))
+
+    def _claim_steps(
+        self, now: float, lease_until: float, max_units: int, unit_rows: int,
+        per_endpoint: int, record: Sequence[Result], known: Mapping[int, bytes], stale: bool,
+    ) -> Steps[list[Unit]]:
+        # Claims are serialised, so the in-flight count each one reads (the per-endpoint
+        # limit, the lane being free) cannot be raced by another worker's claim.
+        if self._postgres:
+            yield Query("SELECT pg_advisory_xact_lock(:key)", {"key": CLAIM_LOCK_KEY})
+        elif not record:
+            # SQLite: a write first takes the database's write lock for the transaction.
+            yield Query("UPDATE webhook_deliveries SET claim_token = NULL WHERE id = -1")
+        if record:
+            yield from self._record_steps(record, now)
+        if max_units <= 0:
+            return []
+        busy = _in_flight((yield Query(_IN_FLIGHT_SQL, {"now": now})))
+        # Unordered rows: per URL, no more than its free slots can take.
+        room = min(per_endpoint, max_units)
+        chunk_rows = {url: min(room, max(0, per_endpoint - count)) * unit_rows
+                      for url, count in busy.per_url.items()}
+        active, extra = yield from self._candidates(now, unit_rows, chunk_rows,
+                                                    room * unit_rows, busy.lanes, stale=stale)
+        plan = plan_units(active, busy, now=now, per_endpoint=per_endpoint,
+                          unit_rows=unit_rows, max_units=max_units)
+        if not plan:
+            return []
+        if self._postgres:
+            # Rows another transaction holds (a replay, a result being recorded) are
+            # skipped, not waited for; a unit stops before the first one skipped.
+            wanted = [row.id for unit in plan for row in unit]
+            got = {r[0] for r in (yield Query(
+                select(D.c.id).where(D.c.id.in_(wanted)).with_for_update(skip_locked=True)))}
+            plan = [unit[:_prefix(unit, got)] for unit in plan]
+            plan = [unit for unit in plan if unit]
+        tokens = [uuid.uuid4().hex for _ in plan]
+        leases = [(row.id, token) for unit, token in zip(plan, tokens, strict=True)
+                  for row in unit]
+        if self._postgres:
+            # Every unit in one statement (see ``_PG_SUCCESS_SQL``).
+            yield Query(_PG_LEASE_SQL, {"lease": lease_until, "now": now,
+                                        "ids": [i for i, _t in leases],
+                                        "tokens": [t for _i, t in leases]})
+        else:
             # Every unit in one statement, executed for many parameter tuples by the driver.
-            await conn.exec_driver_sql(
-                self._lease_sql,
-                [(lease_until, token, now, row.id)
-                 for unit, token in zip(plan, tokens, strict=True) for row in unit],
-            )
-            known = bodies or {}
-            missing = [row.event_id for unit in plan for row in unit
-                       if row.event_id not in known]
-            read: dict[int, bytes] = {}
-            if missing:
-                read = {r.id: r.body for r in await conn.execute(
-                    select(events.c.id, events.c.body).where(events.c.id.in_(missing)))}
+            yield Many(_LEASE_SQL, [(lease_until, token, now, id_) for id_, token in leases])
+        missing = [row.event_id for unit in plan for row in unit if row.event_id not in known]
+        read: dict[int, bytes] = {}
+        for start in range(0, len(missing), BODY_READ_CHUNK):
+            part = missing[start:start + BODY_READ_CHUNK]
+            marks = ", ".join(f":e{n}" for n in range(len(part)))
+            for event_id, body in (yield Query(
+                f"SELECT id, body FROM events WHERE id IN ({marks})",
+                {f"e{n}": event_id for n, event_id in enumerate(part)},
+            )):
+                read[event_id] = body
         units = []
         for unit, token in zip(plan, tokens, strict=True):
             jobs = []
@@ -199,28 +285,7 @@ class Outbox:
             units.append(Unit(token, lease_until, jobs))
         return units
 
-    @staticmethod
-    async def _in_flight(conn: AsyncConnection, now: float) -> InFlight:
-        """Units in flight per URL and the held ordered lanes, aggregated in SQL: one row
-        per unit (claim token), not one per leased delivery."""
-        units: set[tuple[str, str]] = set()
-        lanes: set[int] = set()
-        for r in await conn.execute(
-            select(D.c.url, D.c.simulation_id, D.c.ordered, D.c.claim_token,
-                   func.min(D.c.id).label("first"))
-            .where(D.c.status == "delivering", D.c.lease_until >= now)
-            .group_by(D.c.url, D.c.simulation_id, D.c.ordered, D.c.claim_token)
-        ):
-            units.add((r.url, r.claim_token or f"row-{r.first}"))
-            if r.ordered:
-                lanes.add(r.simulation_id)
-        per_url: dict[str, int] = {}
-        for url, _token in units:
-            per_url[url] = per_url.get(url, 0) + 1
-        return InFlight(per_url, lanes)
-
-    async def _keys(self, conn: AsyncConnection, column: str, where: str, index: str
-                    ) -> list[Any]:
+    def _keys(self, column: str, where: str, index: str) -> Steps[list[Any]]:
         """The distinct values of ``column`` among the rows of the partial ``index`` (whose
         predicate is ``where``), by a skip scan (one index seek per value), not by reading
         every row."""
@@ -229,12 +294,12 @@ class Outbox:
                f"WHERE {where} UNION ALL SELECT (SELECT MIN({column}) FROM {table} "
                f"WHERE {where} AND {column} > k.v) FROM k WHERE k.v IS NOT NULL) "
                "SELECT v FROM k WHERE v IS NOT NULL")
-        return [r[0] for r in await conn.execute(text(sql))]
+        return [r[0] for r in (yield Query(sql))]
 
-    async def _candidates(
-        self, conn: AsyncConnection, now: float, lane_rows: int, chunk_rows: dict[str, int],
+    def _candidates(
+        self, now: float, lane_rows: int, chunk_rows: dict[str, int],
         default_chunk_rows: int, busy_lanes: set[int], *, stale: bool,
-    ) -> tuple[list[Row], dict[int, tuple[str, int]]]:
+    ) -> Steps[tuple[list[Row], dict[int, tuple[str, int]]]]:
         """The rows a plan can use, read through the partial indexes rather than every active
         row: the first ``lane_rows`` of each free simulation's ordered queue, and the oldest
         due unordered rows of each URL (``chunk_rows`` of it, or ``default_chunk_rows``); with
@@ -248,16 +313,15 @@ class Outbox:
                 "lease_until, claim_token, message_type, attempt_count")
         parts: list[str] = []
         params: dict[str, Any] = {"now": now}
-        free = [sim for sim in await self._keys(conn, "simulation_id", lane_where,
-                                                      "ix_deliveries_lanes")
-                if sim not in busy_lanes]
+        lanes = yield from self._keys("simulation_id", lane_where, "ix_deliveries_lanes")
+        free = [sim for sim in lanes if sim not in busy_lanes]
         for n, sim in enumerate(free):
             params[f"s{n}"] = sim
             parts.append(f"SELECT {cols} FROM webhook_deliveries{hint('ix_deliveries_lanes')} "
                          f"WHERE {lane_where} AND simulation_id = :s{n} "
                          f"ORDER BY event_id LIMIT {int(lane_rows)}")
-        for n, url in enumerate(await self._keys(conn, "url", loose_where,
-                                                 "ix_deliveries_loose")):
+        urls = yield from self._keys("url", loose_where, "ix_deliveries_loose")
+        for n, url in enumerate(urls):
             rows = chunk_rows.get(url, default_chunk_rows)
             if rows > 0:
                 params[f"u{n}"] = url
@@ -272,12 +336,14 @@ class Outbox:
         extra: dict[int, tuple[str, int]] = {}
         # A few parts per statement: each is an index seek and a short range.
         for start in range(0, len(parts), CANDIDATE_PARTS):
-            query = " UNION ALL ".join(f"SELECT * FROM ({part}) AS p{start + n}" for n, part
-                                       in enumerate(parts[start:start + CANDIDATE_PARTS]))
-            for r in await conn.execute(text(query), params):
-                found.append(Row(r.id, r.simulation_id, r.url, r.event_id, bool(r.ordered),
-                                 r.status, r.next_attempt_at, r.lease_until, r.claim_token))
-                extra[r.id] = (r.message_type, r.attempt_count)
+            chunk = parts[start:start + CANDIDATE_PARTS]
+            query = " UNION ALL ".join(f"SELECT * FROM ({part}) AS p{start + n}"
+                                       for n, part in enumerate(chunk))
+            for (id_, sim, url, event_id, ordered, status, next_at, lease, token, message_type,
+                 attempt_count) in (yield Query(query, params)):
+                found.append(Row(id_, sim, url, event_id, bool(ordered), status, next_at,
+                                 lease, token))
+                extra[id_] = (message_type, attempt_count)
         return found, extra
 
     async def renew(self, token: str, delivery_ids: Sequence[int], lease_until: float) -> bool:
@@ -309,71 +375,48 @@ class Outbox:
         """Write the outcome of many attempts in one transaction (one commit per batch)."""
         if not results:
             return
-        async with self._engine.begin() as conn:
-            await self._record(conn, results, time.time())
+        now = time.time()
+        await self._steps.run(lambda: self._record_steps(results, now))
 
-    async def _record(self, conn: AsyncConnection, results: Sequence[Result],
-                      now: float) -> None:
-        # Successes, the common case, take one statement: attempt_count + 1 equals the
-        # count the dispatcher computed, since a leased row has one attempt in flight.
-        ok = [r.delivery_id for r in results if r.status == "succeeded" and r.last_error is None]
+    def _record_steps(self, results: Sequence[Result], now: float) -> Steps[None]:
+        # Successes, the common case, take one statement run for many rows, the attempt
+        # written on the delivery row: attempt_count + 1 equals the count the dispatcher
+        # computed, since a leased row has one attempt in flight.
+        ok = [r for r in results if r.status == "succeeded" and r.last_error is None]
         released = [r.delivery_id for r in results if r.status == RELEASE]
-        skip = set(ok) | set(released)
+        skip = {r.delivery_id for r in ok} | set(released)
         rest = [r for r in results if r.delivery_id not in skip]
         healthy = {r.simulation_id for r in results
                    if r.status == "succeeded" and r.simulation_id is not None}
-        params = [
-            {
-                "b_id": r.delivery_id,
-                "b_status": r.status,
-                "b_count": r.attempt_count,
-                "b_next": r.next_attempt_at,
-                "b_error": r.last_error,
-                "b_now": now,
-            }
-            for r in rest
-        ]
-        stmt = (
-            update(D)
-            .where(D.c.id == bindparam("b_id"))
-            .values(
-                status=bindparam("b_status"),
-                attempt_count=bindparam("b_count"),
-                next_attempt_at=bindparam("b_next"),
-                last_error=bindparam("b_error"),
-                lease_until=None,
-                claim_token=None,
-                updated_at=bindparam("b_now"),
-            )
-        )
-        attempts = [
-            (r.delivery_id, a["started_at"], a["latency_ms"], a["status_code"], a["error_class"],
-             a["error"], a["response_body"])
-            for r in results if (a := r.attempt) is not None
-        ]
         if ok:
-            await conn.execute(
-                update(D)
-                .where(D.c.id.in_(ok))
-                .values(status="succeeded", attempt_count=D.c.attempt_count + 1,
-                        next_attempt_at=now, last_error=None, lease_until=None,
-                        claim_token=None, updated_at=now)
-            )
+            rows = [(now, now, a["started_at"], a["latency_ms"], a["status_code"],
+                     a["response_body"], r.delivery_id) if (a := r.attempt) is not None
+                    else (now, now, None, None, None, None, r.delivery_id) for r in ok]
+            if self._postgres:
+                # One statement each for the whole batch: a statement per row costs a server
+                # round of work per row on PostgreSQL (sqlite3 runs the rows in-process).
+                columns = list(zip(*rows, strict=True))
+                yield Query(_PG_KEEP_SUCCESS_SQL, {"ids": list(columns[6])})
+                yield Query(_PG_SUCCESS_SQL, {
+                    "now": now, "ids": list(columns[6]), "started": list(columns[2]),
+                    "latency": list(columns[3]), "code": list(columns[4]),
+                    "body": list(columns[5])})
+            else:
+                yield Many(_KEEP_SUCCESS_SQL, [(r.delivery_id,) for r in ok])
+                yield Many(_SUCCESS_SQL, rows)
         if released:
-            await conn.execute(
-                update(D)
-                .where(D.c.id.in_(released), D.c.status == "delivering")
-                .values(status="pending", lease_until=None, claim_token=None,
-                        updated_at=now)
-            )
+            yield Many(_RELEASE_SQL, [(now, delivery_id) for delivery_id in released])
         if healthy:
             # A success ends the endpoint's failing streak (see ``health``).
-            await conn.execute(delete(E).where(E.c.simulation_id.in_(sorted(healthy))))
-        if params:
-            await conn.execute(stmt.execution_options(synchronize_session=False), params)
-        if attempts:
-            # As tuples straight to the driver: no per-row work by SQLAlchemy.
-            await conn.exec_driver_sql(self._attempt_sql, attempts)
+            yield Many(_HEALTHY_SQL, [(sim,) for sim in sorted(healthy)])
+        if rest:
+            yield Many(_RESULT_SQL, [(r.status, r.attempt_count, r.next_attempt_at,
+                                      r.last_error, now, r.delivery_id) for r in rest])
+            yield Many(_ATTEMPT_SQL, [
+                (r.delivery_id, a["started_at"], a["latency_ms"], a["status_code"],
+                 a["error_class"], a["error"], a["response_body"])
+                for r in rest if (a := r.attempt) is not None
+            ])
 
     async def release(self, delivery_ids: Sequence[int]) -> None:
         """Give leased deliveries back (due now) when a dispatcher stops before sending them."""
@@ -458,12 +501,7 @@ class Outbox:
                     )
                 ).mappings():
                     attempts[att["delivery_id"]].append(dict(att))
-        out = []
-        for row in rows:
-            item = dict(row)
-            item["attempts"] = attempts[row["id"]]
-            out.append(item)
-        return out, int(total or 0)
+        return [_with_attempts(row, attempts[row["id"]]) for row in rows], int(total or 0)
 
     async def get(self, simulation_id: int, delivery_id: int) -> dict[str, Any] | None:
         async with self._engine.connect() as conn:
@@ -474,8 +512,7 @@ class Outbox:
             ).mappings().first()
             if row is None:
                 return None
-            item = dict(row)
-            item["attempts"] = [
+            attempts = [
                 dict(a)
                 for a in (
                     await conn.execute(
@@ -483,7 +520,7 @@ class Outbox:
                     )
                 ).mappings()
             ]
-        return item
+        return _with_attempts(row, attempts)
 
     async def depth(self) -> int:
         """Deliveries pending or in flight (the queue-depth gauge)."""

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 
 from .. import __version__
 from ..events.signing import sign_headers
+from .deadline import Deadline
 from .http11 import ConnectFailed, Pool, ProtocolError
 from .resolver import ResolveError, Resolver
 from .retry import ErrorClass, error_class_of_status, parse_retry_after
@@ -68,9 +69,14 @@ class Sender:
         await self._pool.close()
 
     async def send(
-        self, url: str, msg_id: str, body: bytes, secret: str | None
+        self, url: str, msg_id: str, body: bytes, secret: str | None,
+        deadline: Deadline | None = None,
     ) -> Attempt:
-        """One attempt to deliver ``body`` to ``url``; never raises for a failed attempt."""
+        """One attempt to deliver ``body`` to ``url``; never raises for a failed attempt.
+
+        ``deadline``: the calling task's one timer for its requests (a dispatcher unit sends
+        many one after the other); without it, an ``asyncio.timeout`` for this request.
+        """
         started = time.time()
         t0 = time.perf_counter()
 
@@ -95,11 +101,25 @@ class Sender:
         head += [f"{k}: {v}" for k, v in sign_headers(secret, msg_id, int(started), body).items()]
         request = ("\r\n".join(head) + "\r\n\r\n").encode("latin-1") + body
         try:
-            async with asyncio.timeout(self.timeout_s):
-                answer = await self._pool.post(
-                    target.scheme, target.host, target.port, str(address), request,
-                    RESPONSE_BODY_LIMIT,
-                )
+            if deadline is None:
+                async with asyncio.timeout(self.timeout_s):
+                    answer = await self._pool.post(
+                        target.scheme, target.host, target.port, str(address), request,
+                        RESPONSE_BODY_LIMIT,
+                    )
+            else:
+                deadline.start(self.timeout_s)
+                try:
+                    answer = await self._pool.post(
+                        target.scheme, target.host, target.port, str(address), request,
+                        RESPONSE_BODY_LIMIT,
+                    )
+                except asyncio.CancelledError:
+                    if not deadline.expired():
+                        raise
+                    raise TimeoutError from None
+                finally:
+                    deadline.stop()
         except TimeoutError:
             return done(error_class=ErrorClass.TIMEOUT,
                         error=f"no complete answer within {self.timeout_s} s")

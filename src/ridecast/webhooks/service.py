@@ -99,8 +99,10 @@ class WebhookService:
                 f"webhook delivery {delivery_id} is being sent right now; retry it later",
                 code="invalid_state",
             )
-        self.wake()
+        # Read before waking the dispatcher: the answer shows the delivery as queued, not
+        # whatever state a claim (now one quick trip on SQLite) has moved it to since.
         row = await self.outbox.get(simulation_id, delivery_id)
+        self.wake()
         assert row is not None
         return delivery_json(row)
 
