@@ -26,6 +26,25 @@ Row = tuple[Any, ...]
 COUNTER_SQL = "UPDATE event_counter SET last_id = last_id + ? WHERE id = 1 RETURNING last_id"
 
 
+async def driver_thread(conn: AsyncConnection
+                        ) -> tuple[Callable[..., Awaitable[Any]], sqlite3.Connection] | None:
+    """For an aiosqlite connection: the call that runs a function on its thread, and the
+    ``sqlite3`` connection that function may use there; None for any other driver, or when
+    aiosqlite's internals are not as expected."""
+    if conn.dialect.driver != "aiosqlite":
+        return None
+    raw = await conn.get_raw_connection()
+    driver = raw.driver_connection
+    run = getattr(driver, "_execute", None)
+    try:
+        db = getattr(driver, "_conn", None)
+    except ValueError:  # aiosqlite: "no active connection"
+        db = None
+    if run is None or not isinstance(db, sqlite3.Connection):
+        return None
+    return run, db
+
+
 class OneHopWriter:
     """Writes one group (counter, event rows, outbox rows) in one call on aiosqlite's thread."""
 
@@ -40,18 +59,10 @@ class OneHopWriter:
     async def for_connection(cls, conn: AsyncConnection, events_sql: str,
                              outbox_sql: str) -> OneHopWriter | None:
         """The writer for ``conn`` (an aiosqlite connection), or None when it is not one."""
-        if conn.dialect.driver != "aiosqlite":
+        thread = await driver_thread(conn)
+        if thread is None:
             return None
-        raw = await conn.get_raw_connection()
-        driver = raw.driver_connection
-        run = getattr(driver, "_execute", None)
-        try:
-            db = getattr(driver, "_conn", None)
-        except ValueError:  # aiosqlite: "no active connection"
-            db = None
-        if run is None or not isinstance(db, sqlite3.Connection):
-            return None
-        return cls(run, db, events_sql, outbox_sql)
+        return cls(thread[0], thread[1], events_sql, outbox_sql)
 
     async def write(self, count: int, rows: Callable[[int], tuple[Sequence[Row], Sequence[Row]]]
                     ) -> int:

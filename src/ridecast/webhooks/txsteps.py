@@ -33,6 +33,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 from sqlalchemy.sql import Executable
 
 from ..store.driver_sql import in_paramstyle
+from ..store.sqlite_onehop import driver_thread
 
 T = TypeVar("T")
 
@@ -125,14 +126,9 @@ class StepRunner:
         """Run the transaction ``make()`` and return what its generator returns."""
         if self._one_trip:
             async with self._engine.connect() as conn:
-                raw = await conn.get_raw_connection()
-                driver = raw.driver_connection
-                call = getattr(driver, "_execute", None)
-                try:
-                    db = getattr(driver, "_conn", None)
-                except ValueError:  # aiosqlite: "no active connection"
-                    db = None
-                if call is not None and isinstance(db, sqlite3.Connection):
+                thread = await driver_thread(conn)
+                if thread is not None:
+                    call, db = thread
                     return await call(_sqlite_run, db, make())  # type: ignore[no-any-return]
         async with self._engine.begin() as conn:
             return await _async_run(conn, self._engine.dialect, make(), self._styled)
