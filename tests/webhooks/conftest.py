@@ -4,6 +4,10 @@ the outbox."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
+import pytest
+
 from tests.conftest import server_per_backend
 
 FAST_ENV = {
@@ -14,3 +18,11 @@ FAST_ENV = {
 }
 
 fast_server = server_per_backend("webhooks", scope="module", env=FAST_ENV)
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def store_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    """A SQLite file, then a fresh PostgreSQL database."""
+    if request.param == "sqlite":
+        return f"sqlite+aiosqlite:///{tmp_path / 's.db'}"
+    return str(request.getfixturevalue("pg_url"))

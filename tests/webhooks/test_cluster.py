@@ -16,9 +16,7 @@ import signal
 import subprocess
 import sys
 from collections.abc import Callable
-from pathlib import Path
 
-import pytest
 from sqlalchemy import func, select
 
 from ridecast.cli.receiver import ReceiverThread, Reply, Request
@@ -96,14 +94,6 @@ def _succeeded(pg_url: str, ids: set[int]) -> bool:
             await engine.dispose()
 
     return asyncio.run(run())
-
-
-@pytest.fixture(params=["postgresql", "sqlite"])
-def store_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
-    """A fresh PostgreSQL database, then a SQLite file that every process opens."""
-    if request.param == "sqlite":
-        return f"sqlite+aiosqlite:///{tmp_path / 'cluster.db'}"
-    return str(request.getfixturevalue("pg_url"))
 
 
 def test_two_workers_order_limit_and_takeover_after_sigkill(

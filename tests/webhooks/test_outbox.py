@@ -191,14 +191,6 @@ async def test_racing_claims_on_postgres_respect_the_limit_and_never_share(pg_ur
     assert len(lanes) == len(set(lanes))
 
 
-@pytest.fixture(params=["sqlite", "postgresql"])
-def store_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
-    """A SQLite file, then a fresh PostgreSQL database."""
-    if request.param == "sqlite":
-        return f"sqlite+aiosqlite:///{tmp_path / 's.db'}"
-    return str(request.getfixturevalue("pg_url"))
-
-
 @pytest.fixture
 async def any_engine(store_url: str) -> AsyncIterator[AsyncEngine]:
     """A migrated store on SQLite, then on PostgreSQL."""

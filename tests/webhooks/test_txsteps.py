@@ -13,13 +13,6 @@ from ridecast.store.engine import create_engine, upgrade
 from ridecast.webhooks.txsteps import Many, Query, StepRunner, Steps
 
 
-@pytest.fixture(params=["sqlite", "postgresql"])
-def store_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
-    if request.param == "sqlite":
-        return f"sqlite+aiosqlite:///{tmp_path / 't.db'}"
-    return str(request.getfixturevalue("pg_url"))
-
-
 @pytest.fixture
 async def engine(store_url: str) -> AsyncIterator[AsyncEngine]:
     await upgrade(store_url)
