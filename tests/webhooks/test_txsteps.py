@@ -1,4 +1,4 @@
-"""Step transactions (webhooks/txsteps.py) on a real SQLite file and a real PostgreSQL."""
+"""Step transactions (store/txsteps.py) on a real SQLite file and a real PostgreSQL."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from ridecast.store.engine import create_engine, upgrade
-from ridecast.webhooks.txsteps import Many, Query, StepRunner, Steps
+from ridecast.store.txsteps import Many, Query, StepRunner, Steps
 
 
 @pytest.fixture

@@ -30,9 +30,15 @@ def in_paramstyle(dialect: Dialect, sql: str) -> str:
     return "".join(piece + mark for piece, mark in zip(pieces, marks, strict=False)) + pieces[-1]
 
 
+def insert_qmark(dialect: Dialect, table: Table, columns: Sequence[str]) -> str:
+    """The INSERT of one row of ``columns`` into ``table``, names quoted for ``dialect``,
+    with ``?`` placeholders (as ``store.txsteps.Many`` takes it)."""
+    quote = dialect.identifier_preparer
+    return (f"INSERT INTO {quote.format_table(table)} "
+            f"({', '.join(quote.quote(c) for c in columns)})"
+            f" VALUES ({', '.join('?' * len(columns))})")
+
+
 def insert_sql(dialect: Dialect, table: Table, columns: Sequence[str]) -> str:
     """The INSERT of one row of ``columns`` into ``table``, for ``exec_driver_sql``."""
-    quote = dialect.identifier_preparer
-    return in_paramstyle(dialect, (
-        f"INSERT INTO {quote.format_table(table)} ({', '.join(quote.quote(c) for c in columns)})"
-        f" VALUES ({', '.join('?' * len(columns))})"))
+    return in_paramstyle(dialect, insert_qmark(dialect, table, columns))

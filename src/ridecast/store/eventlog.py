@@ -25,16 +25,16 @@ from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from sqlalchemy import and_, delete, func, select, update
+from sqlalchemy import and_, delete, func, select
 from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from ..bus import Bus, StoredEvent
 from ..errors import ServiceUnavailable
 from ..metrics import EVENTLOG_COMMITS, EVENTLOG_EVENTS
-from .driver_sql import insert_sql
-from .sqlite_onehop import OneHopWriter, Row
+from .driver_sql import insert_qmark
 from .tables import event_counter, events, simulations, webhook_deliveries
+from .txsteps import DriverThread, Many, Query, Steps, driver_thread, run_on
 
 log = logging.getLogger(__name__)
 
@@ -43,6 +43,8 @@ _OUTBOX_COLUMNS = ("event_id", "simulation_id", "message_type", "url", "status",
                    "attempt_count", "next_attempt_at", "created_at", "updated_at", "ordered")
 
 ACTIVE_DELIVERY_STATES = ("pending", "delivering")
+COUNTER_SQL = ("UPDATE event_counter SET last_id = last_id + :count WHERE id = 1 "
+               "RETURNING last_id")
 
 
 @dataclass(slots=True)
@@ -102,13 +104,14 @@ class EventLog:
         self._closing = False
         self.commits = 0
         self.appended = 0
-        # The group commit's INSERTs, in the driver's parameter style.
-        self._insert_events = insert_sql(engine.dialect, events, _EVENT_COLUMNS)
-        self._insert_outbox = insert_sql(engine.dialect, webhook_deliveries,
-                                         _OUTBOX_COLUMNS)
-        # SQLite's one-trip writer, bound to the writer connection (reset with it).
-        self._one_hop: OneHopWriter | None = None
-        self._one_hop_checked = False
+        # The group commit's INSERTs (``?`` placeholders, see ``store.txsteps``).
+        self._insert_events = insert_qmark(engine.dialect, events, _EVENT_COLUMNS)
+        self._insert_outbox = insert_qmark(engine.dialect, webhook_deliveries,
+                                           _OUTBOX_COLUMNS)
+        # On SQLite, the writer connection's driver thread: a group commit is one trip
+        # there (``store.txsteps``). Set with the connection.
+        self._thread: DriverThread | None = None
+        self._styled: dict[str, str] = {}
 
     async def start(self) -> None:
         self._writer = asyncio.create_task(self._write_loop(), name="ridecast-eventlog-writer")
@@ -151,7 +154,7 @@ class EventLog:
         # than the commit itself on SQLite.
         if self._conn is None or self._conn.closed:
             self._conn = await self._engine.connect()
-            self._one_hop, self._one_hop_checked = None, False
+            self._thread = await driver_thread(self._conn)
         return self._conn
 
     async def append(self, batch: Sequence[NewEvent]) -> list[StoredEvent]:
@@ -259,37 +262,8 @@ class EventLog:
         now = time.time()
         flat = [event for batch, _future in group for event in batch]
         conn = await self._writer_connection()
-
-        def rows(first: int) -> tuple[list[Row], list[Row]]:
-            # To the driver as tuples (``_EVENT_COLUMNS``, ``_OUTBOX_COLUMNS`` order): no
-            # dict and no per-row processing by SQLAlchemy.
-            return ([(first + i, e.simulation_id, e.message_type, now, e.body)
-                     for i, e in enumerate(flat)],
-                    [(first + i, e.simulation_id, e.message_type, e.webhook_url, "pending", 0,
-                      now, now, now, e.webhook_ordered)
-                     for i, e in enumerate(flat) if e.webhook_url])
-
-        # Ids come from the one counter row, in the transaction that inserts the events: its
-        # lock makes every other writer (another process, another node) wait until this one
-        # commits, so ids are contiguous and rise in commit order. A reader that has seen id
-        # n has seen every id below it, which is what cursors and the Redis bus rely on.
-        if self._one_hop is None and not self._one_hop_checked:
-            self._one_hop_checked = True
-            self._one_hop = await OneHopWriter.for_connection(
-                conn, self._insert_events, self._insert_outbox)
-        if self._one_hop is not None:  # SQLite: one trip to the driver's thread
-            last = await self._one_hop.write(len(flat), rows)
-        else:
-            async with conn.begin():
-                last = int(await conn.scalar(
-                    update(event_counter).where(event_counter.c.id == 1)
-                    .values(last_id=event_counter.c.last_id + len(flat))
-                    .returning(event_counter.c.last_id)
-                ) or 0)
-                event_rows, outbox_rows = rows(last - len(flat) + 1)
-                await conn.exec_driver_sql(self._insert_events, event_rows)
-                if outbox_rows:
-                    await conn.exec_driver_sql(self._insert_outbox, outbox_rows)
+        last = await run_on(conn, self._write_steps(flat, now), thread=self._thread,
+                            styled=self._styled)
         ids = range(last - len(flat) + 1, last + 1)
         self.commits += 1
         self.appended += len(flat)
@@ -314,6 +288,29 @@ class EventLog:
                 ]
             )
         return out
+
+    def _write_steps(self, flat: list[NewEvent], now: float) -> Steps[int]:
+        """The group commit as one step transaction (``store.txsteps``); the last id taken.
+
+        Ids come from the one counter row, in the transaction that inserts the events: its
+        lock makes every other writer (another process, another node) wait until this one
+        commits, so ids are contiguous and rise in commit order. A reader that has seen id
+        n has seen every id below it, which is what cursors and the Redis bus rely on.
+        """
+        found = yield Query(COUNTER_SQL, {"count": len(flat)})
+        if not found:
+            raise RuntimeError("the event_counter row is missing (run the migrations)")
+        last = int(found[0][0])
+        first = last - len(flat) + 1
+        # To the driver as tuples (``_EVENT_COLUMNS``, ``_OUTBOX_COLUMNS`` order): no dict
+        # and no per-row processing by SQLAlchemy.
+        yield Many(self._insert_events, [(first + i, e.simulation_id, e.message_type, now,
+                                          e.body) for i, e in enumerate(flat)])
+        yield Many(self._insert_outbox, [
+            (first + i, e.simulation_id, e.message_type, e.webhook_url, "pending", 0, now, now,
+             now, e.webhook_ordered)
+            for i, e in enumerate(flat) if e.webhook_url])
+        return last
 
     # ---- reads -------------------------------------------------------------------------
 

@@ -33,8 +33,8 @@ from ..store.tables import (
     webhook_deliveries,
     webhook_endpoints,
 )
+from ..store.txsteps import Many, Query, StepRunner, Steps
 from .claims import InFlight, Row, plan_units
-from .txsteps import Many, Query, StepRunner, Steps
 
 D = webhook_deliveries
 A = webhook_attempts

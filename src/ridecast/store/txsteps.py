@@ -5,15 +5,19 @@ loop; SQLAlchemy makes several such calls per statement (cursor, execute, fetch,
 webhook claim (record the finished attempts, count what is in flight, read the heads of the
 lanes, lease) is a dozen statements: the profile of ``ridecast serve`` under
 ``bench/webhooks.py`` showed those trips (``aiosqlite.Connection._execute``) at 12% of the
-server's GIL time. The event log's group commit solved the same problem with
-``store/sqlite_onehop.py``; this module does it for transactions with reads in them.
+server's GIL time; the event log's group commit (the counter's UPDATE, the inserts, the
+commit) paid eight such trips per commit. Both run their transaction through this module.
 
 The transaction's logic is a generator (no I/O): it yields ``Query`` (rows come back as
 tuples) and ``Many`` (a statement for many parameter tuples; nothing comes back) and returns
-its result. ``run_steps`` drives it on aiosqlite's thread in one call (a plain ``sqlite3``
+its result. ``run_on`` drives it on aiosqlite's thread in one call (a plain ``sqlite3``
 transaction, committed when the generator returns, rolled back on any error), or, on any
 other driver (PostgreSQL), statement by statement on an ``AsyncConnection`` in one
-transaction.
+transaction. ``StepRunner`` does the same on a connection of an engine's pool.
+
+The one-trip path reaches aiosqlite's own ``_execute`` and ``_conn`` (stable for years, and
+pinned in constraints.txt); if a release renames them, ``driver_thread`` returns None and
+the statements go one by one.
 
 SQL conventions of the steps: ``Query`` takes ``:name`` parameters (sqlite3 and SQLAlchemy's
 ``text`` both bind them) or a SQLAlchemy statement (only where the step runs on PostgreSQL
@@ -23,7 +27,7 @@ alone); ``Many`` takes ``?`` placeholders, translated to the driver's style.
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Callable, Generator, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Generator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
@@ -32,8 +36,7 @@ from sqlalchemy.engine import Dialect
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 from sqlalchemy.sql import Executable
 
-from ..store.driver_sql import in_paramstyle
-from ..store.sqlite_onehop import driver_thread
+from .driver_sql import in_paramstyle
 
 T = TypeVar("T")
 
@@ -55,6 +58,25 @@ class Many:
 
 
 Steps = Generator[Query | Many, Any, T]
+DriverThread = tuple[Callable[..., Awaitable[Any]], sqlite3.Connection]
+
+
+async def driver_thread(conn: AsyncConnection) -> DriverThread | None:
+    """For an aiosqlite connection: the call that runs a function on its thread, and the
+    ``sqlite3`` connection that function may use there; None for any other driver, or when
+    aiosqlite's internals are not as expected."""
+    if conn.dialect.driver != "aiosqlite":
+        return None
+    raw = await conn.get_raw_connection()
+    driver = raw.driver_connection
+    run = getattr(driver, "_execute", None)
+    try:
+        db = getattr(driver, "_conn", None)
+    except ValueError:  # aiosqlite: "no active connection"
+        db = None
+    if run is None or not isinstance(db, sqlite3.Connection):
+        return None
+    return run, db
 
 
 def _sqlite_run(db: sqlite3.Connection, steps: Steps[T]) -> T:
@@ -114,24 +136,30 @@ async def _async_run(conn: AsyncConnection, dialect: Dialect, steps: Steps[T],
         steps.close()
 
 
+async def run_on(conn: AsyncConnection, steps: Steps[T], *, thread: DriverThread | None,
+                 styled: dict[str, str]) -> T:
+    """Run ``steps`` as one transaction on ``conn``: in one call on ``thread`` (``conn``'s
+    ``driver_thread``, which the caller may keep while it keeps ``conn``), else statement by
+    statement. ``styled``: the caller's cache of ``Many`` statements in the driver's style."""
+    if thread is not None:
+        call, db = thread
+        return await call(_sqlite_run, db, steps)  # type: ignore[no-any-return]
+    async with conn.begin():
+        return await _async_run(conn, conn.dialect, steps, styled)
+
+
 class StepRunner:
     """Runs step transactions on ``engine``: in one trip on aiosqlite, else one by one."""
 
     def __init__(self, engine: AsyncEngine) -> None:
         self._engine = engine
-        self._one_trip = engine.dialect.driver == "aiosqlite"
         self._styled: dict[str, str] = {}
 
     async def run(self, make: Callable[[], Steps[T]]) -> T:
         """Run the transaction ``make()`` and return what its generator returns."""
-        if self._one_trip:
-            async with self._engine.connect() as conn:
-                thread = await driver_thread(conn)
-                if thread is not None:
-                    call, db = thread
-                    return await call(_sqlite_run, db, make())  # type: ignore[no-any-return]
-        async with self._engine.begin() as conn:
-            return await _async_run(conn, self._engine.dialect, make(), self._styled)
+        async with self._engine.connect() as conn:
+            return await run_on(conn, make(), thread=await driver_thread(conn),
+                                styled=self._styled)
 
 
-__all__ = ["Many", "Query", "StepRunner", "Steps"]
+__all__ = ["DriverThread", "Many", "Query", "StepRunner", "Steps", "driver_thread", "run_on"]
