@@ -31,6 +31,7 @@ import random
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from ..bus import Bus, BusMessage, SimulationChanged, StoredEvent
 from ..config import Settings
@@ -381,26 +382,22 @@ class Dispatcher:
             # The URL was changed after this event: it goes to the URL in force now.
             await self._outbox.repoint(job.simulation_id, url)
         attempt = await self._sender.send(url, job.msg_id, job.body, state.secret, deadline)
+        if attempt.error_class is None:  # a 2xx answer: the common case, no coroutine
+            WEBHOOK_LATENCY.observe(attempt.latency_ms / 1000.0)
+            SUCCEEDED.inc()
+            self.delivered += 1
+            return Result(job.delivery_id, "succeeded", job.attempt_count + 1, time.time(),
+                          None, _attempt_row(attempt), job.simulation_id)
         return await self._judge(job, url, attempt)
 
     async def _judge(self, job: Job, url: str, attempt: Attempt) -> Result:
+        """The outcome of an attempt that did not succeed (no answer, or not a 2xx, which
+        ``verdict`` and ``error_class_of_status`` agree on): retry, fail or disable."""
         count = job.attempt_count + 1
-        row = {
-            "started_at": attempt.started_at,
-            "latency_ms": round(attempt.latency_ms, 3),
-            "status_code": attempt.status_code,
-            "error_class": attempt.error_class.value if attempt.error_class else None,
-            "error": attempt.error,
-            "response_body": attempt.response_body,
-        }
+        row = _attempt_row(attempt)
         WEBHOOK_LATENCY.observe(attempt.latency_ms / 1000.0)
         now = time.time()
         outcome = verdict(attempt.status_code)
-        if outcome is Verdict.SUCCEEDED:
-            SUCCEEDED.inc()
-            self.delivered += 1
-            return Result(job.delivery_id, "succeeded", count, now, None, row,
-                          simulation_id=job.simulation_id)
         error = attempt.error or "failed"
         if outcome is Verdict.DISABLE:
             WEBHOOK_ATTEMPTS.labels("disabled").inc()
@@ -476,6 +473,18 @@ class Dispatcher:
         except Exception:
             log.exception("recording webhook state at shutdown failed (leases will expire)")
         self._results = []
+
+
+def _attempt_row(attempt: Attempt) -> dict[str, Any]:
+    """An attempt as the outbox records it (``webhook_attempts``' columns)."""
+    return {
+        "started_at": attempt.started_at,
+        "latency_ms": round(attempt.latency_ms, 3),
+        "status_code": attempt.status_code,
+        "error_class": attempt.error_class.value if attempt.error_class else None,
+        "error": attempt.error,
+        "response_body": attempt.response_body,
+    }
 
 
 __all__ = ["Bodies", "Dispatcher", "SimState", "SimStates"]

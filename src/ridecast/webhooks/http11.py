@@ -39,7 +39,7 @@ class ConnectFailed(OSError):
         self.tls = tls
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)  # not frozen: made per delivery (see outbox.Job)
 class Answer:
     """The server's answer: status, headers (lower-case names), first bytes of the body."""
 

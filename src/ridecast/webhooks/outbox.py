@@ -101,9 +101,14 @@ TERMINAL_STATES = ("succeeded", "failed", "disabled")
 STATES = ("pending", "delivering", *TERMINAL_STATES)
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Job:
-    """A claimed delivery, with the event body to send."""
+    """A claimed delivery, with the event body to send.
+
+    Not frozen, like ``Result``, ``Unit``, ``sender.Attempt`` and ``http11.Answer``: these are
+    made once or more per delivery, and a frozen dataclass's ``__init__`` costs about four
+    times a plain one's (one ``object.__setattr__`` per field). Nothing mutates them.
+    """
 
     delivery_id: int
     event_id: int
@@ -120,7 +125,7 @@ class Job:
         return f"msg_{self.event_id}"
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)  # not frozen: made per delivery (see outbox.Job)
 class Result:
     """The new state of a delivery after an attempt (``attempt`` None: none was made)."""
 
@@ -133,7 +138,7 @@ class Result:
     simulation_id: int | None = None  # set on a success: clears the endpoint's failing clock
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)  # not frozen: made per delivery (see outbox.Job)
 class Unit:
     """Deliveries claimed together, sent one after the other (see ``claims``)."""
 

@@ -29,8 +29,9 @@ class Resolver:
         self.allow_private = allow_private
         self._ttl = ttl_s
         self._cache: dict[str, tuple[float, list[IPAddress]]] = {}
-        # URL -> checked (target, address): a busy endpoint is parsed and judged once per TTL.
-        self._checked: dict[str, tuple[float, Target, IPAddress]] = {}
+        # URL -> checked (target, address, the address as text): a busy endpoint is parsed
+        # and judged once per TTL.
+        self._checked: dict[str, tuple[float, Target, IPAddress, str]] = {}
 
     async def lookup(self, host: str, port: int) -> list[IPAddress]:
         """Every address of ``host`` (unchecked); ``ResolveError`` when there is none."""
@@ -55,6 +56,14 @@ class Resolver:
         self._cache[host] = (now + self._ttl, addresses)
         return addresses
 
+    def checked(self, url: str) -> tuple[Target, str] | None:
+        """The parsed target and checked address (as text) of ``url`` if the cache holds
+        them and they are fresh; None means ``resolve`` must be awaited."""
+        hit = self._checked.get(url)
+        if hit is not None and hit[0] > time.monotonic():
+            return hit[1], hit[3]
+        return None
+
     async def resolve(self, url: str) -> tuple[Target, IPAddress]:
         """The parsed target and the checked address to connect to.
 
@@ -73,7 +82,7 @@ class Resolver:
         checked = check_addresses(target.host, addresses, allow_private=self.allow_private)
         if len(self._checked) >= CACHE_MAX:
             self._checked.clear()
-        self._checked[url] = (now + self._ttl, target, checked[0])
+        self._checked[url] = (now + self._ttl, target, checked[0], str(checked[0]))
         return target, checked[0]
 
     async def check_url(self, url: str, *, timeout_s: float = 2.0) -> None:

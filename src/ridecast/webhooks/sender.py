@@ -16,7 +16,13 @@ import time
 from dataclasses import dataclass
 
 from .. import __version__
-from ..events.signing import sign_headers
+from ..events.signing import (
+    HEADER_ID,
+    HEADER_SIGNATURE,
+    HEADER_TIMESTAMP,
+    secret_key,
+    signature,
+)
 from .deadline import Deadline
 from .http11 import ConnectFailed, Pool, ProtocolError
 from .resolver import ResolveError, Resolver
@@ -31,7 +37,7 @@ RESPONSE_BODY_LIMIT = 1024
 START_CACHE_MAX = 4096  # URLs whose request start is kept (emptied when full)
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)  # not frozen: made per delivery (see outbox.Job)
 class Attempt:
     """What one attempt did: for the log (``webhook_attempts``) and for the retry decision."""
 
@@ -64,6 +70,7 @@ class Sender:
         self._pool = Pool(connect_timeout_s=min(connect_timeout_s, timeout_s))
         # URL -> the request line and the headers that never change for it.
         self._starts: dict[str, str] = {}
+        self._keys: dict[str, bytes] = {}  # secret -> HMAC key
 
     async def close(self) -> None:
         await self._pool.close()
@@ -79,39 +86,41 @@ class Sender:
         """
         started = time.time()
         t0 = time.perf_counter()
-
-        def done(**kwargs: object) -> Attempt:
-            latency = (time.perf_counter() - t0) * 1000.0
-            return Attempt(started_at=started, latency_ms=latency, **kwargs)  # type: ignore[arg-type]
-
-        try:
-            target, address = await self.resolver.resolve(url)
-        except TargetRefused as exc:
-            return done(error_class=ErrorClass.BLOCKED_ADDRESS, error=str(exc))
-        except ResolveError as exc:
-            return done(error_class=ErrorClass.DNS, error=str(exc))
+        checked = self.resolver.checked(url)  # a busy endpoint: no coroutine, no lookup
+        if checked is None:
+            try:
+                target, address = await self.resolver.resolve(url)
+            except TargetRefused as exc:
+                return _failed(started, t0, ErrorClass.BLOCKED_ADDRESS, str(exc))
+            except ResolveError as exc:
+                return _failed(started, t0, ErrorClass.DNS, str(exc))
+            checked = (target, str(address))
+        target, address_text = checked
         start = self._starts.get(url)
         if start is None:
             if len(self._starts) >= START_CACHE_MAX:
                 self._starts.clear()
             start = self._starts[url] = (f"POST {target.target} HTTP/1.1\r\n"
                                          f"host: {target.host_header}\r\n"
-                                         "content-type: application/json\r\n")
-        head = [f"{start}content-length: {len(body)}\r\nuser-agent: {USER_AGENT}"]
-        head += [f"{k}: {v}" for k, v in sign_headers(secret, msg_id, int(started), body).items()]
-        request = ("\r\n".join(head) + "\r\n\r\n").encode("latin-1") + body
+                                         "content-type: application/json\r\n"
+                                         f"user-agent: {USER_AGENT}\r\n")
+        timestamp = int(started)
+        signed = (f"{HEADER_SIGNATURE}: {signature(self._key(secret), msg_id, timestamp, body)}"
+                  "\r\n" if secret else "")
+        request = (f"{start}content-length: {len(body)}\r\n{HEADER_ID}: {msg_id}\r\n"
+                   f"{HEADER_TIMESTAMP}: {timestamp}\r\n{signed}\r\n").encode("latin-1") + body
         try:
             if deadline is None:
                 async with asyncio.timeout(self.timeout_s):
                     answer = await self._pool.post(
-                        target.scheme, target.host, target.port, str(address), request,
+                        target.scheme, target.host, target.port, address_text, request,
                         RESPONSE_BODY_LIMIT,
                     )
             else:
                 deadline.start(self.timeout_s)
                 try:
                     answer = await self._pool.post(
-                        target.scheme, target.host, target.port, str(address), request,
+                        target.scheme, target.host, target.port, address_text, request,
                         RESPONSE_BODY_LIMIT,
                     )
                 except asyncio.CancelledError:
@@ -121,26 +130,43 @@ class Sender:
                 finally:
                     deadline.stop()
         except TimeoutError:
-            return done(error_class=ErrorClass.TIMEOUT,
-                        error=f"no complete answer within {self.timeout_s} s")
+            return _failed(started, t0, ErrorClass.TIMEOUT,
+                           f"no complete answer within {self.timeout_s} s")
         except ConnectFailed as exc:
-            return done(error_class=ErrorClass.TLS if exc.tls else ErrorClass.CONNECT,
-                        error=str(exc)[:500])
+            return _failed(started, t0, ErrorClass.TLS if exc.tls else ErrorClass.CONNECT,
+                           str(exc)[:500])
         except (ConnectionError, asyncio.IncompleteReadError) as exc:
-            return done(error_class=ErrorClass.CONNECT,
-                        error=f"connection lost: {type(exc).__name__}: {exc}"[:500])
+            return _failed(started, t0, ErrorClass.CONNECT,
+                           f"connection lost: {type(exc).__name__}: {exc}"[:500])
         except ProtocolError as exc:
-            return done(error_class=ErrorClass.PROTOCOL, error=f"broken HTTP answer: {exc}"[:500])
+            return _failed(started, t0, ErrorClass.PROTOCOL, f"broken HTTP answer: {exc}"[:500])
         except (OSError, ValueError) as exc:
-            return done(error_class=ErrorClass.OTHER, error=f"{type(exc).__name__}: {exc}"[:500])
-        error_class = error_class_of_status(answer.status)
-        return done(
-            status_code=answer.status,
-            error_class=error_class,
-            error=None if error_class is None else f"HTTP {answer.status}",
-            response_body=answer.body.decode("utf-8", errors="replace"),
-            retry_after_s=parse_retry_after(answer.headers.get("retry-after"), time.time()),
+            return _failed(started, t0, ErrorClass.OTHER, f"{type(exc).__name__}: {exc}"[:500])
+        latency_ms = (time.perf_counter() - t0) * 1000.0
+        status = answer.status
+        error_class = error_class_of_status(status)
+        retry_after = answer.headers.get("retry-after")
+        return Attempt(
+            started, latency_ms, status, error_class,
+            None if error_class is None else f"HTTP {status}",
+            answer.body.decode("utf-8", errors="replace"),
+            None if retry_after is None else parse_retry_after(retry_after, time.time()),
         )
+
+    def _key(self, secret: str) -> bytes:
+        """The HMAC key of ``secret``, decoded once per secret (bounded like the starts)."""
+        key = self._keys.get(secret)
+        if key is None:
+            if len(self._keys) >= START_CACHE_MAX:
+                self._keys.clear()
+            key = self._keys[secret] = secret_key(secret)
+        return key
+
+
+def _failed(started: float, t0: float, error_class: ErrorClass, error: str) -> Attempt:
+    """An attempt that got no HTTP answer."""
+    return Attempt(started, (time.perf_counter() - t0) * 1000.0,
+                   error_class=error_class, error=error)
 
 
 __all__ = ["USER_AGENT", "Attempt", "Sender"]
