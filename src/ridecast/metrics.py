@@ -2,12 +2,54 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-from typing import Any
+import itertools
+import math
+from bisect import bisect_left
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from typing import Any, cast
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+from prometheus_client.core import HistogramMetricFamily, Metric
+from prometheus_client.registry import Collector
+from prometheus_client.utils import floatToGoString as _untyped_go_float
 
 REGISTRY = CollectorRegistry(auto_describe=True)
+# How the exposition writes a bucket's bound ("0.001", "+Inf").
+_go_float = cast(Callable[[float], str], _untyped_go_float)
+
+
+class LoopHistogram(Collector):
+    """A histogram observed from the event loop's thread only (no labels, no lock).
+
+    ``prometheus_client``'s ``Histogram.observe`` takes two locks and walks the buckets: about
+    4 µs, which the webhook dispatcher paid on every delivery. Here an observation is a bisect
+    and two additions. A scrape (``collect``) may see an observation in its bucket and not yet
+    in the sum, never a torn number; the exposition is the same as ``Histogram``'s, without
+    the ``_created`` sample.
+    """
+
+    def __init__(self, name: str, documentation: str, *, buckets: Sequence[float],
+                 registry: CollectorRegistry) -> None:
+        self._name = name
+        self._documentation = documentation
+        self._bounds = [*sorted(buckets), math.inf]
+        self._counts = [0] * len(self._bounds)
+        self._sum = 0.0
+        registry.register(self)
+
+    def observe(self, amount: float) -> None:
+        """Count ``amount`` in the first bucket whose upper bound it does not exceed."""
+        self._counts[bisect_left(self._bounds, amount)] += 1
+        self._sum += amount
+
+    def collect(self) -> Iterator[Metric]:
+        family = HistogramMetricFamily(
+            self._name, self._documentation,
+            buckets=[(_go_float(bound), count) for bound, count in
+                     zip(self._bounds, itertools.accumulate(self._counts), strict=True)],
+            sum_value=self._sum,
+        )
+        yield family
 
 EVENTS_INGESTED = Counter(
     "ridecast_events_ingested_total", "Events appended to the log.", ["message_type"],
@@ -74,7 +116,8 @@ WEBHOOK_ATTEMPTS = Counter(
 WEBHOOK_QUEUE = Gauge(
     "ridecast_webhook_queue_depth", "Webhook deliveries pending or in flight.", registry=REGISTRY
 )
-WEBHOOK_LATENCY = Histogram(
+# Observed per delivery by the dispatcher, on the event loop's thread.
+WEBHOOK_LATENCY = LoopHistogram(
     "ridecast_webhook_attempt_seconds", "Duration of one webhook delivery attempt.",
     registry=REGISTRY, buckets=(0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1, 2.5, 10),
 )
