@@ -131,8 +131,12 @@ class Pool:
     async def _exchange(self, key: PoolKey, conn: _Conn, request: bytes, keep: int) -> Answer:
         reusable = False
         try:
-            conn.writer.write(request)
-            await conn.writer.drain()
+            writer = conn.writer
+            writer.write(request)
+            if writer.transport.get_write_buffer_size():
+                # Flow control only: a small request is usually written at once. A lost
+                # connection shows on the read below either way.
+                await writer.drain()
             while True:
                 head = await conn.reader.readuntil(b"\r\n\r\n")
                 status, headers = _parse_head(head)

@@ -17,6 +17,7 @@ Statuses: pending -> delivering -> succeeded | pending (retry) | failed | disabl
 
 from __future__ import annotations
 
+import json
 import time
 import uuid
 from collections.abc import Mapping, Sequence
@@ -45,8 +46,10 @@ CLAIM_LOCK_KEY = 0x72637768
 ACTIVE_STATES = ("pending", "delivering")
 # A Result with this status gives the delivery back unsent (no attempt was made).
 RELEASE = "release"
+# SQLite: one statement per unit, its ids as a JSON array (``json_each``): a statement run
+# per row cost about 4 µs a row on the driver's thread, this about 1.
 _LEASE_SQL = ("UPDATE webhook_deliveries SET status = 'delivering', lease_until = ?, "
-              "claim_token = ?, updated_at = ? WHERE id = ?")
+              "claim_token = ?, updated_at = ? WHERE id IN (SELECT value FROM json_each(?))")
 # A success is written on the delivery row itself (one write per delivered event, see
 # ``_record``); a success already there (a replayed delivery, or one sent twice after a
 # lease ran out) first moves to webhook_attempts, so the log keeps every attempt.
@@ -58,8 +61,9 @@ _SUCCESS_SQL = ("UPDATE webhook_deliveries SET status = 'succeeded', "
 _KEEP_SUCCESS_SQL = ("INSERT INTO webhook_attempts (delivery_id, started_at, latency_ms, "
                      "status_code, error_class, error, response_body) SELECT id, "
                      "success_started_at, success_latency_ms, success_status_code, NULL, NULL, "
-                     "success_response_body FROM webhook_deliveries WHERE id = ? "
-                     "AND success_started_at IS NOT NULL")
+                     "success_response_body FROM webhook_deliveries WHERE id IN "
+                     "(SELECT value FROM json_each(:ids)) AND success_started_at IS NOT NULL "
+                     "ORDER BY id")
 _PG_LEASE_SQL = ("UPDATE webhook_deliveries AS d SET status = 'delivering', "
                  "lease_until = :lease, claim_token = u.token, updated_at = :now "
                  "FROM unnest(CAST(:ids AS bigint[]), CAST(:tokens AS varchar[])) "
@@ -265,8 +269,8 @@ class Outbox:
                                         "ids": [i for i, _t in leases],
                                         "tokens": [t for _i, t in leases]})
         else:
-            # Every unit in one statement, executed for many parameter tuples by the driver.
-            yield Many(_LEASE_SQL, [(lease_until, token, now, id_) for id_, token in leases])
+            yield Many(_LEASE_SQL, [(lease_until, token, now, json.dumps([row.id for row in unit]))
+                                    for unit, token in zip(plan, tokens, strict=True)])
         missing = [row.event_id for unit in plan for row in unit if row.event_id not in known]
         read: dict[int, bytes] = {}
         for start in range(0, len(missing), BODY_READ_CHUNK):
@@ -407,7 +411,9 @@ class Outbox:
                     "latency": list(columns[3]), "code": list(columns[4]),
                     "body": list(columns[5])})
             else:
-                yield Many(_KEEP_SUCCESS_SQL, [(r.delivery_id,) for r in ok])
+                # One statement for the batch (ids as a JSON array): it finds nothing for
+                # almost every row, and a statement run per row cost about 2 µs a row.
+                yield Query(_KEEP_SUCCESS_SQL, {"ids": json.dumps([r.delivery_id for r in ok])})
                 yield Many(_SUCCESS_SQL, rows)
         if released:
             yield Many(_RELEASE_SQL, [(now, delivery_id) for delivery_id in released])
