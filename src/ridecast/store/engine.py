@@ -29,6 +29,7 @@ def create_engine(url: str) -> AsyncEngine:
         kwargs["connect_args"] = {"timeout": 30}
     engine = create_async_engine(url, **kwargs)
     if is_sqlite(url):
+        _require_sqlite_json()
         _ensure_sqlite_dir(url)
 
         @event.listens_for(engine.sync_engine, "connect")
@@ -41,6 +42,25 @@ def create_engine(url: str) -> AsyncEngine:
             cur.close()
 
     return engine
+
+
+def _require_sqlite_json() -> None:
+    """Refuse an SQLite library without JSON functions: the webhook outbox passes a batch's
+    ids as one JSON array (``json_each``). Built in since SQLite 3.38, and in the JSON1 builds
+    that Python's installers and Linux distributions ship before that."""
+    import sqlite3
+
+    db = sqlite3.connect(":memory:")
+    try:
+        db.execute("SELECT value FROM json_each('[1]')").fetchall()
+    except sqlite3.OperationalError as exc:
+        raise RuntimeError(
+            f"this Python's SQLite ({sqlite3.sqlite_version}) has no JSON functions, which "
+            "ridecast needs: use SQLite 3.38 or newer (or a build with JSON1), or PostgreSQL "
+            f"(RIDECAST_DATABASE_URL): {exc}"
+        ) from exc
+    finally:
+        db.close()
 
 
 def _ensure_sqlite_dir(url: str) -> None:
@@ -69,6 +89,7 @@ def upgrade_sync(url: str) -> None:
     the schema current. SQLite's own write lock does the same for one file.
     """
     if is_sqlite(url):
+        _require_sqlite_json()
         _ensure_sqlite_dir(url)
         _quiet_upgrade(url)
         return
