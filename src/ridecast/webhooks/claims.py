@@ -25,7 +25,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)  # not frozen: one per candidate row of every claim (see outbox.Job)
 class Row:
     """What the claim needs to know of one active (pending or delivering) delivery."""
 
