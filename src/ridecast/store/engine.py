@@ -10,6 +10,7 @@ from typing import Any
 from sqlalchemy import event
 from sqlalchemy.engine import make_url
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
+from sqlalchemy.pool import PoolResetState
 
 MIGRATIONS_DIR = Path(__file__).parent / "migrations"
 
@@ -26,11 +27,17 @@ def create_engine(url: str) -> AsyncEngine:
     """
     kwargs: dict[str, Any] = {}
     if is_sqlite(url):
+        # A connection is rolled back on its return to the pool only when it is in a
+        # transaction (``_rollback_if_open``), not always: the rollback is a trip to
+        # aiosqlite's thread, and a read or a step transaction (``txsteps``, committed on
+        # that thread) leaves none open.
         kwargs["connect_args"] = {"timeout": 30}
+        kwargs["pool_reset_on_return"] = None
     engine = create_async_engine(url, **kwargs)
     if is_sqlite(url):
         _require_sqlite_json()
         _ensure_sqlite_dir(url)
+        event.listen(engine.sync_engine, "reset", _rollback_if_open)
 
         @event.listens_for(engine.sync_engine, "connect")
         def _pragmas(dbapi_conn: Any, _record: Any) -> None:
@@ -42,6 +49,19 @@ def create_engine(url: str) -> AsyncEngine:
             cur.close()
 
     return engine
+
+
+def _rollback_if_open(dbapi_conn: Any, _record: Any, state: PoolResetState) -> None:
+    """The pool's reset of an SQLite connection: a rollback when ``sqlite3`` says a
+    transaction is open (or when it cannot tell), none otherwise."""
+    if state.terminate_only or not state.asyncio_safe:
+        return  # being discarded: closing it ends any transaction
+    try:
+        open_transaction = bool(dbapi_conn._connection._conn.in_transaction)
+    except (AttributeError, ValueError):  # not aiosqlite as we know it, or closed
+        open_transaction = True
+    if open_transaction:
+        dbapi_conn.rollback()
 
 
 def _require_sqlite_json() -> None:
