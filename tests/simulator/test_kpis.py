@@ -97,3 +97,29 @@ def test_kpi_cache_recomputes_when_the_run_moves_and_throttles_a_fast_run() -> N
     wall[0] = 1.6
     fourth = cache.get(engine, 1, throttle=True)  # older than a second
     assert fourth is not third and fourth == compute(engine)
+
+
+def test_kpi_cache_bounds_what_pollers_cost_by_how_long_the_kpis_took() -> None:
+    """KPIs that took 0.1 s are reused for 50 times that (5 s) while the run moves, even
+    unthrottled; an operation still gets fresh ones at once."""
+    engine = Engine(1, SimulatorSettings(seed=4, vehicles=3, bookings_per_hour=120,
+                                         duration_s=1800), datetime(2024, 1, 1, 8, tzinfo=UTC))
+    engine.advance(300.0)
+    readings = iter([0.0, 0.1,  # the first compute takes 0.1 s
+                     1.0,  # 0.9 s later: reused
+                     5.05,  # 4.95 s after it: still reused
+                     6.0, 6.01,  # 5.9 s: computed again, in 0.01 s (reused for 0.5 s)
+                     6.2, 6.21,  # an operation ran: computed again
+                     6.9, 6.91])  # 0.69 s after it: computed again
+    cache = KpiCache(max_age_s=0.0, monotonic=lambda: next(readings))
+    first = cache.get(engine, 0, throttle=False)
+    engine.advance(600.0)
+    assert cache.get(engine, 0, throttle=False) is first
+    assert cache.get(engine, 0, throttle=False) is first
+    second = cache.get(engine, 0, throttle=False)
+    assert second is not first and second == compute(engine)
+    third = cache.get(engine, 1, throttle=False)
+    assert third is not second
+    engine.advance(900.0)
+    fourth = cache.get(engine, 1, throttle=False)
+    assert fourth is not third and fourth == compute(engine)

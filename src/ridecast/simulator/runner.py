@@ -90,7 +90,8 @@ class Runner:
 
     def kpis(self) -> dict[str, Any]:
         """The run's KPIs; recomputed when the run moved, at most once a second while it
-        runs as fast as it can (see ``KpiCache``)."""
+        runs as fast as it can, and less often when computing them takes long (see
+        ``KpiCache``)."""
         fast = self.status is Status.RUNNING and isinstance(self.clock, MaxClock)
         return self._kpis.get(self.engine, self._operations, throttle=fast)
 
