@@ -123,3 +123,18 @@ def test_kpi_cache_bounds_what_pollers_cost_by_how_long_the_kpis_took() -> None:
     engine.advance(900.0)
     fourth = cache.get(engine, 1, throttle=False)
     assert fourth is not third and fourth == compute(engine)
+
+
+def test_kpi_cache_answers_where_an_ended_run_stands() -> None:
+    """Reuse by age is for a run under way: once it has ended (or is paused) the KPIs are of
+    where it stands, however recently the last ones were computed."""
+    engine = Engine(1, SimulatorSettings(seed=4, vehicles=3, bookings_per_hour=120,
+                                         duration_s=1800), datetime(2024, 1, 1, 8, tzinfo=UTC))
+    engine.advance(300.0)
+    readings = iter([0.0, 1.0, 1.1, 1.2, 1.3, 1.4])  # a slow compute: reused for 50 s running
+    cache = KpiCache(max_age_s=1.0, monotonic=lambda: next(readings))
+    first = cache.get(engine, 0, throttle=True)
+    engine.advance(1800.0)
+    ended = cache.get(engine, 0, throttle=False, running=False)
+    assert ended is not first and ended == compute(engine)
+    assert cache.get(engine, 0, throttle=False, running=False) is ended

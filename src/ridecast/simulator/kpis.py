@@ -33,8 +33,8 @@ class KpiCache:
 
     ``compute`` walks every booking and vehicle (and the leg each moving vehicle is on), so
     a status request should not pay it when nothing changed: the value is reused while the
-    world's time, its event count and the run's count of operations are the same. Unless an
-    operation ran since, it is also reused
+    world's time, its event count and the run's count of operations are the same. While the
+    run is under way, unless an operation ran since, it is also reused
 
     - for ``KPI_COST_SHARE`` times as long as it took to compute (about 100 ms with 500
       vehicles and 10,000 bookings on a road network, so about 5 s): pollers, however many
@@ -52,13 +52,16 @@ class KpiCache:
         self._reuse_s = 0.0  # KPI_COST_SHARE times the last compute's duration
         self._value: dict[str, Any] = {}
 
-    def get(self, world: World, operations: int, *, throttle: bool) -> dict[str, Any]:
+    def get(self, world: World, operations: int, *, throttle: bool,
+            running: bool = True) -> dict[str, Any]:
+        """The KPIs; ``running``: the run is under way (a run that ended or is paused gets
+        KPIs of where it stands, recomputed once)."""
         key = (world.now, sum(world.emitter.counts.values()), operations)
         now = self._monotonic()
         if self._key is not None and key[2] == self._key[2]:
             age = now - self._at
-            if (key == self._key or age < self._reuse_s
-                    or (throttle and age < self.max_age_s)):
+            if key == self._key or (running and (
+                    age < self._reuse_s or (throttle and age < self.max_age_s))):
                 return self._value
         value = compute(world)
         done = self._monotonic()

@@ -92,8 +92,9 @@ class Runner:
         """The run's KPIs; recomputed when the run moved, at most once a second while it
         runs as fast as it can, and less often when computing them takes long (see
         ``KpiCache``)."""
-        fast = self.status is Status.RUNNING and isinstance(self.clock, MaxClock)
-        return self._kpis.get(self.engine, self._operations, throttle=fast)
+        running = self.status is Status.RUNNING
+        return self._kpis.get(self.engine, self._operations, running=running,
+                              throttle=running and isinstance(self.clock, MaxClock))
 
     def start(self) -> None:
         self.status = Status.RUNNING
