@@ -20,9 +20,12 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Coroutine
+from dataclasses import dataclass
 from typing import Any, cast
 
 from starlette.types import Message
+from uvicorn.middleware.proxy_headers import ProxyHeadersMiddleware
 from uvicorn.protocols.utils import get_client_addr, get_path_with_query_string
 
 try:  # uvicorn's httptools protocol; without httptools, uvicorn's default is used
@@ -37,13 +40,29 @@ try:  # uvicorn's httptools protocol; without httptools, uvicorn's default is us
 except ImportError:  # pragma: no cover - httptools is a pinned dependency
     HAVE_HTTPTOOLS = False
 
-from .events import INGEST_PATH
+from ..bus import StoredEvent
+from .events import CREATED_HEADERS, INGEST_PATH, Accepted, IngestFastPath, answer_failure
+from .jsonlimits import INT64_MAX
 
 log = logging.getLogger("uvicorn.error")
 
 _INTERNAL_ERROR = (b"HTTP/1.1 500 Internal Server Error\r\n", b"content-type: text/plain; "
                    b"charset=utf-8\r\ncontent-length: 21\r\nconnection: close\r\n\r\n"
                    b"Internal Server Error")
+
+
+# With either, uvicorn's proxy-headers middleware may change the client's address.
+_FORWARDED = (b"x-forwarded-for", b"x-forwarded-proto")
+
+
+@dataclass(frozen=True, slots=True)
+class NowIngest:
+    """What ``IngestFastPath.start_now`` needs of a request besides its body."""
+
+    fast: IngestFastPath
+    app: Any  # the application under the proxy-headers middleware (its ``state``)
+    simulation_id: int
+    authorization: str | None
 
 
 class _Disconnect:
@@ -72,14 +91,17 @@ class DirectCycle:
     ``RequestResponseCycle`` does for them.
     """
 
-    __slots__ = ("_body", "_chunks", "_headers", "_protocol", "_status", "disconnected",
-                 "keep_alive", "message_event", "response_complete", "response_started",
-                 "scope")
+    __slots__ = ("_accepted", "_body", "_chunks", "_headers", "_now", "_protocol", "_status",
+                 "disconnected", "keep_alive", "message_event", "response_complete",
+                 "response_started", "scope")
 
-    def __init__(self, protocol: Any, scope: dict[str, Any], keep_alive: bool) -> None:
+    def __init__(self, protocol: Any, scope: dict[str, Any], keep_alive: bool,
+                 now: NowIngest | None = None) -> None:
         self._protocol = protocol
         self.scope = scope
         self.keep_alive = keep_alive
+        self._now = now
+        self._accepted: Accepted | None = None
         self.disconnected = False
         self.response_started = False
         self.response_complete = False
@@ -93,14 +115,67 @@ class DirectCycle:
         self._chunks.append(chunk)
 
     def start(self) -> None:
-        """The body is complete: run the app in a task that uvicorn's shutdown waits for."""
+        """The body is complete: queue its events at once when ``IngestFastPath.start_now``
+        can, and answer when they are committed; else run the app in a task that uvicorn's
+        shutdown waits for."""
         chunks = self._chunks
-        self._body = chunks[0] if len(chunks) == 1 else b"".join(chunks)
+        body = self._body = chunks[0] if len(chunks) == 1 else b"".join(chunks)
         self._chunks = []
+        now = self._now
+        if now is not None:
+            runtime = getattr(now.app.state, "runtime", None)
+            client = self.scope.get("client")
+            accepted = None if runtime is None else now.fast.start_now(
+                runtime, now.simulation_id, now.authorization, client[0] if client else None,
+                body)
+            if accepted is not None:
+                self._accepted = accepted
+                accepted.stored.add_done_callback(self._committed)
+                return
+        self._spawn(self._run(self._protocol.app))
+
+    def _spawn(self, coro: Coroutine[Any, Any, None]) -> None:
         protocol = self._protocol
-        task = protocol.loop.create_task(self._run(protocol.app))
+        task = protocol.loop.create_task(coro)
         task.add_done_callback(protocol.tasks.discard)
         protocol.tasks.add(task)
+
+    def _committed(self, stored: asyncio.Future[list[StoredEvent]]) -> None:
+        """The events ``start`` queued are committed (or refused): answer as ``send``
+        would have answered the app's response."""
+        accepted = self._accepted
+        assert accepted is not None
+        self._accepted = None
+        if self.disconnected:
+            return
+        try:
+            if stored.cancelled() or stored.exception() is not None:
+                raise stored.exception() or asyncio.CancelledError()
+            body = accepted.created()
+        except BaseException as exc:  # answered as the app answers it, in a task
+            self._spawn(self._fail(exc))
+            return
+        self.response_started = True
+        self._status = 201
+        self._headers = [(b"content-length", b"%d" % len(body)), *CREATED_HEADERS]
+        if self._protocol.flow.write_paused:
+            self._spawn(self._write_when_drained(body))
+        else:
+            self._write(body)
+
+    async def _fail(self, exc: BaseException) -> None:
+        try:
+            await answer_failure(self.scope, self.send, exc)
+        except BaseException as error:  # as ``_run`` does for the app
+            log.error("Exception in ASGI application\n", exc_info=error)
+            if not self.response_started:
+                self._write_internal_error()
+            else:
+                self._protocol.transport.close()
+
+    async def _write_when_drained(self, body: bytes) -> None:
+        await self._protocol.flow.drain()
+        self._write(body)
 
     async def _run(self, app: Any) -> None:
         try:
@@ -148,9 +223,13 @@ class DirectCycle:
             return
         body = b"".join(self._chunks)
         self._chunks = []
+        if self._protocol.flow.write_paused:
+            await self._protocol.flow.drain()
+        self._write(body)
+
+    def _write(self, body: bytes) -> None:
+        """Write the response (status and headers as the app started it) and complete."""
         protocol = self._protocol
-        if protocol.flow.write_paused:
-            await protocol.flow.drain()
         head = self._head(len(body))
         if protocol.access_log and protocol.access_logger.isEnabledFor(logging.INFO):
             scope: Any = self.scope
@@ -228,19 +307,26 @@ def ingest_http_protocol(max_body_bytes: int) -> type[Any] | str:
             http_version = self.parser.get_http_version()
             keep_alive = http_version != "1.0" and self.parser.should_keep_alive()
             # Duck-typed: the protocol reads only what DirectCycle has (see its docstring).
-            self.cycle = DirectCycle(self, scope, keep_alive)  # type: ignore[assignment]
+            self.cycle = DirectCycle(self, scope, keep_alive,  # type: ignore[assignment]
+                                     self._now)
 
         def _direct_scope(self) -> dict[str, Any] | None:
-            """The request's scope when ``DirectCycle`` may run it, else None."""
+            """The request's scope when ``DirectCycle`` may run it, else None; ``_now`` is
+            set when ``IngestFastPath.start_now`` may try it first."""
             if (self.parser.get_method() != b"POST" or self.expect_100_continue
                     or self.limit_concurrency is not None or self.parser.should_upgrade()
                     or (self.cycle is not None and not self.cycle.response_complete)):
                 return None
             parsed_url = httptools.parse_url(self.url)
             raw_path = parsed_url.path
-            if b"%" in raw_path or INGEST_PATH.fullmatch(raw_path.decode("ascii")) is None:
+            if b"%" in raw_path:
+                return None
+            match = INGEST_PATH.fullmatch(raw_path.decode("ascii"))
+            if match is None:
                 return None
             length = None
+            authorization: bytes | None = None
+            forwarded = False
             for name, value in self.headers:
                 if name == b"content-length":
                     if length is not None or not value.isdigit():
@@ -248,8 +334,21 @@ def ingest_http_protocol(max_body_bytes: int) -> type[Any] | str:
                     length = int(value)
                 elif name == b"transfer-encoding":
                     return None
+                elif name == b"authorization":
+                    if authorization is None:
+                        authorization = value
+                elif name in _FORWARDED:
+                    forwarded = True
             if length is None or length > max_body_bytes:
                 return None
+            self._now = None
+            if not forwarded and not parsed_url.query and not self.root_path:
+                target = self._now_target()
+                simulation_id = int(match[1])
+                if target is not None and simulation_id <= INT64_MAX:
+                    self._now = NowIngest(
+                        target[0], target[1], simulation_id,
+                        None if authorization is None else authorization.decode("latin-1"))
             scope = cast(dict[str, Any], self.scope)
             scope["method"] = "POST"
             http_version = self.parser.get_http_version()
@@ -260,6 +359,15 @@ def ingest_http_protocol(max_body_bytes: int) -> type[Any] | str:
             scope["raw_path"] = self.root_path.encode("ascii") + raw_path
             scope["query_string"] = parsed_url.query or b""
             return scope
+
+        def _now_target(self) -> tuple[IngestFastPath, Any] | None:
+            """The ``IngestFastPath`` and the app under uvicorn's proxy-headers middleware,
+            when that is all ``self.app`` is; None otherwise (another wrapper decides)."""
+            app = self.app
+            if type(app) is ProxyHeadersMiddleware:
+                app = app.app
+            fast = getattr(app, "fast_ingest", None)
+            return (fast, app) if isinstance(fast, IngestFastPath) else None
 
         def on_body(self, body: bytes) -> None:
             if isinstance(self.cycle, DirectCycle):

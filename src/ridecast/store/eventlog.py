@@ -160,14 +160,30 @@ class EventLog:
     async def append(self, batch: Sequence[NewEvent]) -> list[StoredEvent]:
         """Append ``batch`` atomically; returns the stored events once committed (they are
         published right after, in commit order)."""
+        # No shield needed: a caller that is cancelled cancels the future, and the writer
+        # still writes the batch (it never looks at the future before it has committed).
+        return await self.append_nowait(batch)
+
+    def accepts(self, count: int) -> bool:
+        """True when ``append_nowait`` of ``count`` events would queue them, not refuse."""
+        if self._closing or self._writer is None or self._writer.done():
+            return False
+        waiting = self._pending + self._unpublished
+        return not (waiting + count > self._max_pending and waiting)
+
+    def append_nowait(self, batch: Sequence[NewEvent]) -> asyncio.Future[list[StoredEvent]]:
+        """``append`` for a caller that does not await here: queues ``batch`` and returns
+        the future of the stored events; raises what ``append`` raises."""
         if self._closing or self._writer is None:
             raise ServiceUnavailable("the event log is not accepting writes (shutting down)",
                                      retry_after=5)
         if self._writer.done():
             raise ServiceUnavailable("the event log writer stopped; see the server log",
                                      retry_after=5)
+        future: asyncio.Future[list[StoredEvent]] = asyncio.get_running_loop().create_future()
         if not batch:
-            return []
+            future.set_result([])
+            return future
         waiting = self._pending + self._unpublished
         if waiting + len(batch) > self._max_pending and waiting:
             raise ServiceUnavailable(
@@ -175,13 +191,10 @@ class EventLog:
                 f"(RIDECAST_INGEST_MAX_PENDING_EVENTS={self._max_pending}); retry shortly",
                 code="ingest_saturated", retry_after=1,
             )
-        future: asyncio.Future[list[StoredEvent]] = asyncio.get_running_loop().create_future()
         self._queue.append((batch, future))
         self._pending += len(batch)
         self._wake.set()
-        # No shield needed: a caller that is cancelled cancels ``future``, and the writer
-        # still writes the batch (it never looks at the future before it has committed).
-        return await future
+        return future
 
     async def _write_loop(self) -> None:
         while True:
