@@ -41,6 +41,7 @@ except ImportError:  # pragma: no cover - httptools is a pinned dependency
     HAVE_HTTPTOOLS = False
 
 from ..bus import StoredEvent
+from ..runtime import Runtime
 from .events import CREATED_HEADERS, INGEST_PATH, Accepted, IngestFastPath, answer_failure
 from .jsonlimits import INT64_MAX
 
@@ -55,14 +56,37 @@ _INTERNAL_ERROR = (b"HTTP/1.1 500 Internal Server Error\r\n", b"content-type: te
 _FORWARDED = (b"x-forwarded-for", b"x-forwarded-proto")
 
 
+class NowTarget:
+    """The ``IngestFastPath`` of the application under uvicorn's proxy-headers middleware,
+    and its runtime once the lifespan has opened it (it is never replaced after that)."""
+
+    __slots__ = ("_app", "_runtime", "fast")
+
+    def __init__(self, fast: IngestFastPath, app: Any) -> None:
+        self.fast = fast
+        self._app = app
+        self._runtime: Runtime | None = None
+
+    def runtime(self) -> Runtime | None:
+        if self._runtime is None:
+            self._runtime = getattr(self._app.state, "runtime", None)
+        return self._runtime
+
+
 @dataclass(frozen=True, slots=True)
 class NowIngest:
     """What ``IngestFastPath.start_now`` needs of a request besides its body."""
 
-    fast: IngestFastPath
-    app: Any  # the application under the proxy-headers middleware (its ``state``)
+    target: NowTarget
     simulation_id: int
     authorization: str | None
+
+
+# ``DirectCycle._head``'s answers: (status, headers, keep-alive, body length) -> (head,
+# keep-alive off), for the default headers in ``_HEADS_FOR`` (uvicorn renews that list, with
+# its date header, every second).
+_HEADS: dict[tuple[int, tuple[tuple[bytes, bytes], ...], bool, int], tuple[bytes, bool]] = {}
+_HEADS_FOR: list[Any] = [None]
 
 
 class _Disconnect:
@@ -123,9 +147,9 @@ class DirectCycle:
         self._chunks = []
         now = self._now
         if now is not None:
-            runtime = getattr(now.app.state, "runtime", None)
+            runtime = now.target.runtime()
             client = self.scope.get("client")
-            accepted = None if runtime is None else now.fast.start_now(
+            accepted = None if runtime is None else now.target.fast.start_now(
                 runtime, now.simulation_id, now.authorization, client[0] if client else None,
                 body)
             if accepted is not None:
@@ -241,6 +265,26 @@ class DirectCycle:
         self._complete()
 
     def _head(self, length: int) -> bytes:
+        """``_build_head``'s answer, remembered while uvicorn's default headers (the date)
+        stay the same list: most answers repeat one of a few heads."""
+        defaults = self._protocol.server_state.default_headers
+        if _HEADS_FOR[0] is not defaults or len(_HEADS) > 256:
+            _HEADS.clear()
+            _HEADS_FOR[0] = defaults
+        key = (self._status, tuple(self._headers), self.keep_alive, length)
+        try:
+            known = _HEADS.get(key)
+        except TypeError:  # headers as lists (ASGI allows any iterable): not remembered
+            return self._build_head(length)
+        if known is None:
+            head = self._build_head(length)
+            _HEADS[key] = (head, not self.keep_alive)
+            return head
+        if known[1]:
+            self.keep_alive = False
+        return known[0]
+
+    def _build_head(self, length: int) -> bytes:
         """Status line and headers as uvicorn writes them; a body's own length is checked
         against its ``Content-Length`` (or becomes it, instead of chunked encoding)."""
         content = [STATUS_LINE[self._status]]
@@ -296,6 +340,9 @@ def ingest_http_protocol(max_body_bytes: int) -> type[Any] | str:
     if not HAVE_HTTPTOOLS:  # pragma: no cover - httptools is a pinned dependency
         return "auto"
 
+    # Per loaded app (each ``serve`` has one; tests start several): its ``NowTarget``.
+    _TARGETS: dict[int, tuple[Any, NowTarget | None]] = {}
+
     class IngestHttpProtocol(HttpToolsProtocol):
         """uvicorn's httptools protocol; plain ingest requests are run by ``DirectCycle``."""
 
@@ -317,8 +364,12 @@ def ingest_http_protocol(max_body_bytes: int) -> type[Any] | str:
                     or self.limit_concurrency is not None or self.parser.should_upgrade()
                     or (self.cycle is not None and not self.cycle.response_complete)):
                 return None
-            parsed_url = httptools.parse_url(self.url)
-            raw_path = parsed_url.path
+            url = self.url
+            if url[:1] == b"/" and b"?" not in url and b"#" not in url:
+                raw_path, query = url, b""  # what parse_url would find, for less
+            else:
+                parsed_url = httptools.parse_url(url)
+                raw_path, query = parsed_url.path, parsed_url.query or b""
             if b"%" in raw_path:
                 return None
             match = INGEST_PATH.fullmatch(raw_path.decode("ascii"))
@@ -342,12 +393,12 @@ def ingest_http_protocol(max_body_bytes: int) -> type[Any] | str:
             if length is None or length > max_body_bytes:
                 return None
             self._now = None
-            if not forwarded and not parsed_url.query and not self.root_path:
+            if not forwarded and not query and not self.root_path:
                 target = self._now_target()
                 simulation_id = int(match[1])
                 if target is not None and simulation_id <= INT64_MAX:
                     self._now = NowIngest(
-                        target[0], target[1], simulation_id,
+                        target, simulation_id,
                         None if authorization is None else authorization.decode("latin-1"))
             scope = cast(dict[str, Any], self.scope)
             scope["method"] = "POST"
@@ -357,17 +408,21 @@ def ingest_http_protocol(max_body_bytes: int) -> type[Any] | str:
             path = raw_path.decode("ascii")
             scope["path"] = self.root_path + path
             scope["raw_path"] = self.root_path.encode("ascii") + raw_path
-            scope["query_string"] = parsed_url.query or b""
+            scope["query_string"] = query
             return scope
 
-        def _now_target(self) -> tuple[IngestFastPath, Any] | None:
-            """The ``IngestFastPath`` and the app under uvicorn's proxy-headers middleware,
+        def _now_target(self) -> NowTarget | None:
+            """The ``IngestFastPath`` of the app under uvicorn's proxy-headers middleware,
             when that is all ``self.app`` is; None otherwise (another wrapper decides)."""
             app = self.app
-            if type(app) is ProxyHeadersMiddleware:
-                app = app.app
-            fast = getattr(app, "fast_ingest", None)
-            return (fast, app) if isinstance(fast, IngestFastPath) else None
+            known = _TARGETS.get(id(app))
+            if known is not None and known[0] is app:
+                return known[1]
+            inner = app.app if type(app) is ProxyHeadersMiddleware else app
+            fast = getattr(inner, "fast_ingest", None)
+            target = NowTarget(fast, inner) if isinstance(fast, IngestFastPath) else None
+            _TARGETS[id(app)] = (app, target)
+            return target
 
         def on_body(self, body: bytes) -> None:
             if isinstance(self.cycle, DirectCycle):
