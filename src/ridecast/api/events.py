@@ -240,7 +240,7 @@ class Accepted:
     def created(self) -> bytes:
         """The 201's body once ``stored`` holds the events (counted in the metrics)."""
         stored = self.stored.result()
-        count_ingested(event.message_type for event in stored)
+        count_ingested([event.message_type for event in stored])
         return created_body(stored, self.started)
 
 
