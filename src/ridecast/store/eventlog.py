@@ -30,6 +30,7 @@ from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from ..bus import Bus, StoredEvent
+from ..bus.base import make_frame as make_frame  # re-exported: it lived here
 from ..errors import ServiceUnavailable
 from ..metrics import EVENTLOG_COMMITS, EVENTLOG_EVENTS
 from .driver_sql import insert_qmark
@@ -70,11 +71,6 @@ def _unavailable(what: str, exc: Exception) -> ServiceUnavailable:
     return ServiceUnavailable(
         f"the event log could not {what} ({type(exc).__name__}); retry shortly", retry_after=1
     )
-
-
-def make_frame(body: bytes, event_id: int) -> bytes:
-    """The websocket frame: the envelope JSON with ``event_id`` appended as a string."""
-    return b'%s,"event_id":"%d"}' % (body[:-1], event_id)
 
 
 class EventLog:
@@ -282,10 +278,11 @@ class EventLog:
         EVENTLOG_COMMITS.inc()
         EVENTLOG_EVENTS.inc(len(flat))
         first = last - len(flat) + 1
-        # Positional, in the field order: keyword arguments cost more, once per event.
+        # Positional, in the field order: keyword arguments cost more, once per event. The
+        # frame is built when a stream first reads it.
         stored = [
             StoredEvent(first + i, e.simulation_id, e.org_id, e.owner_id, e.message_type,
-                        e.body, make_frame(e.body, first + i), e.webhook_url is not None)
+                        e.body, None, e.webhook_url is not None)
             for i, e in enumerate(flat)
         ]
         if len(group) == 1:
@@ -373,7 +370,6 @@ class EventLog:
                 owner_id=row.owner_id,
                 message_type=row.message_type,
                 body=row.body,
-                frame=make_frame(row.body, row.id),
             )
             for row in rows
         ]
