@@ -14,6 +14,12 @@ Anything else (another path or method, a chunked or oversized body, ``Expect:
 100-continue``, an upgrade, a request pipelined behind one in progress) takes uvicorn's
 own path unchanged. tests/api/test_direct_http.py checks that both paths answer the same
 bytes for the same requests.
+
+Most of those requests need no task at all: when the body is complete, ``DirectCycle``
+first asks ``IngestFastPath.start_now`` (api/events.py) to queue the events from the
+protocol callback, which it does when everything is in the caches and sure to succeed (no
+proxy headers to apply, the runtime open); the 201 is then written from the commit's
+future. Otherwise, or when the commit fails, the app answers as above.
 """
 
 from __future__ import annotations
@@ -68,12 +74,13 @@ class NowTarget:
         self._runtime: Runtime | None = None
 
     def runtime(self) -> Runtime | None:
+        """The app's runtime (None before the lifespan opened it)."""
         if self._runtime is None:
             self._runtime = getattr(self._app.state, "runtime", None)
         return self._runtime
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)  # not frozen: built per request, and frozen costs more to build
 class NowIngest:
     """What ``IngestFastPath.start_now`` needs of a request besides its body."""
 
@@ -108,7 +115,8 @@ class _Disconnect:
 
 
 class DirectCycle:
-    """One request with its whole body, run through the ASGI app; one write answers it.
+    """One request with its whole body, queued by ``IngestFastPath.start_now`` or run
+    through the ASGI app; one write answers it.
 
     It has the attributes uvicorn's protocol reads on its ``cycle`` (``response_complete``,
     ``disconnected``, ``keep_alive``, ``message_event``) and behaves as uvicorn's
@@ -172,12 +180,15 @@ class DirectCycle:
         self._accepted = None
         if self.disconnected:
             return
-        try:
-            if stored.cancelled() or stored.exception() is not None:
-                raise stored.exception() or asyncio.CancelledError()
-            body = accepted.created()
-        except BaseException as exc:  # answered as the app answers it, in a task
-            self._spawn(self._fail(exc))
+        failure = (asyncio.CancelledError() if stored.cancelled()  # (nothing cancels it)
+                   else stored.exception())
+        if failure is None:
+            try:
+                body = accepted.created()
+            except Exception as exc:
+                failure = exc
+        if failure is not None:  # answered as the app answers it, in a task
+            self._spawn(self._fail(failure))
             return
         self.response_started = True
         self._status = 201
