@@ -75,9 +75,10 @@ class Ingest:
         excepted) and any client-sent ``event_id`` removed (ridecast assigns it).
         ``validate=False`` skips the check against the models, for the in-process
         simulator only (see ``submit_trusted``). ``from_json=True`` says that ``items``
-        were parsed from JSON text (plain dicts, lists, strings, numbers): each is then
-        checked by ``events.quick_check`` first, and by the models only when that check
-        cannot tell (same answers, fewer costs: see that module).
+        were parsed from JSON text (plain dicts, lists, strings, numbers) for this call
+        alone: each is then checked by ``events.quick_check`` first, and by the models only
+        when that check cannot tell (same answers, fewer costs: see that module), and may
+        be changed in place rather than copied.
         """
         if len(items) > self.max_batch:
             raise BadRequest(
@@ -111,7 +112,10 @@ class Ingest:
                 )
                 continue
             # simulation_id first when the producer left it out; in place when it sent it.
-            event = {"simulation_id": meta.id, **item}
+            if from_json and "simulation_id" in item:
+                event = item  # parsed for this call alone: changed, not copied
+            else:
+                event = {"simulation_id": meta.id, **item}
             event.pop("event_id", None)
             if event.get("server_ts") is None and event.get("message_type") != _GPS:
                 event["server_ts"] = stamp
@@ -165,7 +169,7 @@ class Ingest:
             raise NotFound(f"simulation {simulation_id} not found", code="simulation_not_found")
         stored = await self._log.append(self.prepare(meta, items, validate=validate,
                                                        from_json=from_json))
-        count_ingested(event.message_type for event in stored)
+        count_ingested([event.message_type for event in stored])
         return stored
 
     async def submit_trusted(self, simulation_id: int,

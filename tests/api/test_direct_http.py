@@ -10,6 +10,7 @@ from __future__ import annotations
 import base64
 import re
 import socket
+import sqlite3
 from collections.abc import Callable
 
 import orjson
@@ -125,3 +126,39 @@ def test_direct_cycle_answers_byte_for_byte_as_uvicorn(
     assert b"404" in statuses and b"413" in statuses and b"100" in statuses
     for index, (got, want) in enumerate(zip(direct, plain, strict=True)):
         assert got == want, f"response {index}:\n{got!r}\n!=\n{want!r}"
+
+
+def _store_failure_answers(srv: Server) -> list[bytes]:
+    """What ``srv`` answers on one keep-alive connection once its store has lost the events
+    table: an ingest whose credentials and simulation are cached."""
+    user = srv.create_user(org="org-fail")
+    sim = srv.create_simulation(user)
+    auth = "Basic " + base64.b64encode(f"{user.name}:{user.key}".encode()).decode()
+    events = f"/api/v2/simulation/{sim}/events"
+    one = orjson.dumps(all_examples(sim)[0])
+    answers: list[bytes] = []
+    with socket.create_connection(("127.0.0.1", srv.port)) as sock:
+        buffer = bytearray()
+        sock.sendall(_post(events, one, auth))  # fills the caches: the full path
+        assert _read_response(sock, buffer).startswith(b"HTTP/1.1 201")
+        path = srv.database_url.split("///", 1)[1]
+        with sqlite3.connect(path) as db:  # a real failure of the store, not a stand-in
+            db.execute("ALTER TABLE events RENAME TO events_gone")
+        sock.sendall(_post(events, one, auth))
+        answers.append(_read_response(sock, buffer))
+        sock.sendall(b"GET /healthz HTTP/1.1\r\nHost: test\r\n\r\n")
+        health = _read_response(sock, buffer)
+        assert health.startswith(b"HTTP/1.1 "), health  # the connection is still usable
+    return answers
+
+
+def test_a_failed_commit_is_answered_as_the_app_answers_it(
+    start_server: Callable[..., Server],
+) -> None:
+    direct_server = start_server()
+    direct = _store_failure_answers(direct_server)
+    plain = _store_failure_answers(start_server({"RIDECAST_DIRECT_INGEST": "false"}))
+    assert direct[0].startswith(b"HTTP/1.1 503"), direct[0]
+    assert b"nothing of this request was stored" in direct[0]
+    assert direct == plain  # the same bytes
+    assert "Exception in ASGI application" not in direct_server.logs()

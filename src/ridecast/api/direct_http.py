@@ -14,15 +14,24 @@ Anything else (another path or method, a chunked or oversized body, ``Expect:
 100-continue``, an upgrade, a request pipelined behind one in progress) takes uvicorn's
 own path unchanged. tests/api/test_direct_http.py checks that both paths answer the same
 bytes for the same requests.
+
+Most of those requests need no task at all: when the body is complete, ``DirectCycle``
+first asks ``IngestFastPath.start_now`` (api/events.py) to queue the events from the
+protocol callback, which it does when everything is in the caches and sure to succeed (no
+proxy headers to apply, the runtime open); the 201 is then written from the commit's
+future. Otherwise, or when the commit fails, the app answers as above.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Coroutine
+from dataclasses import dataclass
 from typing import Any, cast
 
 from starlette.types import Message
+from uvicorn.middleware.proxy_headers import ProxyHeadersMiddleware
 from uvicorn.protocols.utils import get_client_addr, get_path_with_query_string
 
 try:  # uvicorn's httptools protocol; without httptools, uvicorn's default is used
@@ -37,13 +46,54 @@ try:  # uvicorn's httptools protocol; without httptools, uvicorn's default is us
 except ImportError:  # pragma: no cover - httptools is a pinned dependency
     HAVE_HTTPTOOLS = False
 
-from .events import INGEST_PATH
+from ..bus import StoredEvent
+from ..runtime import Runtime
+from .events import CREATED_HEADERS, INGEST_PATH, Accepted, IngestFastPath, answer_failure
+from .jsonlimits import INT64_MAX
 
 log = logging.getLogger("uvicorn.error")
 
 _INTERNAL_ERROR = (b"HTTP/1.1 500 Internal Server Error\r\n", b"content-type: text/plain; "
                    b"charset=utf-8\r\ncontent-length: 21\r\nconnection: close\r\n\r\n"
                    b"Internal Server Error")
+
+
+# With either, uvicorn's proxy-headers middleware may change the client's address.
+_FORWARDED = (b"x-forwarded-for", b"x-forwarded-proto")
+
+
+class NowTarget:
+    """The ``IngestFastPath`` of the application under uvicorn's proxy-headers middleware,
+    and its runtime once the lifespan has opened it (it is never replaced after that)."""
+
+    __slots__ = ("_app", "_runtime", "fast")
+
+    def __init__(self, fast: IngestFastPath, app: Any) -> None:
+        self.fast = fast
+        self._app = app
+        self._runtime: Runtime | None = None
+
+    def runtime(self) -> Runtime | None:
+        """The app's runtime (None before the lifespan opened it)."""
+        if self._runtime is None:
+            self._runtime = getattr(self._app.state, "runtime", None)
+        return self._runtime
+
+
+@dataclass(slots=True)  # not frozen: built per request, and frozen costs more to build
+class NowIngest:
+    """What ``IngestFastPath.start_now`` needs of a request besides its body."""
+
+    target: NowTarget
+    simulation_id: int
+    authorization: str | None
+
+
+# ``DirectCycle._head``'s answers: (status, headers, keep-alive, body length) -> (head,
+# keep-alive off), for the default headers in ``_HEADS_FOR`` (uvicorn renews that list, with
+# its date header, every second).
+_HEADS: dict[tuple[int, tuple[tuple[bytes, bytes], ...], bool, int], tuple[bytes, bool]] = {}
+_HEADS_FOR: list[Any] = [None]
 
 
 class _Disconnect:
@@ -65,21 +115,25 @@ class _Disconnect:
 
 
 class DirectCycle:
-    """One request with its whole body, run through the ASGI app; one write answers it.
+    """One request with its whole body, queued by ``IngestFastPath.start_now`` or run
+    through the ASGI app; one write answers it.
 
     It has the attributes uvicorn's protocol reads on its ``cycle`` (``response_complete``,
     ``disconnected``, ``keep_alive``, ``message_event``) and behaves as uvicorn's
     ``RequestResponseCycle`` does for them.
     """
 
-    __slots__ = ("_body", "_chunks", "_headers", "_protocol", "_status", "disconnected",
-                 "keep_alive", "message_event", "response_complete", "response_started",
-                 "scope")
+    __slots__ = ("_accepted", "_body", "_chunks", "_headers", "_now", "_protocol", "_status",
+                 "disconnected", "keep_alive", "message_event", "response_complete",
+                 "response_started", "scope")
 
-    def __init__(self, protocol: Any, scope: dict[str, Any], keep_alive: bool) -> None:
+    def __init__(self, protocol: Any, scope: dict[str, Any], keep_alive: bool,
+                 now: NowIngest | None = None) -> None:
         self._protocol = protocol
         self.scope = scope
         self.keep_alive = keep_alive
+        self._now = now
+        self._accepted: Accepted | None = None
         self.disconnected = False
         self.response_started = False
         self.response_complete = False
@@ -93,14 +147,70 @@ class DirectCycle:
         self._chunks.append(chunk)
 
     def start(self) -> None:
-        """The body is complete: run the app in a task that uvicorn's shutdown waits for."""
+        """The body is complete: queue its events at once when ``IngestFastPath.start_now``
+        can, and answer when they are committed; else run the app in a task that uvicorn's
+        shutdown waits for."""
         chunks = self._chunks
-        self._body = chunks[0] if len(chunks) == 1 else b"".join(chunks)
+        body = self._body = chunks[0] if len(chunks) == 1 else b"".join(chunks)
         self._chunks = []
+        now = self._now
+        if now is not None:
+            runtime = now.target.runtime()
+            client = self.scope.get("client")
+            accepted = None if runtime is None else now.target.fast.start_now(
+                runtime, now.simulation_id, now.authorization, client[0] if client else None,
+                body)
+            if accepted is not None:
+                self._accepted = accepted
+                accepted.stored.add_done_callback(self._committed)
+                return
+        self._spawn(self._run(self._protocol.app))
+
+    def _spawn(self, coro: Coroutine[Any, Any, None]) -> None:
         protocol = self._protocol
-        task = protocol.loop.create_task(self._run(protocol.app))
+        task = protocol.loop.create_task(coro)
         task.add_done_callback(protocol.tasks.discard)
         protocol.tasks.add(task)
+
+    def _committed(self, stored: asyncio.Future[list[StoredEvent]]) -> None:
+        """The events ``start`` queued are committed (or refused): answer as ``send``
+        would have answered the app's response."""
+        accepted = self._accepted
+        assert accepted is not None
+        self._accepted = None
+        if self.disconnected:
+            return
+        failure = (asyncio.CancelledError() if stored.cancelled()  # (nothing cancels it)
+                   else stored.exception())
+        if failure is None:
+            try:
+                body = accepted.created()
+            except Exception as exc:
+                failure = exc
+        if failure is not None:  # answered as the app answers it, in a task
+            self._spawn(self._fail(failure))
+            return
+        self.response_started = True
+        self._status = 201
+        self._headers = [(b"content-length", b"%d" % len(body)), *CREATED_HEADERS]
+        if self._protocol.flow.write_paused:
+            self._spawn(self._write_when_drained(body))
+        else:
+            self._write(body)
+
+    async def _fail(self, exc: BaseException) -> None:
+        try:
+            await answer_failure(self.scope, self.send, exc)
+        except BaseException as error:  # as ``_run`` does for the app
+            log.error("Exception in ASGI application\n", exc_info=error)
+            if not self.response_started:
+                self._write_internal_error()
+            else:
+                self._protocol.transport.close()
+
+    async def _write_when_drained(self, body: bytes) -> None:
+        await self._protocol.flow.drain()
+        self._write(body)
 
     async def _run(self, app: Any) -> None:
         try:
@@ -148,9 +258,13 @@ class DirectCycle:
             return
         body = b"".join(self._chunks)
         self._chunks = []
+        if self._protocol.flow.write_paused:
+            await self._protocol.flow.drain()
+        self._write(body)
+
+    def _write(self, body: bytes) -> None:
+        """Write the response (status and headers as the app started it) and complete."""
         protocol = self._protocol
-        if protocol.flow.write_paused:
-            await protocol.flow.drain()
         head = self._head(len(body))
         if protocol.access_log and protocol.access_logger.isEnabledFor(logging.INFO):
             scope: Any = self.scope
@@ -162,6 +276,26 @@ class DirectCycle:
         self._complete()
 
     def _head(self, length: int) -> bytes:
+        """``_build_head``'s answer, remembered while uvicorn's default headers (the date)
+        stay the same list: most answers repeat one of a few heads."""
+        defaults = self._protocol.server_state.default_headers
+        if _HEADS_FOR[0] is not defaults or len(_HEADS) > 256:
+            _HEADS.clear()
+            _HEADS_FOR[0] = defaults
+        key = (self._status, tuple(self._headers), self.keep_alive, length)
+        try:
+            known = _HEADS.get(key)
+        except TypeError:  # headers as lists (ASGI allows any iterable): not remembered
+            return self._build_head(length)
+        if known is None:
+            head = self._build_head(length)
+            _HEADS[key] = (head, not self.keep_alive)
+            return head
+        if known[1]:
+            self.keep_alive = False
+        return known[0]
+
+    def _build_head(self, length: int) -> bytes:
         """Status line and headers as uvicorn writes them; a body's own length is checked
         against its ``Content-Length`` (or becomes it, instead of chunked encoding)."""
         content = [STATUS_LINE[self._status]]
@@ -217,6 +351,9 @@ def ingest_http_protocol(max_body_bytes: int) -> type[Any] | str:
     if not HAVE_HTTPTOOLS:  # pragma: no cover - httptools is a pinned dependency
         return "auto"
 
+    # Per loaded app (each ``serve`` has one; tests start several): its ``NowTarget``.
+    _TARGETS: dict[int, tuple[Any, NowTarget | None]] = {}
+
     class IngestHttpProtocol(HttpToolsProtocol):
         """uvicorn's httptools protocol; plain ingest requests are run by ``DirectCycle``."""
 
@@ -228,19 +365,30 @@ def ingest_http_protocol(max_body_bytes: int) -> type[Any] | str:
             http_version = self.parser.get_http_version()
             keep_alive = http_version != "1.0" and self.parser.should_keep_alive()
             # Duck-typed: the protocol reads only what DirectCycle has (see its docstring).
-            self.cycle = DirectCycle(self, scope, keep_alive)  # type: ignore[assignment]
+            self.cycle = DirectCycle(self, scope, keep_alive,  # type: ignore[assignment]
+                                     self._now)
 
         def _direct_scope(self) -> dict[str, Any] | None:
-            """The request's scope when ``DirectCycle`` may run it, else None."""
+            """The request's scope when ``DirectCycle`` may run it, else None; ``_now`` is
+            set when ``IngestFastPath.start_now`` may try it first."""
             if (self.parser.get_method() != b"POST" or self.expect_100_continue
                     or self.limit_concurrency is not None or self.parser.should_upgrade()
                     or (self.cycle is not None and not self.cycle.response_complete)):
                 return None
-            parsed_url = httptools.parse_url(self.url)
-            raw_path = parsed_url.path
-            if b"%" in raw_path or INGEST_PATH.fullmatch(raw_path.decode("ascii")) is None:
+            url = self.url
+            if url[:1] == b"/" and b"?" not in url and b"#" not in url:
+                raw_path, query = url, b""  # what parse_url would find, for less
+            else:
+                parsed_url = httptools.parse_url(url)
+                raw_path, query = parsed_url.path, parsed_url.query or b""
+            if b"%" in raw_path:
+                return None
+            match = INGEST_PATH.fullmatch(raw_path.decode("ascii"))
+            if match is None:
                 return None
             length = None
+            authorization: bytes | None = None
+            forwarded = False
             for name, value in self.headers:
                 if name == b"content-length":
                     if length is not None or not value.isdigit():
@@ -248,8 +396,21 @@ def ingest_http_protocol(max_body_bytes: int) -> type[Any] | str:
                     length = int(value)
                 elif name == b"transfer-encoding":
                     return None
+                elif name == b"authorization":
+                    if authorization is None:
+                        authorization = value
+                elif name in _FORWARDED:
+                    forwarded = True
             if length is None or length > max_body_bytes:
                 return None
+            self._now = None
+            if not forwarded and not query and not self.root_path:
+                target = self._now_target()
+                simulation_id = int(match[1])
+                if target is not None and simulation_id <= INT64_MAX:
+                    self._now = NowIngest(
+                        target, simulation_id,
+                        None if authorization is None else authorization.decode("latin-1"))
             scope = cast(dict[str, Any], self.scope)
             scope["method"] = "POST"
             http_version = self.parser.get_http_version()
@@ -258,8 +419,21 @@ def ingest_http_protocol(max_body_bytes: int) -> type[Any] | str:
             path = raw_path.decode("ascii")
             scope["path"] = self.root_path + path
             scope["raw_path"] = self.root_path.encode("ascii") + raw_path
-            scope["query_string"] = parsed_url.query or b""
+            scope["query_string"] = query
             return scope
+
+        def _now_target(self) -> NowTarget | None:
+            """The ``IngestFastPath`` of the app under uvicorn's proxy-headers middleware,
+            when that is all ``self.app`` is; None otherwise (another wrapper decides)."""
+            app = self.app
+            known = _TARGETS.get(id(app))
+            if known is not None and known[0] is app:
+                return known[1]
+            inner = app.app if type(app) is ProxyHeadersMiddleware else app
+            fast = getattr(inner, "fast_ingest", None)
+            target = NowTarget(fast, inner) if isinstance(fast, IngestFastPath) else None
+            _TARGETS[id(app)] = (app, target)
+            return target
 
         def on_body(self, body: bytes) -> None:
             if isinstance(self.cycle, DirectCycle):

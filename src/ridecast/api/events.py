@@ -2,18 +2,22 @@
 
 from __future__ import annotations
 
+import asyncio
 import re
 import time
+from dataclasses import dataclass
 from typing import Annotated, Any
 
 import orjson
 from fastapi import Query, Response, status
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from ..auth.credentials import BasicCredentials, TokenCredentials, parse_authorization
 from ..auth.visibility import Principal
+from ..bus import StoredEvent
 from ..errors import BadRequest, RidecastError
 from ..events import ALL_TYPES, EVENT_ADAPTER
-from ..metrics import INGEST_LATENCY
+from ..metrics import INGEST_LATENCY, count_ingested
 from ..runtime import Runtime
 from .deps import CurrentUser, JsonBody, RuntimeDep, authenticate
 from .errors import (
@@ -75,6 +79,11 @@ async def _ingest_body(runtime: Runtime, user: Principal, simulation_id: int,
         raise BadRequest("the batch is empty; send one event or a non-empty array")
     # ``body`` is parsed JSON on both paths (the body guard's or the fast path's orjson).
     stored = await runtime.ingest.submit(simulation_id, items, meta=meta, from_json=True)
+    return created_body(stored, started)
+
+
+def created_body(stored: list[StoredEvent], started: float) -> bytes:
+    """The 201's body for ``stored``, the ingest latency since ``started`` observed."""
     INGEST_LATENCY.observe(time.perf_counter() - started)
     answer = {"event_ids": [str(event.event_id) for event in stored], "count": len(stored)}
     # Encoded here: FastAPI's generic encoder costs more than the rest of a small request.
@@ -84,7 +93,7 @@ async def _ingest_body(runtime: Runtime, user: Principal, simulation_id: int,
 # The ingest route's path, for ids the ``Id`` parameter takes as they are (no sign, no
 # leading zero, at most 19 digits); any other form goes through FastAPI, which decides.
 INGEST_PATH = re.compile(r"/api/v2/simulation/([1-9][0-9]{0,18})/events/?")
-_CREATED_HEADERS = [(b"content-type", b"application/json")]
+CREATED_HEADERS = [(b"content-type", b"application/json")]
 
 
 class IngestFastPath:
@@ -145,6 +154,58 @@ class IngestFastPath:
             if not await answer_unexpected(scope, receive, send, started):
                 raise
 
+    def start_now(self, runtime: Runtime, simulation_id: int, authorization: str | None,
+                  address: str | None, body: bytes) -> Accepted | None:
+        """Queue the request's events without awaiting anything, when that is sure to end
+        as the full path would: a body within the limits, credentials and a visible
+        simulation both in their caches, valid events, a rate token and room in the log.
+
+        The steps are those of ``__call__`` (body guard, ``authenticate``, ``_ingest_body``)
+        in their order, with the same functions; any doubt or error before the events are
+        queued returns None, having changed nothing but the rate bucket of a request that
+        then continues on the full path (a refused take spends no token, and every other
+        step before it is without effect), which decides and words the answer. Afterwards
+        the request cannot fail but in the event log: ``Accepted.stored`` says how.
+        """
+        started = time.perf_counter()
+        if not body:
+            return None
+        parsed, refused = parse_json_body(body, self.limits, ingest=True)
+        if refused is not None or is_missing(parsed):
+            return None
+        items = parsed if isinstance(parsed, list) else [parsed]
+        if not items:
+            return None
+        try:
+            creds = parse_authorization(authorization)
+        except RidecastError:
+            return None
+        if isinstance(creds, TokenCredentials):
+            return None
+        user = creds.username if isinstance(creds, BasicCredentials) else None
+        now = time.monotonic()
+        if runtime.login_throttle.retry_after(user, address, now) is not None:
+            return None
+        principal = runtime.accounts.cached_principal(creds)
+        if principal is None:
+            return None
+        meta = runtime.simulations.cached_visible_meta(principal, simulation_id)
+        if meta is None:
+            return None
+        try:
+            prepared = runtime.ingest.prepare(meta, items, from_json=True)
+        except RidecastError:
+            return None
+        if not runtime.log.accepts(len(prepared)):
+            return None
+        bucket = (str(principal.key_id) if principal.key_id is not None
+                  else f"token-user:{principal.user_id}")
+        if runtime.key_rate.take(bucket, now) is not None:
+            return None
+        stored = runtime.log.append_nowait(prepared)
+        self.served += 1
+        return Accepted(stored, started)
+
     @staticmethod
     async def _answer(scope: Scope, send: Send, simulation_id: int, runtime: Runtime,
                       parsed: Any) -> None:
@@ -164,8 +225,37 @@ class IngestFastPath:
             await response(scope, _no_receive, send)
             return
         await send({"type": "http.response.start", "status": 201, "headers": [
-            (b"content-length", str(len(body)).encode()), *_CREATED_HEADERS]})
+            (b"content-length", str(len(body)).encode()), *CREATED_HEADERS]})
         await send({"type": "http.response.body", "body": body})
+
+
+@dataclass(slots=True)  # not frozen: built per request, and frozen costs more to build
+class Accepted:
+    """Events queued by ``IngestFastPath.start_now``: the future of their commit, and
+    when the request started (for the latency metric)."""
+
+    stored: asyncio.Future[list[StoredEvent]]
+    started: float
+
+    def created(self) -> bytes:
+        """The 201's body once ``stored`` holds the events (counted in the metrics)."""
+        stored = self.stored.result()
+        count_ingested([event.message_type for event in stored])
+        return created_body(stored, self.started)
+
+
+async def answer_failure(scope: Scope, send: Send, exc: BaseException) -> None:
+    """Answer what an ``Accepted`` request's commit raised, as ``IngestFastPath`` would."""
+    try:
+        raise exc
+    except RidecastError as error:
+        response = ridecast_error_response(
+            error, scope.get("root_path", "") + scope["path"], "POST"
+        )
+        await response(scope, _no_receive, send)
+    except Exception:
+        if not await answer_unexpected(scope, _no_receive, send, False):
+            raise
 
 
 async def _no_receive() -> Message:

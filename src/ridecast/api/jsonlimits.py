@@ -55,14 +55,18 @@ def _depth_and_ints_ok(value: Any, max_depth: int) -> bool:
     if type(value) is not dict and type(value) is not list:
         return type(value) in _SCALARS or (type(value) is int and INT64_MIN <= value <= INT64_MAX)
     stack: list[tuple[Any, int]] = [(value, 1)]
+    pop, push = stack.pop, stack.append
     while stack:
-        item, depth = stack.pop()
+        item, depth = pop()
         if depth > max_depth:
             return False
+        depth += 1
         for child in item.values() if type(item) is dict else item:
             kind = type(child)
+            if kind is str:  # the most common value: one test
+                continue
             if kind is dict or kind is list:
-                stack.append((child, depth + 1))
+                push((child, depth))
             elif kind is int:
                 if not INT64_MIN <= child <= INT64_MAX:
                     return False

@@ -64,13 +64,12 @@ class LoginThrottle:
 
     def retry_after(self, user: str | None, address: str | None, now: float) -> float | None:
         """Seconds to wait if the name or the address is throttled, else None."""
-        waits = [
-            wait for wait in (
-                self.by_user.retry_after(user, now) if user is not None else None,
-                self.by_address.retry_after(address, now) if address is not None else None,
-            ) if wait is not None
-        ]
-        return max(waits) if waits else None
+        by_user = self.by_user.retry_after(user, now) if user is not None else None
+        by_address = (self.by_address.retry_after(address, now) if address is not None
+                      else None)
+        if by_user is None:
+            return by_address
+        return by_user if by_address is None else max(by_user, by_address)
 
     def failed(self, user: str | None, address: str | None, now: float) -> None:
         """Count a failed authentication of ``user`` from ``address``."""

@@ -72,14 +72,11 @@ def encode(message: BusMessage) -> dict[str, bytes | str | int]:
 def decode(fields: dict[bytes, bytes]) -> BusMessage | None:
     """The message of a stream entry (None for one this version does not know)."""
     if fields.get(b"k") == b"e":
-        from ..store.eventlog import make_frame
-
-        event_id = int(fields[b"id"])
-        body = fields[b"body"]
         return StoredEvent(
-            event_id=event_id, simulation_id=int(fields[b"sim"]), org_id=int(fields[b"org"]),
-            owner_id=int(fields[b"own"]), message_type=fields[b"type"].decode(),
-            body=body, frame=make_frame(body, event_id), has_webhook=fields[b"wh"] == b"1",
+            event_id=int(fields[b"id"]), simulation_id=int(fields[b"sim"]),
+            org_id=int(fields[b"org"]), owner_id=int(fields[b"own"]),
+            message_type=fields[b"type"].decode(), body=fields[b"body"],
+            has_webhook=fields[b"wh"] == b"1",
         )
     cls = _CONTROL.get(fields.get(b"t", b"").decode())
     if cls is None:

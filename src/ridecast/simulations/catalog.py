@@ -71,6 +71,15 @@ class SimulationCatalog:
                 self._cache.pop(sim, None)
                 self._generation += 1
 
+    def cached(self, simulation_id: int) -> SimulationMeta | None:
+        """The simulation's meta when a live cache entry holds it, else None (a miss, an
+        expired entry or a cached "does not exist"): ``lookup`` without I/O."""
+        entry = self._cache.get(simulation_id)
+        if entry is None or entry[0] is None or entry[1] <= self._clock():
+            return None
+        self._cache.move_to_end(simulation_id)
+        return entry[0]
+
     async def get(self, simulation_id: int) -> SimulationMeta | None:
         """The simulation's meta, or None when it does not exist or was deleted."""
         return (await self.lookup(simulation_id))[0]

@@ -66,6 +66,15 @@ class SimulationService:
             )
         return meta
 
+    def cached_visible_meta(self, principal: Principal,
+                            simulation_id: int) -> SimulationMeta | None:
+        """``visible_meta``'s answer when the cache holds the simulation and ``principal``
+        may see it; None when only ``visible_meta`` can decide (no I/O here)."""
+        meta = self._catalog.cached(simulation_id)
+        if meta is None or not can_see(principal, org_id=meta.org_id, owner_id=meta.owner_id):
+            return None
+        return meta
+
     async def list_visible(
         self, principal: Principal, *, limit: int, offset: int
     ) -> tuple[list[SimulationRecord], int]:

@@ -254,6 +254,16 @@ class AccountStore:
             ).first()
         return Principal(row.id, row.name, row.org_id, bool(row.is_admin)) if row else None
 
+    def cached_principal(self, creds: ApiCredentials) -> Principal | None:
+        """``authenticate``'s answer when its cache holds a fresh one, else None, without
+        I/O: the same cache (keyed by the key's hash, emptied by every revocation)."""
+        cached = self._auth_cache.get(
+            (hash_secret(creds.api_key),
+             creds.username if isinstance(creds, BasicCredentials) else None))
+        if cached is not None and time.monotonic() - cached[1] < AUTH_CACHE_S:
+            return cached[0]
+        return None
+
     async def authenticate(self, creds: ApiCredentials) -> Principal:
         """The user whose API key ``creds`` carries; raises ``Unauthorized``."""
         key_hash = hash_secret(creds.api_key)

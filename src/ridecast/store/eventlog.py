@@ -30,6 +30,7 @@ from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from ..bus import Bus, StoredEvent
+from ..bus.base import make_frame as make_frame  # re-exported: it lived here
 from ..errors import ServiceUnavailable
 from ..metrics import EVENTLOG_COMMITS, EVENTLOG_EVENTS
 from .driver_sql import insert_qmark
@@ -70,11 +71,6 @@ def _unavailable(what: str, exc: Exception) -> ServiceUnavailable:
     return ServiceUnavailable(
         f"the event log could not {what} ({type(exc).__name__}); retry shortly", retry_after=1
     )
-
-
-def make_frame(body: bytes, event_id: int) -> bytes:
-    """The websocket frame: the envelope JSON with ``event_id`` appended as a string."""
-    return b'%s,"event_id":"%d"}' % (body[:-1], event_id)
 
 
 class EventLog:
@@ -160,14 +156,30 @@ class EventLog:
     async def append(self, batch: Sequence[NewEvent]) -> list[StoredEvent]:
         """Append ``batch`` atomically; returns the stored events once committed (they are
         published right after, in commit order)."""
+        # No shield needed: a caller that is cancelled cancels the future, and the writer
+        # still writes the batch (it never looks at the future before it has committed).
+        return await self.append_nowait(batch)
+
+    def accepts(self, count: int) -> bool:
+        """True when ``append_nowait`` of ``count`` events would queue them, not refuse."""
+        if self._closing or self._writer is None or self._writer.done():
+            return False
+        waiting = self._pending + self._unpublished
+        return not (waiting + count > self._max_pending and waiting)
+
+    def append_nowait(self, batch: Sequence[NewEvent]) -> asyncio.Future[list[StoredEvent]]:
+        """``append`` for a caller that does not await here: queues ``batch`` and returns
+        the future of the stored events; raises what ``append`` raises."""
         if self._closing or self._writer is None:
             raise ServiceUnavailable("the event log is not accepting writes (shutting down)",
                                      retry_after=5)
         if self._writer.done():
             raise ServiceUnavailable("the event log writer stopped; see the server log",
                                      retry_after=5)
+        future: asyncio.Future[list[StoredEvent]] = asyncio.get_running_loop().create_future()
         if not batch:
-            return []
+            future.set_result([])
+            return future
         waiting = self._pending + self._unpublished
         if waiting + len(batch) > self._max_pending and waiting:
             raise ServiceUnavailable(
@@ -175,13 +187,10 @@ class EventLog:
                 f"(RIDECAST_INGEST_MAX_PENDING_EVENTS={self._max_pending}); retry shortly",
                 code="ingest_saturated", retry_after=1,
             )
-        future: asyncio.Future[list[StoredEvent]] = asyncio.get_running_loop().create_future()
         self._queue.append((batch, future))
         self._pending += len(batch)
         self._wake.set()
-        # No shield needed: a caller that is cancelled cancels ``future``, and the writer
-        # still writes the batch (it never looks at the future before it has committed).
-        return await future
+        return future
 
     async def _write_loop(self) -> None:
         while True:
@@ -264,29 +273,25 @@ class EventLog:
         conn = await self._writer_connection()
         last = await run_on(conn, self._write_steps(flat, now), thread=self._thread,
                             styled=self._styled)
-        ids = range(last - len(flat) + 1, last + 1)
         self.commits += 1
         self.appended += len(flat)
         EVENTLOG_COMMITS.inc()
         EVENTLOG_EVENTS.inc(len(flat))
+        first = last - len(flat) + 1
+        # Positional, in the field order: keyword arguments cost more, once per event. The
+        # frame is built when a stream first reads it.
+        stored = [
+            StoredEvent(first + i, e.simulation_id, e.org_id, e.owner_id, e.message_type,
+                        e.body, None, e.webhook_url is not None)
+            for i, e in enumerate(flat)
+        ]
+        if len(group) == 1:
+            return [stored]
         out: list[list[StoredEvent]] = []
-        it = iter(zip(flat, ids, strict=True))
+        start = 0
         for batch, _future in group:
-            out.append(
-                [
-                    StoredEvent(
-                        event_id=event_id,
-                        simulation_id=e.simulation_id,
-                        org_id=e.org_id,
-                        owner_id=e.owner_id,
-                        message_type=e.message_type,
-                        body=e.body,
-                        frame=make_frame(e.body, event_id),
-                        has_webhook=e.webhook_url is not None,
-                    )
-                    for e, event_id in (next(it) for _ in batch)
-                ]
-            )
+            out.append(stored[start:start + len(batch)])
+            start += len(batch)
         return out
 
     def _write_steps(self, flat: list[NewEvent], now: float) -> Steps[int]:
@@ -365,7 +370,6 @@ class EventLog:
                 owner_id=row.owner_id,
                 message_type=row.message_type,
                 body=row.body,
-                frame=make_frame(row.body, row.id),
             )
             for row in rows
         ]
