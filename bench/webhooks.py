@@ -19,7 +19,9 @@ Runs on 127.0.0.1 only, bounded in count and time::
    PostgreSQL database, unless ``--postgres ''``) with a webhook to the
    receiver; events are POSTed in batches; every one is a durable outbox delivery. Reported:
    deliveries/s (first ingest to last receipt, and to the last attempt committed as
-   succeeded), p50/p99 ingest-to-receipt latency, and the ratio to the ceiling.
+   succeeded), p50/p99 ingest-to-receipt latency, and the ratios to the ceiling and to
+   ``http11.py``, the latter measured again just before and just after each mode (this VM's
+   speed drifts within a run: the ratio is to the mean of those two).
 5. Step 4 runs twice on each store, in the same server, side by side: ``ordered`` (the default: one
    request in flight per simulation, so ``--sims`` lanes run in parallel) and ``unordered``
    (``messaging_webhook_ordering: "unordered"``: chunks of one URL in parallel). The
@@ -243,6 +245,14 @@ def compare_clients(port: int, body: bytes, total: int, connections: int,
     return best
 
 
+def reference_rate(port: int, body: bytes, args: argparse.Namespace) -> float:
+    """``http11.py``'s deliveries/s to the receiver, best of two, as in ``compare_clients``."""
+    rate = max(asyncio.run(client_rate("http11.py", port, body, args.clients_events,
+                                       args.clients_connections))[0] for _ in range(2))
+    httpx.post(f"http://127.0.0.1:{port}/reset")
+    return rate
+
+
 def print_clients(best: dict[str, tuple[float, float]], total: int, connections: int) -> None:
     print(f"webhook HTTP clients: {total} deliveries each (best of 2), keep-alive, "
           f"{connections} connections, same receiver, same signed envelope")
@@ -459,8 +469,13 @@ def main() -> None:
             base = f"http://127.0.0.1:{sport}"
             wait_http(f"{base}/healthz")
             for mode in ("ordered", "unordered"):
+                # The reference again just before and just after this mode: this VM's speed
+                # drifts within a run, and the ratio is to what it did around this mode.
+                before = reference_rate(rport, body, args)
                 result = run_mode(base, auth, rport, hook, url, args, mode, server.pid)
-                results.append({**result, "mode": f"{store}, {mode}"})
+                after = reference_rate(rport, body, args)
+                results.append({**result, "mode": f"{store}, {mode}",
+                                "reference": (before, after)})
             server.terminate()
             server.wait(20)
             server = None
@@ -507,8 +522,12 @@ def main() -> None:
         if cpu_s is not None:
             print(f"server CPU: {float(cpu_s) * 1e6 / args.events:,.0f} µs per delivery "  # type: ignore[arg-type]
                   "(ingest included; http11.py's client CPU per delivery is above)")
+        before, after = r["reference"]  # type: ignore[misc]
+        adjacent = (before + after) / 2
         print(f"ratio to http11.py (keep-alive, {args.clients_connections} connections, same "
-              f"receiver, this run): {rate / clients['http11.py'][0]:.2f}")
+              f"receiver) measured just before and after this mode ({before:,.0f} and "
+              f"{after:,.0f}/s): {rate / adjacent:.2f}; to its rate at the start of the run: "
+              f"{rate / clients['http11.py'][0]:.2f}")
         print(f"ratio to ceiling (the higher of the two): {rate / ceiling_rps:.2f}")
 
 
