@@ -97,3 +97,33 @@ def test_kpi_cache_recomputes_when_the_run_moves_and_throttles_a_fast_run() -> N
     wall[0] = 1.6
     fourth = cache.get(engine, 1, throttle=True)  # older than a second
     assert fourth is not third and fourth == compute(engine)
+
+
+def test_kpi_cache_keeps_a_slow_computation_to_its_share_of_the_wall_time() -> None:
+    """A computation that takes 0.1 s of a (fake) wall clock is reused for 5 s while
+    throttled (2% of the wall time), and not beyond; an operation still refreshes it."""
+    engine = Engine(1, SimulatorSettings(speed="max", bookings_per_hour=300,
+                                         duration_s=1800), datetime(2024, 1, 1, 8, tzinfo=UTC))
+    engine.advance(300.0)
+    wall = [0.0]
+    calls = [0]
+
+    def clock() -> float:
+        calls[0] += 1
+        if calls[0] % 2 == 0:  # the reading after a computation: it took 0.1 s
+            wall[0] += 0.1
+        return wall[0]
+
+    cache = KpiCache(max_age_s=1.0, max_share=0.02, monotonic=clock)
+    first = cache.get(engine, 0, throttle=True)
+    engine.advance(600.0)
+    wall[0] = 4.0
+    calls[0] = 2  # the next reading is a plain one (no computation is timed)
+    assert cache.get(engine, 0, throttle=True) is first
+    calls[0] = 0
+    wall[0] = 5.2
+    second = cache.get(engine, 0, throttle=True)
+    assert second is not first and second == compute(engine)
+    engine.advance(700.0)
+    calls[0] = 0
+    assert cache.get(engine, 1, throttle=True) is not second  # an operation ran
