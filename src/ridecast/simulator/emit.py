@@ -26,6 +26,8 @@ _HEADERS: dict[MessageType, tuple[str, str, bool]] = {
     for mtype, (agent_type, transmit) in PRODUCER_DEFAULTS.items()
 }
 
+_GPS, _GPS_AGENT, _GPS_TRANSMIT = _HEADERS[MessageType.GPS_DATA]
+
 
 class Emitter:
     """Collects events in order; ``drain()`` hands them over."""
@@ -168,11 +170,23 @@ class Emitter:
 
     def gps(self, t: float, vehicle: Vehicle, pos: LatLon, bearing: float,
             speed: float) -> None:
-        self.emit(MessageType.GPS_DATA, t, {
-            "vehicle_event": "gps_data", "vehicle_id": vehicle.id,
-            "lat": round(pos[0], 7), "lon": round(pos[1], 7),
-            "bearing": round(bearing, 1), "speed": round(speed, 2),
-            "device_ts": self.ts(t)}, vehicle.uid)
+        """``emit`` of gps_data written out (most events are these): the same keys in the
+        same order."""
+        ts = self.ts(t)
+        self._out.append({
+            "simulation_id": self.simulation_id,
+            "agent_type": _GPS_AGENT,
+            "message_type": _GPS,
+            "data": {"vehicle_event": "gps_data", "vehicle_id": vehicle.id,
+                     "lat": round(pos[0], 7), "lon": round(pos[1], 7),
+                     "bearing": round(bearing, 1), "speed": round(speed, 2),
+                     "device_ts": ts},
+            "current_sim_ts": ts,
+            "transmit_to_websocket": _GPS_TRANSMIT,
+            "agent_id": vehicle.uid,
+        })
+        counts = self.counts
+        counts[_GPS] = counts.get(_GPS, 0) + 1
 
     def vehicle_states(self, t: float, states: list[dict[str, Any]]) -> None:
         self.emit(MessageType.VEHICLE_STATES, t, {"vehicle_states": states})
