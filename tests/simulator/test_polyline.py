@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from ridecast.simulator.polyline import decode, dedupe, encode, encode_after
+from ridecast.simulator.polyline import decode, dedupe, encode
 
 
 def test_reference_example() -> None:
@@ -37,22 +37,3 @@ def test_dedupe() -> None:
     """Consecutive repeats are dropped, others kept."""
     assert dedupe([(1.0, 1.0), (1.0, 1.0), (2.0, 2.0), (1.0, 1.0)]) == [
         (1.0, 1.0), (2.0, 2.0), (1.0, 1.0)]
-
-
-# Points on a small grid, so that repeats (which dedupe drops) are common, and long legs
-# (array encoding from 64 points on) as well as short ones occur.
-_POINT = st.tuples(st.sampled_from([57.7, 57.70001, 57.71, -3.5, 0.0]),
-                   st.sampled_from([11.9, 11.90002, 12.0, -0.00001, 179.9]))
-
-
-@given(_POINT, st.lists(st.lists(_POINT, min_size=1, max_size=80), max_size=5))
-def test_a_path_encodes_as_its_first_point_and_the_pieces_of_its_legs(
-        start: tuple[float, float], legs: list[list[tuple[float, float]]]) -> None:
-    """encode(dedupe(path)) is encode([start]) followed by ``encode_after`` of each leg,
-    each leg starting where the previous one ended."""
-    path = [start]
-    pieces = [encode([start])]
-    for leg in legs:
-        pieces.append(encode_after(path[-1], leg))
-        path.extend(leg)
-    assert "".join(pieces) == encode(dedupe(path))

@@ -15,7 +15,7 @@ from typing import Any
 from ..events.types import PRODUCER_DEFAULTS, MessageType
 from ..isotime import second_prefix
 from .model import Booking, Offer, RouteNode, Vehicle
-from .polyline import LatLon
+from .polyline import LatLon, dedupe, encode
 
 Event = dict[str, Any]
 
@@ -127,15 +127,13 @@ class Emitter:
                                               "vehicle_agent_id": vehicle.uid,
                                               "nodes": nodes, "edges": edges}, vehicle.uid)
 
-    def state_changed(self, t: float, vehicle: Vehicle, path: str,
+    def state_changed(self, t: float, vehicle: Vehicle, path: list[LatLon],
                       nodes_changed: bool, instance_changed: bool) -> None:
-        """``path``: the polyline5 of the route ahead, repeats dropped
-        (``World.encoded_path``)."""
         self.emit(MessageType.VEHICLE_STATE_CHANGED, t, {
             "vehicle_id": vehicle.id,
             "instance_changed": instance_changed,
             "nodes_changed": nodes_changed,
-            "update": {"path": path, "status": vehicle.status},
+            "update": {"path": encode(dedupe(path)), "status": vehicle.status},
         }, vehicle.uid)
 
     def node_status(self, t: float, vehicle: Vehicle, node: RouteNode, action: str,

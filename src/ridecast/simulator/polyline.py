@@ -128,18 +128,6 @@ def decode(text: str, precision: int = PRECISION) -> list[LatLon]:
     return points
 
 
-def encode_after(start: LatLon, points: Sequence[LatLon], precision: int = PRECISION) -> str:
-    """What ``points`` add to the encoding of a path that has reached ``start``: the end of
-    ``encode(dedupe([start, *points]))`` after the characters of ``start``.
-
-    Every point is written as its difference from the one before it, so a path's encoding
-    is the encoding of its first point followed by these pieces of its stretches, each
-    computed once and reused while the stretch stays the same.
-    """
-    text = encode(dedupe([start, *points]), precision)
-    return text[len(encode([start], precision)):]
-
-
 def dedupe(points: Sequence[LatLon]) -> list[LatLon]:
     """Drop consecutive repeats (a vehicle waiting at a node adds no geometry)."""
     out: list[LatLon] = []

@@ -26,7 +26,7 @@ from .model import (
     Vehicle,
 )
 from .network import travel_for
-from .polyline import LatLon, encode, encode_after
+from .polyline import LatLon, encode
 from .rng import Source, Streams
 from .scheduler import Insertion, Plan, Scheduler, apply_insertion
 from .settings import BBox, SimulatorSettings
@@ -58,7 +58,6 @@ class World:
         self.nodes: dict[int, RouteNode] = {}
         self.decision_ms: list[float] = []
         self._encoded: OrderedDict[tuple[LatLon, LatLon], str] = OrderedDict()
-        self._after: OrderedDict[tuple[LatLon, LatLon], str] = OrderedDict()
         #: Per vehicle (vehicle m, empty m, passenger m) driven before the warm-up ended.
         self.warmup_m: dict[int, tuple[float, float, float]] | None = None
         self.open_bookings = 0
@@ -149,33 +148,6 @@ class World:
             points.extend(self.travel.path(vehicle.anchor, vehicle.target)[1:])
         return points
 
-    def encoded_path(self, vehicle: Vehicle) -> str:
-        """``encode(dedupe(self.path(vehicle)))``, from the pieces of its legs
-        (``encode_after``): a leg between two stops is encoded once (an LRU of
-        ``ENCODED_LEGS``), only the leg from the anchor is new on each route change. Every
-        leg is still asked of the travel model, as ``path`` asks: its caches see the same
-        calls."""
-        anchor = vehicle.anchor
-        parts = [encode([anchor])]
-        last = anchor
-        travel, cache = self.travel, self._after
-        stops = [node.pos for node in vehicle.route]
-        if not stops and vehicle.target is not None:
-            stops = [vehicle.target]
-        for k, b in enumerate(stops):
-            leg = travel.path(last, b)
-            key = (last, b)
-            piece = cache.get(key) if k else None  # the anchor's leg is new every time
-            if piece is None:
-                piece = encode_after(last, leg[1:])
-                if k:
-                    cache[key] = piece
-                    if len(cache) > ENCODED_LEGS:
-                        cache.popitem(last=False)
-            parts.append(piece)
-            last = leg[-1]
-        return "".join(parts)
-
     def encoded_leg(self, a: LatLon, b: LatLon) -> str:
         """The polyline5 of the drive from a to b; an LRU of ``ENCODED_LEGS`` (a route change
         re-sends every edge of the route, most of them unchanged)."""
@@ -224,7 +196,7 @@ class World:
                               "polyline5": self.encoded_leg(a.pos, b.pos),
                               "edge_type": "between_nodes"})
             self.emitter.assignment(t, vehicle, self.node_dicts(vehicle.route), edges)
-        self.emitter.state_changed(t, vehicle, self.encoded_path(vehicle), nodes_changed,
+        self.emitter.state_changed(t, vehicle, self.path(vehicle), nodes_changed,
                                    instance_changed)
 
     def insert(self, booking: Booking, ins: Insertion) -> None:
