@@ -28,6 +28,9 @@ _HEADERS: dict[MessageType, tuple[str, str, bool]] = {
 
 _GPS, _GPS_AGENT, _GPS_TRANSMIT = _HEADERS[MessageType.GPS_DATA]
 
+#: Formatted timestamps an emitter remembers.
+TS_MEMO = 65_536
+
 
 class Emitter:
     """Collects events in order; ``drain()`` hands them over."""
@@ -36,14 +39,20 @@ class Emitter:
         self.simulation_id = simulation_id
         self.epoch = epoch
         self._out: list[Event] = []
-        self._ts_cache: tuple[float, str] = (-1.0, "")
+        self._ts_memo: dict[float, str] = {}
         self.counts: dict[str, int] = {}
 
     def ts(self, t: float) -> str:
-        """ISO 8601 (milliseconds, UTC offset) of simulated time ``t``."""
-        if self._ts_cache[0] != t:
-            self._ts_cache = (t, self._format(self.epoch + t))
-        return self._ts_cache[1]
+        """ISO 8601 (milliseconds, UTC offset) of simulated time ``t``; remembered (up to
+        ``TS_MEMO`` times, then forgotten at once): the arrival tracker writes the same
+        planned times every round, and each estimate twice."""
+        text = self._ts_memo.get(t)
+        if text is None:
+            memo = self._ts_memo
+            if len(memo) >= TS_MEMO:
+                memo.clear()
+            text = memo[t] = self._format(self.epoch + t)
+        return text
 
     def _format(self, timestamp: float) -> str:
         """``datetime.fromtimestamp(timestamp, UTC).isoformat(timespec="milliseconds")``,
