@@ -346,12 +346,14 @@ class Scheduler:
         if told is not None and cached is not None and len(cached[2]) == len(fleet):
             if not told:
                 return cached
-            index, keys = self._index, cached[3]
-            changed = sorted(index[vid] for vid in told)
+            index, keys, listed = self._index, cached[3], cached[2]
+            changed = sorted(index.get(vid, -1) for vid in told)
             told.clear()
-            for i in changed:
-                keys[i] = _KEY(fleet[i])
-            return self._refresh(travel, fleet, keys, changed, bookings)
+            # A cheap check of the owner's promise: the vehicles told are where they were.
+            if changed[0] >= 0 and all(fleet[i] is listed[i] for i in changed):
+                for i in changed:
+                    keys[i] = _KEY(fleet[i])
+                return self._refresh(travel, fleet, keys, changed, bookings)
         if told is not None:
             told.clear()
         keys = list(map(_KEY, fleet))
