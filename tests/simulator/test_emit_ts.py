@@ -31,3 +31,22 @@ def test_ts_on_boundaries() -> None:
             for t in (base + delta, base - delta):
                 if t >= 0:
                     assert emitter.ts(t) == reference(EPOCH, t), t
+
+
+@given(st.lists(st.floats(0, 86400, allow_nan=False), min_size=1, max_size=60))
+def test_remembered_timestamps_match_datetime(times: list[float]) -> None:
+    """One emitter asked again and again (repeats, and past a full memo) answers as a new
+    one does."""
+    import ridecast.simulator.emit as emit
+
+    emitter = Emitter(1, EPOCH)
+    for t in [*times, *reversed(times), *times]:
+        assert emitter.ts(t) == reference(EPOCH, t)
+    small = Emitter(1, EPOCH)
+    saved, emit.TS_MEMO = emit.TS_MEMO, 4
+    try:
+        for t in [*times, *times]:
+            assert small.ts(t) == reference(EPOCH, t)
+        assert len(small._ts_memo) <= 4
+    finally:
+        emit.TS_MEMO = saved

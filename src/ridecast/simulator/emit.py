@@ -26,6 +26,11 @@ _HEADERS: dict[MessageType, tuple[str, str, bool]] = {
     for mtype, (agent_type, transmit) in PRODUCER_DEFAULTS.items()
 }
 
+_GPS, _GPS_AGENT, _GPS_TRANSMIT = _HEADERS[MessageType.GPS_DATA]
+
+#: Formatted timestamps an emitter remembers.
+TS_MEMO = 65_536
+
 
 class Emitter:
     """Collects events in order; ``drain()`` hands them over."""
@@ -34,14 +39,20 @@ class Emitter:
         self.simulation_id = simulation_id
         self.epoch = epoch
         self._out: list[Event] = []
-        self._ts_cache: tuple[float, str] = (-1.0, "")
+        self._ts_memo: dict[float, str] = {}
         self.counts: dict[str, int] = {}
 
     def ts(self, t: float) -> str:
-        """ISO 8601 (milliseconds, UTC offset) of simulated time ``t``."""
-        if self._ts_cache[0] != t:
-            self._ts_cache = (t, self._format(self.epoch + t))
-        return self._ts_cache[1]
+        """ISO 8601 (milliseconds, UTC offset) of simulated time ``t``; remembered (up to
+        ``TS_MEMO`` times, then forgotten at once): the arrival tracker writes the same
+        planned times every round, and each estimate twice."""
+        text = self._ts_memo.get(t)
+        if text is None:
+            memo = self._ts_memo
+            if len(memo) >= TS_MEMO:
+                memo.clear()
+            text = memo[t] = self._format(self.epoch + t)
+        return text
 
     def _format(self, timestamp: float) -> str:
         """``datetime.fromtimestamp(timestamp, UTC).isoformat(timespec="milliseconds")``,
@@ -166,11 +177,23 @@ class Emitter:
 
     def gps(self, t: float, vehicle: Vehicle, pos: LatLon, bearing: float,
             speed: float) -> None:
-        self.emit(MessageType.GPS_DATA, t, {
-            "vehicle_event": "gps_data", "vehicle_id": vehicle.id,
-            "lat": round(pos[0], 7), "lon": round(pos[1], 7),
-            "bearing": round(bearing, 1), "speed": round(speed, 2),
-            "device_ts": self.ts(t)}, vehicle.uid)
+        """``emit`` of gps_data written out (most events are these): the same keys in the
+        same order."""
+        ts = self.ts(t)
+        self._out.append({
+            "simulation_id": self.simulation_id,
+            "agent_type": _GPS_AGENT,
+            "message_type": _GPS,
+            "data": {"vehicle_event": "gps_data", "vehicle_id": vehicle.id,
+                     "lat": round(pos[0], 7), "lon": round(pos[1], 7),
+                     "bearing": round(bearing, 1), "speed": round(speed, 2),
+                     "device_ts": ts},
+            "current_sim_ts": ts,
+            "transmit_to_websocket": _GPS_TRANSMIT,
+            "agent_id": vehicle.uid,
+        })
+        counts = self.counts
+        counts[_GPS] = counts.get(_GPS, 0) + 1
 
     def vehicle_states(self, t: float, states: list[dict[str, Any]]) -> None:
         self.emit(MessageType.VEHICLE_STATES, t, {"vehicle_states": states})

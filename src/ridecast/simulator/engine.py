@@ -108,7 +108,9 @@ class Engine(Operations):
         """Run every timer due up to ``until`` and return the events, in order."""
         heap = self._heap
         handlers = self._handlers
-        while heap and heap[0][0] <= until and not self.finished:
+        duration = self.settings.duration_s
+        # ``not self.finished`` without its property call while demand still runs.
+        while heap and heap[0][0] <= until and (self.now < duration or not self.finished):
             t, _, kind, target, version = heapq.heappop(heap)
             self.now = max(self.now, t)
             handlers[kind](target, version)

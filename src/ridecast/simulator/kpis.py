@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import math
 import time
+from collections import Counter
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -79,6 +80,14 @@ def percentile(values: Sequence[float], q: float) -> float | None:
     return ordered[rank - 1]
 
 
+def _sorted_percentile(ordered: Sequence[float], q: float) -> float | None:
+    """``percentile`` of values already in order (one sort serves several percentiles)."""
+    if not ordered:
+        return None
+    rank = max(1, math.ceil(q / 100.0 * len(ordered)))
+    return ordered[rank - 1]
+
+
 def _round(value: float | None, digits: int = 3) -> float | None:
     return None if value is None else round(value, digits)
 
@@ -89,7 +98,7 @@ def compute(world: World) -> dict[str, Any]:
     statuses = [b.status for b in bookings]
     total = len(statuses)
     no_offer = statuses.count(BookingStatus.NO_OFFER)
-    offers = world.offers.values()
+    offer_statuses = Counter(o.status for o in world.offers.values())
     waits = [b.picked_up_t - world.settings.dwell_s - b.requested_t for b in bookings
              if b.picked_up_t is not None]
     detours = [(b.dropped_off_t - b.picked_up_t) / b.direct_s for b in bookings
@@ -97,13 +106,13 @@ def compute(world: World) -> dict[str, Any]:
     vehicles = world.vehicles.values()
     vehicle_m = sum(v.vehicle_m for v in vehicles)
     passenger_m = sum(v.passenger_m for v in vehicles)
-    decisions = world.decision_ms
+    decisions = sorted(world.decision_ms)
     return {
         "bookings": total,
         "offered": len(world.offers),
-        "accepted": sum(o.status is OfferStatus.ACCEPTED for o in offers),
-        "offers_rejected": sum(o.status is OfferStatus.REJECTED for o in offers),
-        "offers_expired": sum(o.status is OfferStatus.EXPIRED for o in offers),
+        "accepted": offer_statuses[OfferStatus.ACCEPTED],
+        "offers_rejected": offer_statuses[OfferStatus.REJECTED],
+        "offers_expired": offer_statuses[OfferStatus.EXPIRED],
         "served": statuses.count(BookingStatus.COMPLETED),
         "on_board": statuses.count(BookingStatus.PICKED_UP),
         "no_offer": no_offer,
@@ -120,8 +129,8 @@ def compute(world: World) -> dict[str, Any]:
         "vehicles": len(world.vehicles),
         "vehicles_enabled": sum(v.enabled for v in vehicles),
         "scheduler_decisions": len(decisions),
-        "scheduler_decision_ms_p50": _round(percentile(decisions, 50), 4),
-        "scheduler_decision_ms_p99": _round(percentile(decisions, 99), 4),
+        "scheduler_decision_ms_p50": _round(_sorted_percentile(decisions, 50), 4),
+        "scheduler_decision_ms_p99": _round(_sorted_percentile(decisions, 99), 4),
         "events": sum(world.emitter.counts.values()),
         "events_by_type": dict(sorted(world.emitter.counts.items())),
         "measured": measured(world),
@@ -129,9 +138,10 @@ def compute(world: World) -> dict[str, Any]:
 
 
 def _stats(values: Sequence[float], digits: int = 1) -> dict[str, float | None]:
+    ordered = sorted(values)
     return {"mean": _round(sum(values) / len(values) if values else None, digits),
-            "p50": _round(percentile(values, 50), digits),
-            "p95": _round(percentile(values, 95), digits)}
+            "p50": _round(_sorted_percentile(ordered, 50), digits),
+            "p95": _round(_sorted_percentile(ordered, 95), digits)}
 
 
 def measured(world: World) -> dict[str, Any]:
@@ -144,8 +154,13 @@ def measured(world: World) -> dict[str, Any]:
     dwell = world.settings.dwell_s
     offers = world.offers
     total = len(bookings)
-    no_vehicle = sum(b.status is BookingStatus.NO_OFFER or b.cancel_reason == "no_vehicle"
-                     for b in bookings)
+    statuses = Counter(b.status for b in bookings)
+    reasons = Counter(b.cancel_reason for b in bookings)
+    # No offer, or cancelled for want of a vehicle (counted once if both).
+    no_vehicle = statuses[BookingStatus.NO_OFFER]
+    if reasons["no_vehicle"]:
+        no_vehicle += sum(b.status is not BookingStatus.NO_OFFER for b in bookings
+                          if b.cancel_reason == "no_vehicle")
     answered = [offers[b.offer_id].status for b in bookings if b.offer_id is not None]
     rider_rejected = answered.count(OfferStatus.REJECTED)
     expired = answered.count(OfferStatus.EXPIRED)
@@ -169,15 +184,15 @@ def measured(world: World) -> dict[str, Any]:
     return {
         "window": window,
         "requests": total,
-        "served": sum(b.status is BookingStatus.COMPLETED for b in bookings),
+        "served": statuses[BookingStatus.COMPLETED],
         "rejections": {
             "no_vehicle": no_vehicle,
             "rider_rejected": rider_rejected,
             "expired": expired,
             "rate": _round(rejections / total if total else None, 4),
         },
-        "no_shows": sum(b.status is BookingStatus.NO_SHOW for b in bookings),
-        "cancelled_by_rider": sum(b.cancel_reason == "rider" for b in bookings),
+        "no_shows": statuses[BookingStatus.NO_SHOW],
+        "cancelled_by_rider": reasons["rider"],
         "wait_s": _stats(waits),
         "ride_s": _stats(rides),
         "detour": _stats(detours, 3),

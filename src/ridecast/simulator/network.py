@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from functools import cache, cached_property, lru_cache
 from importlib import resources
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
@@ -33,8 +34,11 @@ from .polyline import LatLon
 from .settings import NETWORKS, SimulatorSettings, user_network_path
 from .travel import StraightLineTravel, TravelModel, bearing_deg
 
-#: Memory for cached full searches with predecessors (12 bytes a node each): about 1,300 of
-#: them on the bundled network, fewer on a bigger one (at least 16).
+#: Predecessor arrays of searches (int16 or int32, see ``NetworkTravel``).
+_Preds = NDArray[np.signedinteger[Any]]
+#: Memory for cached full searches with predecessors (10 bytes a node each, 12 on a network
+#: of 32,768 nodes or more): about 1,600 of them on the bundled network, fewer on a bigger
+#: one (at least 16).
 SOURCE_CACHE_BYTES = 100_000_000
 #: Memory for cached bounded backward searches (``reach``; 8 bytes a node each): about 2,000
 #: on the bundled network (at least 16).
@@ -242,12 +246,17 @@ class NetworkTravel:
         self._node_at: dict[LatLon, int] = {network.node_pos(i): i for i in range(network.size)}
         #: Network node at a point, for points on one.
         self.node_at = self._node_at
-        self._sources: OrderedDict[int, tuple[NDArray[np.float64], NDArray[np.int32]]] = (
+        #: Predecessors as the smallest integers that hold every node's index (and scipy's
+        #: -9999 for none): more searches fit in the cache.
+        self._pred_type: type[np.signedinteger[Any]] = (
+            np.int16 if network.size <= np.iinfo(np.int16).max else np.int32)
+        self._sources: OrderedDict[int, tuple[NDArray[np.float64], _Preds]] = (
             OrderedDict())
         # Bounded backward searches by node: (limit, times to the node).
         self._targets: OrderedDict[int, tuple[float, NDArray[np.float64]]] = OrderedDict()
         self.reach_cache = max(16, REACH_CACHE_BYTES // (8 * network.size))
-        self.source_cache = max(16, SOURCE_CACHE_BYTES // (12 * network.size))
+        self.source_cache = max(16, SOURCE_CACHE_BYTES // (
+            (8 + np.dtype(self._pred_type).itemsize) * network.size))
         self._pairs: dict[tuple[LatLon, LatLon], float] = {}
         self._legs: OrderedDict[tuple[LatLon, LatLon], Leg] = OrderedDict()
         self._mids: OrderedDict[LatLon, _Mid | tuple[Leg, int, float]] = OrderedDict()
@@ -260,20 +269,20 @@ class NetworkTravel:
         """The network node nearest to p (requests and vehicles start on the streets)."""
         return self.net.node_pos(self.net.nearest(p))
 
-    def _search(self, src: int) -> tuple[NDArray[np.float64], NDArray[np.int32]]:
+    def _search(self, src: int) -> tuple[NDArray[np.float64], _Preds]:
         hit = self._sources.get(src)
         if hit is not None:
             self._sources.move_to_end(src)
             return hit
         self.searches += 1
         dist, pred = dijkstra(self.net.graph, indices=src, return_predecessors=True)
-        res = (dist, pred.astype(np.int32))
+        res = (dist, pred.astype(self._pred_type))
         self._sources[src] = res
         if len(self._sources) > self.source_cache:
             self._sources.popitem(last=False)
         return res
 
-    def _tree_to(self, s: int, t: int) -> NDArray[np.int32]:
+    def _tree_to(self, s: int, t: int) -> _Preds:
         """Shortest-path predecessors from node ``s`` that reach ``t``: the cached full
         search from ``s`` if there is one; else, when the time from ``s`` to ``t`` is known
         (a cached backward search from ``t`` covers ``s``), a forward search bounded by it,
@@ -293,7 +302,7 @@ class NetworkTravel:
                 dist, pred = dijkstra(self.net.graph, indices=s, return_predecessors=True,
                                       limit=known * (1.0 + 1e-9) + 1e-6)
                 if dist[t] != math.inf:
-                    tree: NDArray[np.int32] = pred.astype(np.int32)
+                    tree: _Preds = pred.astype(self._pred_type)
                     return tree
         return self._search(s)[1]
 

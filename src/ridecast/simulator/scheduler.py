@@ -171,6 +171,12 @@ class Scheduler:
         self._entries_cache: dict[int, tuple[int, _Entries]] = {}
         self._stops_cache: dict[int, tuple[int, list[int] | None]] = {}
         self._fleet: _Fleet | None = None
+        #: Ids of the vehicles whose version or ``enabled`` may have changed since the last
+        #: decision, kept by the owner of the fleet (``World``), which never adds, removes
+        #: or reorders vehicles once they are listed: ``_fleet_rows`` then refreshes those
+        #: rows without comparing every vehicle's key. None: it compares them all.
+        self.changed: set[int] | None = None
+        self._index: dict[int, int] = {}
 
     def plan(self, vehicle: Vehicle, bookings: Mapping[int, Booking]) -> Plan:
         """The vehicle's current plan (cached until its version changes)."""
@@ -336,6 +342,20 @@ class Scheduler:
         if not fleet:
             return None
         cached = self._fleet
+        told = self.changed
+        if told is not None and cached is not None and len(cached[2]) == len(fleet):
+            if not told:
+                return cached
+            index, keys, listed = self._index, cached[3], cached[2]
+            changed = sorted(index.get(vid, -1) for vid in told)
+            told.clear()
+            # A cheap check of the owner's promise: the vehicles told are where they were.
+            if changed[0] >= 0 and all(fleet[i] is listed[i] for i in changed):
+                for i in changed:
+                    keys[i] = _KEY(fleet[i])
+                return self._refresh(travel, fleet, keys, changed, bookings)
+        if told is not None:
+            told.clear()
         keys = list(map(_KEY, fleet))
         if cached is not None:
             old_keys = cached[3]
@@ -350,6 +370,7 @@ class Scheduler:
         offsets = np.zeros(len(tables), dtype=np.int64)
         np.cumsum(sizes[:-1], out=offsets[1:])
         ids = np.fromiter((v.id for v in fleet), dtype=np.int64, count=len(fleet))
+        self._index = {v.id: i for i, v in enumerate(fleet)}
         self._fleet = (np.concatenate(tables), offsets, fleet, keys, ids)
         return self._fleet
 

@@ -51,6 +51,9 @@ class World:
         self.streams = Streams(settings.seed)
         self.travel: TravelModel = travel or travel_for(settings)
         self.scheduler = Scheduler(self.travel, settings.dwell_s, settings.max_candidates)
+        # Every change of a vehicle's version or enabled is told to the scheduler (rearm,
+        # set_enabled): its fleet rows are refreshed without a scan of the fleet.
+        self.scheduler.changed = set()
         self.emitter = Emitter(simulation_id, start.timestamp())
         self.vehicles: dict[int, Vehicle] = {}
         self.bookings: dict[int, Booking] = {}
@@ -164,9 +167,16 @@ class World:
 
     # ---- route changes ---------------------------------------------------------------
 
+    def _tell(self, vehicle: Vehicle) -> None:
+        """The scheduler's fleet rows of ``vehicle`` are stale (``Scheduler.changed``)."""
+        changed = self.scheduler.changed
+        if changed is not None:
+            changed.add(vehicle.id)
+
     def rearm(self, vehicle: Vehicle) -> Plan:
         """New version: the cached plan and any pending arrival timer become stale."""
         vehicle.version += 1
+        self._tell(vehicle)
         plan = self.scheduler.plan(vehicle, self.bookings)
         if vehicle.route or vehicle.target is not None:
             if vehicle.route:
@@ -337,6 +347,7 @@ class World:
         """vehicle_use; a disabled vehicle keeps its passengers on board and hands the
         bookings it has not picked up yet to other vehicles."""
         vehicle.enabled = enabled
+        self._tell(vehicle)
         self.emitter.vehicle_use(self.now, vehicle, reason)
         if enabled:
             self.reanchor(vehicle)
