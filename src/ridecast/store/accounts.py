@@ -266,12 +266,12 @@ class AccountStore:
 
     async def authenticate(self, creds: ApiCredentials) -> Principal:
         """The user whose API key ``creds`` carries; raises ``Unauthorized``."""
+        cached = self.cached_principal(creds)
+        if cached is not None:
+            return cached
         key_hash = hash_secret(creds.api_key)
         cache_key = (key_hash, creds.username if isinstance(creds, BasicCredentials) else None)
-        cached = self._auth_cache.get(cache_key)
         now = time.monotonic()
-        if cached is not None and now - cached[1] < AUTH_CACHE_S:
-            return cached[0]
         principal = await self._authenticate(creds, key_hash)
         if len(self._auth_cache) > 10_000:
             self._auth_cache.clear()

@@ -162,31 +162,35 @@ class EventLog:
 
     def accepts(self, count: int) -> bool:
         """True when ``append_nowait`` of ``count`` events would queue them, not refuse."""
-        if self._closing or self._writer is None or self._writer.done():
-            return False
-        waiting = self._pending + self._unpublished
-        return not (waiting + count > self._max_pending and waiting)
+        return self._refusal(count) is None
 
-    def append_nowait(self, batch: Sequence[NewEvent]) -> asyncio.Future[list[StoredEvent]]:
-        """``append`` for a caller that does not await here: queues ``batch`` and returns
-        the future of the stored events; raises what ``append`` raises."""
+    def _refusal(self, count: int) -> ServiceUnavailable | None:
+        """Why ``count`` events cannot be queued now; None when they can."""
         if self._closing or self._writer is None:
-            raise ServiceUnavailable("the event log is not accepting writes (shutting down)",
-                                     retry_after=5)
+            return ServiceUnavailable("the event log is not accepting writes (shutting down)",
+                                      retry_after=5)
         if self._writer.done():
-            raise ServiceUnavailable("the event log writer stopped; see the server log",
-                                     retry_after=5)
-        future: asyncio.Future[list[StoredEvent]] = asyncio.get_running_loop().create_future()
-        if not batch:
-            future.set_result([])
-            return future
+            return ServiceUnavailable("the event log writer stopped; see the server log",
+                                      retry_after=5)
         waiting = self._pending + self._unpublished
-        if waiting + len(batch) > self._max_pending and waiting:
-            raise ServiceUnavailable(
+        if count and waiting + count > self._max_pending and waiting:
+            return ServiceUnavailable(
                 f"{waiting} events are waiting to be written or published "
                 f"(RIDECAST_INGEST_MAX_PENDING_EVENTS={self._max_pending}); retry shortly",
                 code="ingest_saturated", retry_after=1,
             )
+        return None
+
+    def append_nowait(self, batch: Sequence[NewEvent]) -> asyncio.Future[list[StoredEvent]]:
+        """``append`` for a caller that does not await here: queues ``batch`` and returns
+        the future of the stored events; raises what ``append`` raises."""
+        refusal = self._refusal(len(batch))
+        if refusal is not None:
+            raise refusal
+        future: asyncio.Future[list[StoredEvent]] = asyncio.get_running_loop().create_future()
+        if not batch:
+            future.set_result([])
+            return future
         self._queue.append((batch, future))
         self._pending += len(batch)
         self._wake.set()
