@@ -37,6 +37,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 from sqlalchemy.sql import Executable
 
 from .driver_sql import in_paramstyle
+from .writegate import write_gate
 
 T = TypeVar("T")
 
@@ -141,11 +142,16 @@ async def run_on(conn: AsyncConnection, steps: Steps[T], *, thread: DriverThread
     """Run ``steps`` as one transaction on ``conn``: in one call on ``thread`` (``conn``'s
     ``driver_thread``, which the caller may keep while it keeps ``conn``), else statement by
     statement. ``styled``: the caller's cache of ``Many`` statements in the driver's style."""
-    if thread is not None:
-        call, db = thread
-        return await call(_sqlite_run, db, steps)  # type: ignore[no-any-return]
-    async with conn.begin():
-        return await _async_run(conn, conn.dialect, steps, styled)
+    gate = write_gate(conn)  # SQLite: this process's writers take turns (``writegate``)
+    if gate is None:
+        async with conn.begin():
+            return await _async_run(conn, conn.dialect, steps, styled)
+    async with gate:
+        if thread is not None:
+            call, db = thread
+            return await call(_sqlite_run, db, steps)  # type: ignore[no-any-return]
+        async with conn.begin():
+            return await _async_run(conn, conn.dialect, steps, styled)
 
 
 class StepRunner:
