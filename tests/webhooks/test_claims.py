@@ -5,7 +5,7 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
-from ridecast.webhooks.claims import Row, is_busy, plan_claim
+from ridecast.webhooks.claims import Row, chunk_size, is_busy, plan_claim
 from ridecast.webhooks.retry import quiet_gap, streak_start
 
 NOW = 1000.0
@@ -50,6 +50,23 @@ def test_unordered_deliveries_come_in_parallel_chunks_within_the_limit() -> None
     assert ids(units) == [[1, 2, 3], [4, 5, 6]]
 
 
+def test_a_backlog_is_shared_evenly_among_the_free_slots_in_chunks_up_to_chunk_rows() -> None:
+    """A few due rows go out in parallel, one to a slot; a backlog in chunks of chunk_rows;
+    in between, the due rows are shared evenly (the slots end about together)."""
+    def sizes(count: int, chunk_rows: int = 8) -> list[int]:
+        rows = [row(i, ordered=False) for i in range(1, count + 1)]
+        rows.append(row(99, sim=2, ordered=False, status="delivering", lease=NOW + 5,
+                        token="x"))
+        return [len(unit) for unit in plan_claim(rows, now=NOW, per_endpoint=4, unit_rows=2,
+                                                 max_units=10, chunk_rows=chunk_rows)]
+
+    assert sizes(2) == [1, 1]
+    assert sizes(10) == [4, 4, 2]  # three free slots: ceil(10 / 3)
+    assert sizes(100) == [8, 8, 8]
+    assert chunk_size(0, 3, 8) == 1
+    assert chunk_size(5, 0, 8) == 5
+
+
 def test_units_are_handed_out_oldest_first_across_endpoints() -> None:
     """The unit with the oldest first event goes first, whatever its URL."""
     rows = [row(5, sim=1, url="http://a/"), row(2, sim=2, url="http://b/"),
@@ -75,13 +92,15 @@ rows_strategy = st.lists(
 )
 
 
-@given(rows_strategy, st.integers(1, 4), st.integers(1, 5), st.integers(1, 6))
+@given(rows_strategy, st.integers(1, 4), st.integers(1, 5), st.integers(1, 6),
+       st.integers(1, 12))
 def test_plan_properties(rows: list[Row], per_endpoint: int, unit_rows: int,
-                         max_units: int) -> None:
+                         max_units: int, chunk_rows: int) -> None:
     """Any plan: no row twice, units in event order, at most one unit per ordered lane and
-    none for a busy lane, a lane's unit is its head run, and per-URL slots never exceeded."""
+    none for a busy lane, a lane's unit is its head run, a unit no longer than its kind's
+    limit, and per-URL slots never exceeded."""
     units = plan_claim(rows, now=NOW, per_endpoint=per_endpoint, unit_rows=unit_rows,
-                       max_units=max_units)
+                       max_units=max_units, chunk_rows=chunk_rows)
     taken = [r.id for unit in units for r in unit]
     assert len(taken) == len(set(taken))
     assert len(units) <= max_units
@@ -92,7 +111,7 @@ def test_plan_properties(rows: list[Row], per_endpoint: int, unit_rows: int,
     per_url: dict[str, int] = {}
     lanes_seen: set[int] = set()
     for unit in units:
-        assert 1 <= len(unit) <= unit_rows
+        assert 1 <= len(unit) <= (unit_rows if unit[0].ordered else chunk_rows)
         assert [r.event_id for r in unit] == sorted(r.event_id for r in unit)
         per_url[unit[0].url] = per_url.get(unit[0].url, 0) + 1
         if unit[0].ordered:

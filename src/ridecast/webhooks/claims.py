@@ -13,8 +13,13 @@ Two kinds of unit:
   its deliveries is leased (no other worker holds it) and its head is due, and the unit is
   the longest run of due deliveries from the head (at most ``unit_rows``). A delivery waiting
   for a retry is not due, so everything behind it waits too (head-of-line).
-* **unordered chunk** (``messaging_webhook_ordering: "unordered"``): up to ``unit_rows`` due
-  deliveries of one URL, oldest first; chunks of one URL run in parallel, up to the limit.
+* **unordered chunk** (``messaging_webhook_ordering: "unordered"``): due deliveries of one
+  URL, oldest first; chunks of one URL run in parallel, up to the limit. The URL's due rows
+  are shared evenly among its free slots, at most ``chunk_rows`` to a chunk: a few rows go
+  out in parallel at once, and a backlog goes out in long chunks. Every chunk ends with a
+  claim before its slot is used again, and chunks started together end together: with
+  ``bench/webhooks.py``'s burst, chunks of 64 left every slot idle for a claim (5-50 ms)
+  after each ~80 ms of sending.
 
 Units are handed out oldest first (by their first ``event_id``), so no endpoint starves.
 """
@@ -74,21 +79,28 @@ def in_flight(rows: Iterable[Row], now: float) -> InFlight:
 
 
 def plan_claim(
-    rows: Iterable[Row], *, now: float, per_endpoint: int, unit_rows: int, max_units: int
+    rows: Iterable[Row], *, now: float, per_endpoint: int, unit_rows: int, max_units: int,
+    chunk_rows: int | None = None,
 ) -> list[list[Row]]:
     """The units to claim now from all active ``rows``, each in ``event_id`` order."""
     rows = list(rows)
     return plan_units(rows, in_flight(rows, now), now=now, per_endpoint=per_endpoint,
-                      unit_rows=unit_rows, max_units=max_units)
+                      unit_rows=unit_rows, max_units=max_units, chunk_rows=chunk_rows)
+
+
+def chunk_size(due: int, free_slots: int, chunk_rows: int) -> int:
+    """Rows per chunk when ``due`` unordered rows of a URL share ``free_slots`` slots."""
+    return max(1, min(chunk_rows, -(-due // max(1, free_slots))))
 
 
 def plan_units(
     rows: Iterable[Row], busy: InFlight, *, now: float, per_endpoint: int, unit_rows: int,
-    max_units: int,
+    max_units: int, chunk_rows: int | None = None,
 ) -> list[list[Row]]:
     """The units to claim now, given what is in flight (``busy``) and the candidate rows:
     at least the first ``unit_rows`` active rows of each ordered lane and the due unordered
-    rows. Leased rows among them are never handed out."""
+    rows (a lane's unit has at most ``unit_rows``, a chunk at most ``chunk_rows``, by default
+    the same). Leased rows among them are never handed out."""
     if max_units <= 0 or unit_rows <= 0:
         return []
     lanes: dict[int, list[Row]] = {}
@@ -111,9 +123,11 @@ def plan_units(
             run.append(row)
         if run:
             candidates.append(run)
-    for chunk_rows in loose.values():
-        chunk_rows.sort(key=lambda r: r.event_id)
-        candidates += [chunk_rows[i:i + unit_rows] for i in range(0, len(chunk_rows), unit_rows)]
+    for url, due in loose.items():
+        due.sort(key=lambda r: r.event_id)
+        size = chunk_size(len(due), min(max_units, per_endpoint - busy.per_url.get(url, 0)),
+                          unit_rows if chunk_rows is None else chunk_rows)
+        candidates += [due[i:i + size] for i in range(0, len(due), size)]
     candidates.sort(key=lambda unit: unit[0].event_id)
     free = {url: per_endpoint - count for url, count in busy.per_url.items()}
     chosen: list[list[Row]] = []
@@ -128,4 +142,5 @@ def plan_units(
     return chosen
 
 
-__all__ = ["InFlight", "Row", "in_flight", "is_busy", "is_due", "plan_claim", "plan_units"]
+__all__ = ["InFlight", "Row", "chunk_size", "in_flight", "is_busy", "is_due", "plan_claim",
+           "plan_units"]

@@ -48,7 +48,8 @@ log = logging.getLogger(__name__)
 
 POLL_INTERVAL_S = 1.0
 MAX_IN_MEMORY = 8192
-UNIT_ROWS = 64  # deliveries per unit: one claim feeds a lane for this many sends
+UNIT_ROWS = 64  # deliveries per ordered lane's unit: one claim feeds a lane for this many
+CHUNK_ROWS = 256  # at most, per unordered chunk (``claims``: a URL's backlog, in long chunks)
 CLAIM_UNITS = 64
 WRITE_BATCH = 1000
 WRITE_INTERVAL_S = 0.01
@@ -250,8 +251,11 @@ class Dispatcher:
             except TimeoutError:
                 self._claim_due = True  # rows of other processes, retries coming due
                 self._stale_due = True  # and unordered rows whose lease ran out
-            if self._results and len(self._results) < WRITE_BATCH:
-                await asyncio.sleep(WRITE_INTERVAL_S)  # let a batch gather: one commit for many
+            if self._results and len(self._results) < WRITE_BATCH and not self._claim_due:
+                # Only results to write: let a batch gather, one commit for many. A freed
+                # slot or new rows are claimed at once (with what has gathered): a slot
+                # idle for the interval is a receiver's connection idle.
+                await asyncio.sleep(WRITE_INTERVAL_S)
             self._wake.clear()
             try:
                 await self._cycle()
@@ -265,7 +269,7 @@ class Dispatcher:
         """Record what finished, then claim, in one transaction; again while it fills up."""
         while True:
             batch, self._results = self._results[:WRITE_BATCH], self._results[WRITE_BATCH:]
-            want = min(CLAIM_UNITS, (MAX_IN_MEMORY - self.in_memory) // UNIT_ROWS)
+            want = min(CLAIM_UNITS, (MAX_IN_MEMORY - self.in_memory) // CHUNK_ROWS)
             if not self._claim_due:
                 want = 0
             self._claim_due = False
@@ -273,7 +277,7 @@ class Dispatcher:
                 return  # a finished unit wakes us again
             try:
                 units = await self._outbox.claim(
-                    max_units=max(want, 0), unit_rows=UNIT_ROWS,
+                    max_units=max(want, 0), unit_rows=UNIT_ROWS, chunk_rows=CHUNK_ROWS,
                     per_endpoint=self._settings.webhook_concurrency_per_endpoint,
                     lease_s=self._settings.webhook_lease_s, record=batch,
                     bodies=self._bodies.mapping, stale=self._stale_due and want > 0,

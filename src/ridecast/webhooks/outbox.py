@@ -211,7 +211,7 @@ class Outbox:
     async def claim(
         self, *, max_units: int, unit_rows: int, per_endpoint: int, lease_s: float,
         record: Sequence[Result] = (), bodies: Mapping[int, bytes] | None = None,
-        stale: bool = True,
+        stale: bool = True, chunk_rows: int | None = None,
     ) -> list[Unit]:
         """Lease up to ``max_units`` units of due deliveries (see ``claims.plan_units``).
 
@@ -219,16 +219,18 @@ class Outbox:
         lane or a slot, can be claimed again at once). ``bodies``: event bodies the caller
         already holds (by ``event_id``), so only the missing ones are read from the log.
         ``stale``: also look for unordered rows whose lease ran out (see ``_candidates``).
+        ``chunk_rows``: the most rows of an unordered chunk (default ``unit_rows``).
         The transaction is one trip to the driver's thread on SQLite (``txsteps``).
         """
         now = time.time()
         return await self._steps.run(lambda: self._claim_steps(
             now, now + lease_s, max_units, unit_rows, per_endpoint, record, bodies or {},
-            stale))
+            stale, unit_rows if chunk_rows is None else chunk_rows))
 
     def _claim_steps(
         self, now: float, lease_until: float, max_units: int, unit_rows: int,
         per_endpoint: int, record: Sequence[Result], known: Mapping[int, bytes], stale: bool,
+        chunk_max: int,
     ) -> Steps[list[Unit]]:
         # Claims are serialised, so the in-flight count each one reads (the per-endpoint
         # limit, the lane being free) cannot be raced by another worker's claim.
@@ -244,12 +246,12 @@ class Outbox:
         busy = _in_flight((yield Query(_IN_FLIGHT_SQL, {"now": now})))
         # Unordered rows: per URL, no more than its free slots can take.
         room = min(per_endpoint, max_units)
-        chunk_rows = {url: min(room, max(0, per_endpoint - count)) * unit_rows
+        chunk_rows = {url: min(room, max(0, per_endpoint - count)) * chunk_max
                       for url, count in busy.per_url.items()}
         active, extra = yield from self._candidates(now, unit_rows, chunk_rows,
-                                                    room * unit_rows, busy.lanes, stale=stale)
+                                                    room * chunk_max, busy.lanes, stale=stale)
         plan = plan_units(active, busy, now=now, per_endpoint=per_endpoint,
-                          unit_rows=unit_rows, max_units=max_units)
+                          unit_rows=unit_rows, max_units=max_units, chunk_rows=chunk_max)
         if not plan:
             return []
         if self._postgres:
