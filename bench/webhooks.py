@@ -45,7 +45,7 @@ from datetime import datetime
 from pathlib import Path
 
 import httpx
-from _load import create_pg_database, drop_pg_database, make_user
+from _load import basic_auth, create_pg_database, drop_pg_database, make_user
 
 NOW = "2026-11-22T03:00:00+00:00"
 
@@ -272,22 +272,42 @@ async def create_user(database_url: str) -> tuple[str, str]:
     return "bench", await make_user(database_url)
 
 
-async def ingest(base: str, auth: tuple[str, str], sims: list[int], total: int,
+async def ingest(port: int, auth: tuple[str, str], sims: list[int], total: int,
                  batch: int) -> float:
-    """POST ``total`` events in batches spread over ``sims`` (4 requests in flight); returns
-    the start time."""
-    batches = [(sims[n % len(sims)], [event(i) for i in range(s, min(s + batch, total))])
-               for n, s in enumerate(range(0, total, batch))]
-    async with httpx.AsyncClient(base_url=base, auth=auth, timeout=60) as http:
-        start = time.time()
+    """POST ``total`` events in batches spread over ``sims``, 4 requests in flight; returns
+    the start time. A lean load generator (raw HTTP/1.1 over keep-alive connections, every
+    request built before the clock starts), as ``bench/ingest.py``'s. httpx spent 8-11 µs
+    of CPU per event here, this 2.5-4.5 µs with the bodies built (three runs of 20,000
+    each), on the two cores that the server and the receiver share."""
+    authorization = basic_auth(*auth)
+    requests = []
+    for n, s in enumerate(range(0, total, batch)):
+        body = json.dumps([event(i) for i in range(s, min(s + batch, total))]).encode()
+        requests.append(
+            (f"POST /api/v2/simulation/{sims[n % len(sims)]}/events HTTP/1.1\r\n"
+             f"host: 127.0.0.1\r\ncontent-type: application/json\r\n"
+             f"authorization: {authorization}\r\ncontent-length: {len(body)}\r\n\r\n"
+             ).encode() + body)
+    requests.reverse()  # popped from the end: sent in order
+    start = time.time()
 
-        async def poster() -> None:
-            while batches:
-                sim, items = batches.pop(0)
-                response = await http.post(f"/api/v2/simulation/{sim}/events", json=items)
-                response.raise_for_status()
+    async def poster() -> None:
+        reader, writer = await asyncio.open_connection("127.0.0.1", port)
+        try:
+            while requests:
+                writer.write(requests.pop())
+                head = await reader.readuntil(b"\r\n\r\n")
+                length = 0
+                for line in head.split(b"\r\n"):
+                    if line[:15].lower() == b"content-length:":
+                        length = int(line[15:])
+                answer = await reader.readexactly(length) if length else b""
+                if not head.startswith(b"HTTP/1.1 201"):
+                    raise RuntimeError(f"ingest refused: {head[:40]!r} {answer[:200]!r}")
+        finally:
+            writer.close()
 
-        await asyncio.gather(*(poster() for _ in range(4)))
+    await asyncio.gather(*(poster() for _ in range(4)))
     return start
 
 
@@ -383,7 +403,7 @@ def run_mode(base: str, auth: tuple[str, str], rport: int, hook: str, database_u
     httpx.post(f"http://127.0.0.1:{rport}/reset")
     deadline = time.time() + args.timeout
     cpu_before = process_cpu_s(server_pid)
-    start = asyncio.run(ingest(base, auth, sims, args.events, args.batch))
+    start = asyncio.run(ingest(int(base.rsplit(":", 1)[1]), auth, sims, args.events, args.batch))
     ingested = time.time()
     wait_count(rport, args.events, deadline)
     stats: dict[str, object] = httpx.get(f"http://127.0.0.1:{rport}/stats", timeout=30).json()
