@@ -57,7 +57,9 @@ SIM_CACHE_TTL_S = 2.0
 BODY_CACHE_BYTES = 32 * 1024 * 1024
 
 DisableHook = Callable[[int, float, str], Awaitable[None]]
-SUCCEEDED = WEBHOOK_ATTEMPTS.labels("succeeded")  # looked up once: counted per delivery
+# Successes are counted when their batch is recorded (one ``inc`` per batch: the counter's
+# lock cost about 1.5 µs a delivery); the other outcomes when they are judged.
+SUCCEEDED = WEBHOOK_ATTEMPTS.labels("succeeded")
 
 
 @dataclass(frozen=True, slots=True)
@@ -286,6 +288,7 @@ class Dispatcher:
                 self._results = batch + self._results
                 self._claim_due = True
                 raise
+            _count_successes(batch)
             if want > 0:
                 self._stale_due = False
             for unit in units:
@@ -388,10 +391,11 @@ class Dispatcher:
         attempt = await self._sender.send(url, job.msg_id, job.body, state.secret, deadline)
         if attempt.error_class is None:  # a 2xx answer: the common case, no coroutine
             WEBHOOK_LATENCY.observe(attempt.latency_ms / 1000.0)
-            SUCCEEDED.inc()
             self.delivered += 1
             return Result(job.delivery_id, "succeeded", job.attempt_count + 1, time.time(),
-                          None, _attempt_row(attempt), job.simulation_id)
+                          None, None, job.simulation_id,
+                          (attempt.started_at, round(attempt.latency_ms, 3),
+                           attempt.status_code, attempt.response_body))
         return await self._judge(job, url, attempt)
 
     async def _judge(self, job: Job, url: str, attempt: Attempt) -> Result:
@@ -474,9 +478,16 @@ class Dispatcher:
             self._finish(job, Result(job.delivery_id, RELEASE, job.attempt_count, now, None))
         try:
             await self._outbox.record(self._results)
+            _count_successes(self._results)
         except Exception:
             log.exception("recording webhook state at shutdown failed (leases will expire)")
         self._results = []
+
+
+def _count_successes(recorded: Sequence[Result]) -> None:
+    succeeded = sum(1 for result in recorded if result.status == "succeeded")
+    if succeeded:
+        SUCCEEDED.inc(succeeded)
 
 
 def _attempt_row(attempt: Attempt) -> dict[str, Any]:

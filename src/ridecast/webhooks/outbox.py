@@ -140,6 +140,9 @@ class Result:
     last_error: str | None
     attempt: dict[str, Any] | None = None
     simulation_id: int | None = None  # set on a success: clears the endpoint's failing clock
+    # A success's attempt as the delivery row keeps it, instead of ``attempt`` (no dict per
+    # delivery): started_at, latency_ms, status_code, response_body.
+    success: tuple[float, float, int | None, str | None] | None = None
 
 
 @dataclass(slots=True)  # not frozen: made per delivery (see outbox.Job)
@@ -400,8 +403,9 @@ class Outbox:
         healthy = {r.simulation_id for r in results
                    if r.status == "succeeded" and r.simulation_id is not None}
         if ok:
-            rows = [(now, now, a["started_at"], a["latency_ms"], a["status_code"],
-                     a["response_body"], r.delivery_id) if (a := r.attempt) is not None
+            rows = [(now, now, *r.success, r.delivery_id) if r.success is not None
+                    else (now, now, a["started_at"], a["latency_ms"], a["status_code"],
+                          a["response_body"], r.delivery_id) if (a := r.attempt) is not None
                     else (now, now, None, None, None, None, r.delivery_id) for r in ok]
             if self._postgres:
                 # One statement each for the whole batch: a statement per row costs a server
