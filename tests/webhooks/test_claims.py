@@ -50,9 +50,10 @@ def test_unordered_deliveries_come_in_parallel_chunks_within_the_limit() -> None
     assert ids(units) == [[1, 2, 3], [4, 5, 6]]
 
 
-def test_a_backlog_is_shared_evenly_among_the_free_slots_in_chunks_up_to_chunk_rows() -> None:
+def test_a_backlog_goes_in_full_chunks_and_fewer_rows_are_shared_among_all_slots() -> None:
     """A few due rows go out in parallel, one to a slot; a backlog in chunks of chunk_rows;
-    in between, the due rows are shared evenly (the slots end about together)."""
+    in between, the due rows are shared among all the URL's slots (the chunks that busy
+    slots take later end about when these do)."""
     def sizes(count: int, chunk_rows: int = 8) -> list[int]:
         rows = [row(i, ordered=False) for i in range(1, count + 1)]
         rows.append(row(99, sim=2, ordered=False, status="delivering", lease=NOW + 5,
@@ -61,10 +62,12 @@ def test_a_backlog_is_shared_evenly_among_the_free_slots_in_chunks_up_to_chunk_r
                                                  max_units=10, chunk_rows=chunk_rows)]
 
     assert sizes(2) == [1, 1]
-    assert sizes(10) == [4, 4, 2]  # three free slots: ceil(10 / 3)
+    assert sizes(10) == [3, 3, 3]  # four slots, three free: ceil(10 / 4), one row waits
+    assert sizes(23) == [6, 6, 6]  # under a full chunk per free slot (3 * 8): shared by 4
+    assert sizes(24) == [8, 8, 8]  # a backlog: full chunks
     assert sizes(100) == [8, 8, 8]
-    assert chunk_size(0, 3, 8) == 1
-    assert chunk_size(5, 0, 8) == 5
+    assert chunk_size(0, 3, 4, 8) == 1
+    assert chunk_size(5, 0, 4, 8) == 2
 
 
 def test_units_are_handed_out_oldest_first_across_endpoints() -> None:

@@ -14,12 +14,11 @@ Two kinds of unit:
   the longest run of due deliveries from the head (at most ``unit_rows``). A delivery waiting
   for a retry is not due, so everything behind it waits too (head-of-line).
 * **unordered chunk** (``messaging_webhook_ordering: "unordered"``): due deliveries of one
-  URL, oldest first; chunks of one URL run in parallel, up to the limit. The URL's due rows
-  are shared evenly among its free slots, at most ``chunk_rows`` to a chunk: a few rows go
-  out in parallel at once, and a backlog goes out in long chunks. Every chunk ends with a
-  claim before its slot is used again, and chunks started together end together: with
-  ``bench/webhooks.py``'s burst, chunks of 64 left every slot idle for a claim (5-50 ms)
-  after each ~80 ms of sending.
+  URL, oldest first; chunks of one URL run in parallel, up to the limit. A backlog goes out
+  in chunks of ``chunk_rows``, fewer rows are shared evenly among the URL's slots
+  (``chunk_size``). A slot is idle for a claim between two chunks; with
+  ``bench/webhooks.py``'s burst, chunks of 64 started together ended together and left every
+  slot idle for a claim (5-50 ms) after each ~80 ms of sending.
 
 Units are handed out oldest first (by their first ``event_id``), so no endpoint starves.
 """
@@ -88,9 +87,16 @@ def plan_claim(
                       unit_rows=unit_rows, max_units=max_units, chunk_rows=chunk_rows)
 
 
-def chunk_size(due: int, free_slots: int, chunk_rows: int) -> int:
-    """Rows per chunk when ``due`` unordered rows of a URL share ``free_slots`` slots."""
-    return max(1, min(chunk_rows, -(-due // max(1, free_slots))))
+def chunk_size(due: int, free_slots: int, slots: int, chunk_rows: int) -> int:
+    """Rows per chunk for ``due`` unordered rows of a URL with ``slots`` slots, ``free_slots``
+    of them free now: a backlog (enough to give every free slot a full chunk), ``chunk_rows``;
+    fewer, shared among all the URL's slots, so that the chunks started now and those that
+    busy slots take when they free up end about together (the tail of a burst is not left
+    to a few long chunks). A claim reads at most ``free_slots * chunk_rows`` of a URL's
+    rows, and this gives the same size on those as on all of them."""
+    if due >= max(1, free_slots) * chunk_rows:
+        return chunk_rows
+    return max(1, min(chunk_rows, -(-due // max(1, slots))))
 
 
 def plan_units(
@@ -126,7 +132,7 @@ def plan_units(
     for url, due in loose.items():
         due.sort(key=lambda r: r.event_id)
         size = chunk_size(len(due), min(max_units, per_endpoint - busy.per_url.get(url, 0)),
-                          unit_rows if chunk_rows is None else chunk_rows)
+                          per_endpoint, unit_rows if chunk_rows is None else chunk_rows)
         candidates += [due[i:i + size] for i in range(0, len(due), size)]
     candidates.sort(key=lambda unit: unit[0].event_id)
     free = {url: per_endpoint - count for url, count in busy.per_url.items()}
