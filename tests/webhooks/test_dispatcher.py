@@ -19,8 +19,8 @@ from ridecast.store.accounts import AccountStore
 from ridecast.store.engine import create_engine, upgrade
 from ridecast.store.simulations import SimulationStore
 from ridecast.store.tables import events, webhook_deliveries
-from ridecast.webhooks.dispatcher import Dispatcher, SimStates
-from ridecast.webhooks.outbox import Outbox
+from ridecast.webhooks.dispatcher import CHUNK_ROWS, Dispatcher, SimStates
+from ridecast.webhooks.outbox import Outbox, Unit
 from ridecast.webhooks.sender import Sender
 
 
@@ -33,7 +33,8 @@ async def engine(tmp_path: Path) -> AsyncIterator[AsyncEngine]:
     await eng.dispose()
 
 
-async def _setup(engine: AsyncEngine, url: str, count: int) -> tuple[Dispatcher, Sender, int]:
+async def _setup(engine: AsyncEngine, url: str, count: int, *, ordered: bool = True,
+                 per_endpoint: int = 8) -> tuple[Dispatcher, Sender, int]:
     principal, _key = await AccountStore(engine).create_user("u", "o")
     store = SimulationStore(engine)
     sim = (await store.create(principal, "s", {
@@ -48,9 +49,10 @@ async def _setup(engine: AsyncEngine, url: str, count: int) -> tuple[Dispatcher,
             await conn.execute(insert(webhook_deliveries).values(
                 event_id=event_id, simulation_id=sim, message_type="vehicle_use", url=url,
                 status="pending", attempt_count=0, next_attempt_at=now, created_at=now,
-                updated_at=now))
+                updated_at=now, ordered=ordered))
     settings = Settings(webhook_allow_private=True, webhook_timeout_s=0.5,
-                        webhook_lease_s=5, webhook_retry_schedule_s=[0.1])
+                        webhook_lease_s=5, webhook_retry_schedule_s=[0.1],
+                        webhook_concurrency_per_endpoint=per_endpoint)
     sender = Sender(timeout_s=0.5, connect_timeout_s=0.5, allow_private=True)
 
     async def disable(_sim: int, _at: float, _reason: str) -> None:
@@ -95,6 +97,48 @@ async def test_finished_units_leave_nothing_held(engine: AsyncEngine) -> None:
         await receiver.close()
         await asyncio.sleep(0.05)  # let the closed transports finish closing
     assert all(token is None for _s, token in await _statuses(engine))
+
+
+async def test_an_unordered_backlog_keeps_its_slot_in_one_unit(
+        engine: AsyncEngine, monkeypatch: pytest.MonkeyPatch) -> None:
+    """More unordered deliveries than a chunk, one slot: the unit asks for more rows as it
+    runs out and its task sends them all; no second unit waits for a claim in between.
+    (The receiver takes 2 ms a request: the rows left when the unit asks last 250 ms, far
+    longer than the claim that brings more.)"""
+    received: list[int] = []
+
+    async def record(request: Request) -> Reply:
+        await asyncio.sleep(0.002)
+        received.append(int(request.headers["webhook-id"].removeprefix("msg_")))
+        return Reply(204)
+
+    receiver = Receiver(record)
+    await receiver.start()
+    count = CHUNK_ROWS * 2 + 100
+    dispatcher, sender, _sim = await _setup(engine, receiver.url, count, ordered=False,
+                                            per_endpoint=1)
+    started: list[int] = []
+    start_unit = Dispatcher._start_unit
+
+    async def counted(self: Dispatcher, unit: Unit) -> None:
+        started.append(len(unit.jobs))
+        await start_unit(self, unit)
+
+    monkeypatch.setattr(Dispatcher, "_start_unit", counted)
+    dispatcher.start()
+    try:
+        async def done() -> bool:
+            return {s for s, _t in await _statuses(engine)} == {"succeeded"}
+
+        await _until(done)
+        await _until(lambda: _idle(dispatcher))
+    finally:
+        await dispatcher.close()
+        await sender.close()
+        await receiver.close()
+        await asyncio.sleep(0.05)  # let the closed transports finish closing
+    assert started == [CHUNK_ROWS]
+    assert sorted(received) == received and len(received) == count
 
 
 async def _idle(dispatcher: Dispatcher) -> bool:

@@ -245,3 +245,28 @@ async def test_a_success_is_one_write_on_the_delivery_and_listed_as_an_attempt(
     assert [a["status_code"] for a in by_id[second.delivery_id]["attempts"]] == [500, 204]
     assert [a["status_code"] for a in by_id[first.delivery_id]["attempts"]] == [200, 202]
     assert by_id[first.delivery_id]["attempt_count"] == 2
+
+
+async def test_a_running_chunk_is_extended_under_its_token_in_its_slot(
+        any_engine: AsyncEngine) -> None:
+    """``extend`` gives a chunk that still holds its lease the next due rows of its URL
+    under the same token: the URL's slot count does not change, so it works with the URL
+    full; a token whose rows are all recorded holds no slot and gets nothing."""
+    await _enqueue(any_engine, 10, "http://x/", ordered=False)
+    outbox = Outbox(any_engine)
+    [first] = await outbox.claim(max_units=5, unit_rows=4, per_endpoint=1, lease_s=30)
+    assert [job.body for job in first.jobs] == [b'{"i":%d}' % i for i in range(4)]
+    assert await outbox.claim(max_units=5, unit_rows=4, per_endpoint=1, lease_s=30) == []
+    [more] = await outbox.claim(max_units=0, unit_rows=4, per_endpoint=1, lease_s=30,
+                                extend=[(first.token, "http://x/")])
+    assert more.token == first.token
+    assert [job.body for job in more.jobs] == [b'{"i":%d}' % i for i in range(4, 8)]
+    assert not any(job.ordered for job in more.jobs)
+    done = [Result(job.delivery_id, "succeeded", 1, time.time(), None)
+            for job in [*first.jobs, *more.jobs]]
+    # Every row of the token recorded in the same claim: its slot is free, no extension;
+    # the plan takes the slot instead, under a new token.
+    [fresh] = await outbox.claim(max_units=5, unit_rows=4, per_endpoint=1, lease_s=30,
+                                 record=done, extend=[(first.token, "http://x/")])
+    assert fresh.token != first.token
+    assert [job.body for job in fresh.jobs] == [b'{"i":8}', b'{"i":9}']

@@ -215,6 +215,7 @@ class Outbox:
         self, *, max_units: int, unit_rows: int, per_endpoint: int, lease_s: float,
         record: Sequence[Result] = (), bodies: Mapping[int, bytes] | None = None,
         stale: bool = True, chunk_rows: int | None = None,
+        extend: Sequence[tuple[str, str]] = (),
     ) -> list[Unit]:
         """Lease up to ``max_units`` units of due deliveries (see ``claims.plan_units``).
 
@@ -223,17 +224,21 @@ class Outbox:
         already holds (by ``event_id``), so only the missing ones are read from the log.
         ``stale``: also look for unordered rows whose lease ran out (see ``_candidates``).
         ``chunk_rows``: the most rows of an unordered chunk (default ``unit_rows``).
+        ``extend``: (claim token, URL) of this worker's unordered chunks that are running out:
+        each still holding its lease gets up to ``chunk_rows`` more due rows of its URL under
+        the same token (the same slot: the per-endpoint count does not change), returned as
+        a ``Unit`` with that token, before new units are planned.
         The transaction is one trip to the driver's thread on SQLite (``txsteps``).
         """
         now = time.time()
         return await self._steps.run(lambda: self._claim_steps(
             now, now + lease_s, max_units, unit_rows, per_endpoint, record, bodies or {},
-            stale, unit_rows if chunk_rows is None else chunk_rows))
+            stale, unit_rows if chunk_rows is None else chunk_rows, extend))
 
     def _claim_steps(
         self, now: float, lease_until: float, max_units: int, unit_rows: int,
         per_endpoint: int, record: Sequence[Result], known: Mapping[int, bytes], stale: bool,
-        chunk_max: int,
+        chunk_max: int, extend: Sequence[tuple[str, str]],
     ) -> Steps[list[Unit]]:
         # Claims are serialised, so the in-flight count each one reads (the per-endpoint
         # limit, the lane being free) cannot be raced by another worker's claim.
@@ -244,9 +249,21 @@ class Outbox:
             yield Query("UPDATE webhook_deliveries SET claim_token = NULL WHERE id = -1")
         if record:
             yield from self._record_steps(record, now)
-        if max_units <= 0:
+        if max_units <= 0 and not extend:
             return []
-        busy = _in_flight((yield Query(_IN_FLIGHT_SQL, {"now": now})))
+        leased = yield Query(_IN_FLIGHT_SQL, {"now": now})
+        busy = _in_flight(leased)
+        extended: list[Unit] = []
+        if extend:
+            # Only a token that still holds a lease holds its slot; one whose rows are all
+            # recorded is not counted in flight, and its slot is planned below.
+            holding = {token for _url, _sim, ordered, token, _first in leased
+                       if token is not None and not ordered}
+            extended = yield from self._extend_steps(
+                now, lease_until, [(t, url) for t, url in extend if t in holding], chunk_max,
+                known)
+        if max_units <= 0:
+            return extended
         # Unordered rows: per URL, no more than its free slots can take.
         room = min(per_endpoint, max_units)
         chunk_rows = {url: min(room, max(0, per_endpoint - count)) * chunk_max
@@ -256,7 +273,7 @@ class Outbox:
         plan = plan_units(active, busy, now=now, per_endpoint=per_endpoint,
                           unit_rows=unit_rows, max_units=max_units, chunk_rows=chunk_max)
         if not plan:
-            return []
+            return extended
         if self._postgres:
             # Rows another transaction holds (a replay, a result being recorded) are
             # skipped, not waited for; a unit stops before the first one skipped.
@@ -276,17 +293,9 @@ class Outbox:
         else:
             yield Many(_LEASE_SQL, [(lease_until, token, now, json.dumps([row.id for row in unit]))
                                     for unit, token in zip(plan, tokens, strict=True)])
-        missing = [row.event_id for unit in plan for row in unit if row.event_id not in known]
-        read: dict[int, bytes] = {}
-        for start in range(0, len(missing), BODY_READ_CHUNK):
-            part = missing[start:start + BODY_READ_CHUNK]
-            marks = ", ".join(f":e{n}" for n in range(len(part)))
-            for event_id, body in (yield Query(
-                f"SELECT id, body FROM events WHERE id IN ({marks})",
-                {f"e{n}": event_id for n, event_id in enumerate(part)},
-            )):
-                read[event_id] = body
-        units = []
+        read = yield from self._bodies_steps(
+            [row.event_id for unit in plan for row in unit if row.event_id not in known])
+        units = extended
         for unit, token in zip(plan, tokens, strict=True):
             jobs = []
             for row in unit:
@@ -296,6 +305,53 @@ class Outbox:
                     body = read.get(row.event_id)
                 jobs.append(Job(row.id, row.event_id, row.simulation_id, message_type, row.url,
                                 attempt_count, body, row.ordered))
+            units.append(Unit(token, lease_until, jobs))
+        return units
+
+    def _bodies_steps(self, event_ids: Sequence[int]) -> Steps[dict[int, bytes]]:
+        """The bodies of ``event_ids`` from the event log (those retention left)."""
+        read: dict[int, bytes] = {}
+        for start in range(0, len(event_ids), BODY_READ_CHUNK):
+            part = event_ids[start:start + BODY_READ_CHUNK]
+            marks = ", ".join(f":e{n}" for n in range(len(part)))
+            for event_id, body in (yield Query(
+                f"SELECT id, body FROM events WHERE id IN ({marks})",
+                {f"e{n}": event_id for n, event_id in enumerate(part)},
+            )):
+                read[event_id] = body
+        return read
+
+    def _extend_steps(
+        self, now: float, lease_until: float, extend: Sequence[tuple[str, str]], rows: int,
+        known: Mapping[int, bytes],
+    ) -> Steps[list[Unit]]:
+        """Lease up to ``rows`` more due unordered rows of each URL to its running token."""
+        where = LOOSE_PENDING_WHERE[self._dialect]
+        lock = " FOR UPDATE SKIP LOCKED" if self._postgres else ""
+        units: list[Unit] = []
+        for token, url in extend:
+            found = yield Query(
+                f"SELECT id, event_id, simulation_id, message_type, attempt_count "
+                f"FROM webhook_deliveries{self._indexed_by('ix_deliveries_loose')} "
+                f"WHERE {where} AND url = :url AND next_attempt_at <= :now "
+                f"ORDER BY event_id LIMIT {int(rows)}{lock}", {"url": url, "now": now})
+            if not found:
+                continue
+            ids = [row[0] for row in found]
+            if self._postgres:
+                yield Query(_PG_LEASE_SQL, {"lease": lease_until, "now": now, "ids": ids,
+                                            "tokens": [token] * len(ids)})
+            else:
+                yield Many(_LEASE_SQL, [(lease_until, token, now, json.dumps(ids))])
+            read = yield from self._bodies_steps(
+                [row[1] for row in found if row[1] not in known])
+            jobs = []
+            for id_, event_id, simulation_id, message_type, attempt_count in found:
+                body = known.get(event_id)
+                if body is None:
+                    body = read.get(event_id)
+                jobs.append(Job(id_, event_id, simulation_id, message_type, url, attempt_count,
+                                body, False))
             units.append(Unit(token, lease_until, jobs))
         return units
 
