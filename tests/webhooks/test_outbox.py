@@ -270,3 +270,17 @@ async def test_a_running_chunk_is_extended_under_its_token_in_its_slot(
                                  record=done, extend=[(first.token, "http://x/")])
     assert fresh.token != first.token
     assert [job.body for job in fresh.jobs] == [b'{"i":8}', b'{"i":9}']
+
+
+async def test_extensions_of_one_url_share_its_rows_like_new_chunks(
+        any_engine: AsyncEngine) -> None:
+    """Two running chunks ask for more with two rows left: one row each, not both rows to
+    the first (the tail of a burst is shared among the slots)."""
+    await _enqueue(any_engine, 10, "http://x/", ordered=False)
+    outbox = Outbox(any_engine)
+    first = await outbox.claim(max_units=2, unit_rows=4, per_endpoint=4, lease_s=30)
+    assert [len(unit.jobs) for unit in first] == [4, 4]
+    more = await outbox.claim(max_units=0, unit_rows=4, per_endpoint=4, lease_s=30,
+                              extend=[(unit.token, "http://x/") for unit in first])
+    assert [(unit.token, len(unit.jobs)) for unit in more] == [
+        (first[0].token, 1), (first[1].token, 1)]

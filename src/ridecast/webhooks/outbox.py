@@ -35,7 +35,7 @@ from ..store.tables import (
     webhook_endpoints,
 )
 from ..store.txsteps import Many, Query, StepRunner, Steps
-from .claims import InFlight, Row, plan_units
+from .claims import InFlight, Row, chunk_size, plan_units
 
 D = webhook_deliveries
 A = webhook_attempts
@@ -260,8 +260,8 @@ class Outbox:
             holding = {token for _url, _sim, ordered, token, _first in leased
                        if token is not None and not ordered}
             extended = yield from self._extend_steps(
-                now, lease_until, [(t, url) for t, url in extend if t in holding], chunk_max,
-                known)
+                now, lease_until, [(t, url) for t, url in extend if t in holding],
+                per_endpoint, chunk_max, known)
         if max_units <= 0:
             return extended
         # Unordered rows: per URL, no more than its free slots can take.
@@ -322,37 +322,51 @@ class Outbox:
         return read
 
     def _extend_steps(
-        self, now: float, lease_until: float, extend: Sequence[tuple[str, str]], rows: int,
-        known: Mapping[int, bytes],
+        self, now: float, lease_until: float, extend: Sequence[tuple[str, str]],
+        per_endpoint: int, rows: int, known: Mapping[int, bytes],
     ) -> Steps[list[Unit]]:
-        """Lease up to ``rows`` more due unordered rows of each URL to its running token."""
+        """Lease more due unordered rows of each URL to its running tokens: a URL's rows are
+        shared among them as ``chunk_size`` shares them among new chunks (a full chunk each
+        from a backlog, else an even share of the URL's slots), so the burst's tail does not
+        end in a few long units."""
         where = LOOSE_PENDING_WHERE[self._dialect]
         lock = " FOR UPDATE SKIP LOCKED" if self._postgres else ""
-        units: list[Unit] = []
+        by_url: dict[str, list[str]] = {}
         for token, url in extend:
+            by_url.setdefault(url, []).append(token)
+        units: list[Unit] = []
+        for url, tokens in by_url.items():
             found = yield Query(
                 f"SELECT id, event_id, simulation_id, message_type, attempt_count "
                 f"FROM webhook_deliveries{self._indexed_by('ix_deliveries_loose')} "
                 f"WHERE {where} AND url = :url AND next_attempt_at <= :now "
-                f"ORDER BY event_id LIMIT {int(rows)}{lock}", {"url": url, "now": now})
+                f"ORDER BY event_id LIMIT {len(tokens) * int(rows)}{lock}",
+                {"url": url, "now": now})
             if not found:
                 continue
-            ids = [row[0] for row in found]
+            size = chunk_size(len(found), len(tokens), per_endpoint, rows)
+            shares = [(token, found[n * size:(n + 1) * size]) for n, token in enumerate(tokens)]
+            shares = [(token, share) for token, share in shares if share]
             if self._postgres:
-                yield Query(_PG_LEASE_SQL, {"lease": lease_until, "now": now, "ids": ids,
-                                            "tokens": [token] * len(ids)})
+                ids = [row[0] for _token, share in shares for row in share]
+                yield Query(_PG_LEASE_SQL, {
+                    "lease": lease_until, "now": now, "ids": ids,
+                    "tokens": [token for token, share in shares for _row in share]})
             else:
-                yield Many(_LEASE_SQL, [(lease_until, token, now, json.dumps(ids))])
+                yield Many(_LEASE_SQL, [(lease_until, token, now,
+                                         json.dumps([row[0] for row in share]))
+                                        for token, share in shares])
             read = yield from self._bodies_steps(
-                [row[1] for row in found if row[1] not in known])
-            jobs = []
-            for id_, event_id, simulation_id, message_type, attempt_count in found:
-                body = known.get(event_id)
-                if body is None:
-                    body = read.get(event_id)
-                jobs.append(Job(id_, event_id, simulation_id, message_type, url, attempt_count,
-                                body, False))
-            units.append(Unit(token, lease_until, jobs))
+                [row[1] for _token, share in shares for row in share if row[1] not in known])
+            for token, share in shares:
+                jobs = []
+                for id_, event_id, simulation_id, message_type, attempt_count in share:
+                    body = known.get(event_id)
+                    if body is None:
+                        body = read.get(event_id)
+                    jobs.append(Job(id_, event_id, simulation_id, message_type, url,
+                                    attempt_count, body, False))
+                units.append(Unit(token, lease_until, jobs))
         return units
 
     def _keys(self, column: str, where: str, index: str) -> Steps[list[Any]]:
