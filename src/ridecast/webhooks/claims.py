@@ -16,9 +16,10 @@ Two kinds of unit:
 * **unordered chunk** (``messaging_webhook_ordering: "unordered"``): due deliveries of one
   URL, oldest first; chunks of one URL run in parallel, up to the limit. A backlog goes out
   in chunks of ``chunk_rows``, fewer rows are shared evenly among the URL's slots
-  (``chunk_size``). A slot is idle for a claim between two chunks; with
+  (``chunk_size``). A chunk running out gets more rows under its claim token, shared the
+  same way (``Outbox.claim``'s ``extend``), so its slot does not wait for a claim: with
   ``bench/webhooks.py``'s burst, chunks of 64 started together ended together and left every
-  slot idle for a claim (5-50 ms) after each ~80 ms of sending.
+  slot idle for a claim (5-85 ms) after each ~80 ms of sending.
 
 Units are handed out oldest first (by their first ``event_id``), so no endpoint starves.
 """

@@ -225,9 +225,10 @@ class Outbox:
         ``stale``: also look for unordered rows whose lease ran out (see ``_candidates``).
         ``chunk_rows``: the most rows of an unordered chunk (default ``unit_rows``).
         ``extend``: (claim token, URL) of this worker's unordered chunks that are running out:
-        each still holding its lease gets up to ``chunk_rows`` more due rows of its URL under
-        the same token (the same slot: the per-endpoint count does not change), returned as
-        a ``Unit`` with that token, before new units are planned.
+        each still holding its lease gets more due rows of its URL (up to ``chunk_rows``,
+        shared as ``claims.chunk_size`` shares new chunks) under the same token (the same
+        slot: the per-endpoint count does not change), returned as a ``Unit`` with that
+        token, before new units are planned.
         The transaction is one trip to the driver's thread on SQLite (``txsteps``).
         """
         now = time.time()
