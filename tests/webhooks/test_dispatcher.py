@@ -84,18 +84,7 @@ async def test_finished_units_leave_nothing_held(engine: AsyncEngine) -> None:
     receiver = Receiver(lambda _r: Reply(204))
     await receiver.start()
     dispatcher, sender, _sim = await _setup(engine, receiver.url, 150)
-    dispatcher.start()
-    try:
-        async def done() -> bool:
-            return {s for s, _t in await _statuses(engine)} == {"succeeded"}
-
-        await _until(done)
-        await _until(lambda: _idle(dispatcher))
-    finally:
-        await dispatcher.close()
-        await sender.close()
-        await receiver.close()
-        await asyncio.sleep(0.05)  # let the closed transports finish closing
+    await _deliver_all(engine, dispatcher, sender, receiver)
     assert all(token is None for _s, token in await _statuses(engine))
 
 
@@ -125,6 +114,15 @@ async def test_an_unordered_backlog_keeps_its_slot_in_one_unit(
         await start_unit(self, unit)
 
     monkeypatch.setattr(Dispatcher, "_start_unit", counted)
+    await _deliver_all(engine, dispatcher, sender, receiver)
+    assert started == [CHUNK_ROWS]
+    assert sorted(received) == received and len(received) == count
+
+
+async def _deliver_all(engine: AsyncEngine, dispatcher: Dispatcher, sender: Sender,
+                       receiver: Receiver) -> None:
+    """Run the dispatcher until every delivery succeeded and it holds nothing; then stop
+    it, its sender and the receiver."""
     dispatcher.start()
     try:
         async def done() -> bool:
@@ -137,8 +135,6 @@ async def test_an_unordered_backlog_keeps_its_slot_in_one_unit(
         await sender.close()
         await receiver.close()
         await asyncio.sleep(0.05)  # let the closed transports finish closing
-    assert started == [CHUNK_ROWS]
-    assert sorted(received) == received and len(received) == count
 
 
 async def _idle(dispatcher: Dispatcher) -> bool:
