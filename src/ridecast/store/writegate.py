@@ -18,9 +18,7 @@ database: no gate.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import weakref
-from collections.abc import AsyncIterator
 
 from sqlalchemy.engine import Engine
 from sqlalchemy.ext.asyncio import AsyncConnection
@@ -42,15 +40,4 @@ def write_gate(conn: AsyncConnection) -> asyncio.Lock | None:
     return entry[1]
 
 
-@contextlib.asynccontextmanager
-async def writing(conn: AsyncConnection) -> AsyncIterator[None]:
-    """Hold ``conn``'s write gate (if it has one) for the block."""
-    gate = write_gate(conn)
-    if gate is None:
-        yield
-        return
-    async with gate:
-        yield
-
-
-__all__ = ["write_gate", "writing"]
+__all__ = ["write_gate"]
