@@ -33,10 +33,16 @@ def in_paramstyle(dialect: Dialect, sql: str) -> str:
 def insert_qmark(dialect: Dialect, table: Table, columns: Sequence[str]) -> str:
     """The INSERT of one row of ``columns`` into ``table``, names quoted for ``dialect``,
     with ``?`` placeholders (as ``store.txsteps.Many`` takes it)."""
+    return insert_values(dialect, table, columns).replace(
+        "{values}", f"VALUES ({', '.join('?' * len(columns))})")
+
+
+def insert_values(dialect: Dialect, table: Table, columns: Sequence[str]) -> str:
+    """The INSERT of ``columns`` into ``table`` with ``{values}`` where its rows go (as
+    ``store.txsteps.Many``'s ``values`` takes it)."""
     quote = dialect.identifier_preparer
     return (f"INSERT INTO {quote.format_table(table)} "
-            f"({', '.join(quote.quote(c) for c in columns)})"
-            f" VALUES ({', '.join('?' * len(columns))})")
+            f"({', '.join(quote.quote(c) for c in columns)}) {{values}}")
 
 
 def insert_sql(dialect: Dialect, table: Table, columns: Sequence[str]) -> str:

@@ -33,7 +33,7 @@ from ..bus import Bus, StoredEvent
 from ..bus.base import make_frame as make_frame  # re-exported: it lived here
 from ..errors import ServiceUnavailable
 from ..metrics import EVENTLOG_COMMITS, EVENTLOG_EVENTS
-from .driver_sql import insert_qmark
+from .driver_sql import insert_qmark, insert_values
 from .tables import event_counter, events, simulations, webhook_deliveries
 from .txsteps import DriverThread, Many, Query, Steps, driver_thread, run_on
 
@@ -101,9 +101,13 @@ class EventLog:
         self.commits = 0
         self.appended = 0
         # The group commit's INSERTs (``?`` placeholders, see ``store.txsteps``).
+        # On SQLite, many rows per statement (``Many``'s ``values``).
         self._insert_events = insert_qmark(engine.dialect, events, _EVENT_COLUMNS)
         self._insert_outbox = insert_qmark(engine.dialect, webhook_deliveries,
                                            _OUTBOX_COLUMNS)
+        self._events_values = insert_values(engine.dialect, events, _EVENT_COLUMNS)
+        self._outbox_values = insert_values(engine.dialect, webhook_deliveries,
+                                            _OUTBOX_COLUMNS)
         # On SQLite, the writer connection's driver thread: a group commit is one trip
         # there (``store.txsteps``). Set with the connection.
         self._thread: DriverThread | None = None
@@ -314,11 +318,12 @@ class EventLog:
         # To the driver as tuples (``_EVENT_COLUMNS``, ``_OUTBOX_COLUMNS`` order): no dict
         # and no per-row processing by SQLAlchemy.
         yield Many(self._insert_events, [(first + i, e.simulation_id, e.message_type, now,
-                                          e.body) for i, e in enumerate(flat)])
+                                          e.body) for i, e in enumerate(flat)],
+                   self._events_values)
         yield Many(self._insert_outbox, [
             (first + i, e.simulation_id, e.message_type, e.webhook_url, "pending", 0, now, now,
              now, e.webhook_ordered)
-            for i, e in enumerate(flat) if e.webhook_url])
+            for i, e in enumerate(flat) if e.webhook_url], self._outbox_values)
         return last
 
     # ---- reads -------------------------------------------------------------------------

@@ -18,6 +18,7 @@ Statuses: pending -> delivering -> succeeded | pending (retry) | failed | disabl
 from __future__ import annotations
 
 import json
+import sqlite3
 import time
 import uuid
 from collections.abc import Mapping, Sequence
@@ -58,6 +59,17 @@ _SUCCESS_SQL = ("UPDATE webhook_deliveries SET status = 'succeeded', "
                 "lease_until = NULL, claim_token = NULL, updated_at = ?, "
                 "success_started_at = ?, success_latency_ms = ?, success_status_code = ?, "
                 "success_response_body = ? WHERE id = ?")
+# The same for many rows per statement (``Many``'s ``values``; UPDATE ... FROM needs SQLite
+# 3.33), its VALUES columns in ``_SUCCESS_SQL``'s parameter order.
+_SUCCESS_VALUES_SQL = (
+    "WITH u(next_at, updated, started, latency, code, body, id) AS ({values}) "
+    "UPDATE webhook_deliveries SET status = 'succeeded', "
+    "attempt_count = attempt_count + 1, next_attempt_at = u.next_at, last_error = NULL, "
+    "lease_until = NULL, claim_token = NULL, updated_at = u.updated, "
+    "success_started_at = u.started, success_latency_ms = u.latency, "
+    "success_status_code = u.code, success_response_body = u.body "
+    "FROM u WHERE webhook_deliveries.id = u.id"
+) if sqlite3.sqlite_version_info >= (3, 33, 0) else None
 _KEEP_SUCCESS_SQL = ("INSERT INTO webhook_attempts (delivery_id, started_at, latency_ms, "
                      "status_code, error_class, error, response_body) SELECT id, "
                      "success_started_at, success_latency_ms, success_status_code, NULL, NULL, "
@@ -490,8 +502,12 @@ class Outbox:
             else:
                 # One statement for the batch (ids as a JSON array): it finds nothing for
                 # almost every row, and a statement run per row cost about 2 µs a row.
-                yield Query(_KEEP_SUCCESS_SQL, {"ids": json.dumps([r.delivery_id for r in ok])})
-                yield Many(_SUCCESS_SQL, rows)
+                ids = [r.delivery_id for r in ok]
+                yield Query(_KEEP_SUCCESS_SQL, {"ids": json.dumps(ids)})
+                # A delivery twice in one batch (never, from one dispatcher) must count two
+                # attempts: a row each, one after the other.
+                yield Many(_SUCCESS_SQL, rows,
+                           _SUCCESS_VALUES_SQL if len(set(ids)) == len(ids) else None)
         if released:
             yield Many(_RELEASE_SQL, [(now, delivery_id) for delivery_id in released])
         if healthy:
