@@ -153,7 +153,8 @@ async def test_purge_removes_old_finished_deliveries_with_attempts(engine: Async
     attempt = {"started_at": 1.0, "latency_ms": 1.0, "status_code": 204, "error_class": None,
                "error": None, "response_body": ""}
     await outbox.record([
-        Result(jobs[0].delivery_id, "succeeded", 1, time.time(), None, attempt),
+        Result(jobs[0].delivery_id, "succeeded", 1, time.time(), None,
+               success=(1.0, 1.0, 204, "")),
         Result(jobs[1].delivery_id, "failed", 1, time.time(), "HTTP 500", attempt),
         Result(jobs[2].delivery_id, "pending", 1, time.time() + 60, "HTTP 500", attempt),
     ])
@@ -201,6 +202,12 @@ async def any_engine(store_url: str) -> AsyncIterator[AsyncEngine]:
     await eng.dispose()
 
 
+def _success(started_at: float, status_code: int, body: str = "",
+             ) -> tuple[float, float, int, str]:
+    """A success as the dispatcher records it (``Result.success``)."""
+    return (started_at, 1.5, status_code, body)
+
+
 def _attempt(started_at: float, status_code: int, body: str = "") -> dict[str, object]:
     return {"started_at": started_at, "latency_ms": 1.5, "status_code": status_code,
             "error_class": None if status_code < 300 else "http_status",
@@ -217,8 +224,8 @@ async def test_a_success_is_one_write_on_the_delivery_and_listed_as_an_attempt(
     outbox = Outbox(any_engine)
     first, second = await claim(outbox)
     t = time.time()
-    await outbox.record([Result(first.delivery_id, "succeeded", 1, t, None,
-                                _attempt(t - 1, 200, "ok"), simulation_id=1),
+    await outbox.record([Result(first.delivery_id, "succeeded", 1, t, None, simulation_id=1,
+                                success=_success(t - 1, 200, "ok")),
                          Result(second.delivery_id, "pending", 1, t - 1, "HTTP 500",
                                 _attempt(t - 2, 500, "boom"))])
     async with any_engine.connect() as conn:
@@ -232,13 +239,13 @@ async def test_a_success_is_one_write_on_the_delivery_and_listed_as_an_attempt(
         "status_code": 200, "error_class": None, "error": None, "response_body": "ok"}]
     # The retried one succeeds: failure first, success after it.
     (again,) = await claim(outbox)
-    await outbox.record([Result(again.delivery_id, "succeeded", 2, t, None,
-                                _attempt(t, 204), simulation_id=1)])
+    await outbox.record([Result(again.delivery_id, "succeeded", 2, t, None, simulation_id=1,
+                                success=_success(t, 204))])
     # The first is replayed and succeeds again: both successes are in its log.
     assert await outbox.retry(1, first.delivery_id) is True
     (replayed,) = await claim(outbox)
     await outbox.record([Result(replayed.delivery_id, "succeeded", 2, t + 1, None,
-                                _attempt(t + 1, 202), simulation_id=1)])
+                                simulation_id=1, success=_success(t + 1, 202))])
     listed, total = await outbox.list(1, status=None, message_type=None, limit=10, offset=0)
     assert total == 2
     by_id = {item["id"]: item for item in listed}

@@ -150,6 +150,8 @@ class Result:
     attempt_count: int
     next_attempt_at: float
     last_error: str | None
+    # A failed attempt, for webhook_attempts (``dispatcher._attempt_row``); a success's
+    # travels in ``success``.
     attempt: dict[str, Any] | None = None
     simulation_id: int | None = None  # set on a success: clears the endpoint's failing clock
     # A success's attempt as the delivery row keeps it, instead of ``attempt`` (no dict per
@@ -196,6 +198,13 @@ def _in_flight(rows: Sequence[tuple[Any, ...]]) -> InFlight:
     for url, _token in units:
         per_url[url] = per_url.get(url, 0) + 1
     return InFlight(per_url, lanes)
+
+
+def _body(event_id: int, known: Mapping[int, bytes], read: Mapping[int, bytes]) -> bytes | None:
+    """An event's body: the one the dispatcher holds, else the one read from the log (None
+    when retention removed the event)."""
+    body = known.get(event_id)
+    return read.get(event_id) if body is None else body
 
 
 def _prefix(unit: Sequence[Row], got: set[int]) -> int:
@@ -296,16 +305,8 @@ class Outbox:
             plan = [unit[:_prefix(unit, got)] for unit in plan]
             plan = [unit for unit in plan if unit]
         tokens = [uuid.uuid4().hex for _ in plan]
-        leases = [(row.id, token) for unit, token in zip(plan, tokens, strict=True)
-                  for row in unit]
-        if self._postgres:
-            # Every unit in one statement (see ``_PG_SUCCESS_SQL``).
-            yield Query(_PG_LEASE_SQL, {"lease": lease_until, "now": now,
-                                        "ids": [i for i, _t in leases],
-                                        "tokens": [t for _i, t in leases]})
-        else:
-            yield Many(_LEASE_SQL, [(lease_until, token, now, json.dumps([row.id for row in unit]))
-                                    for unit, token in zip(plan, tokens, strict=True)])
+        yield from self._lease_steps(now, lease_until, [
+            (token, [row.id for row in unit]) for unit, token in zip(plan, tokens, strict=True)])
         read = yield from self._bodies_steps(
             [row.event_id for unit in plan for row in unit if row.event_id not in known])
         units = extended
@@ -313,13 +314,22 @@ class Outbox:
             jobs = []
             for row in unit:
                 message_type, attempt_count = extra[row.id]
-                body = known.get(row.event_id)
-                if body is None:
-                    body = read.get(row.event_id)
                 jobs.append(Job(row.id, row.event_id, row.simulation_id, message_type, row.url,
-                                attempt_count, body, row.ordered))
+                                attempt_count, _body(row.event_id, known, read), row.ordered))
             units.append(Unit(token, lease_until, jobs))
         return units
+
+    def _lease_steps(self, now: float, lease_until: float,
+                     units: Sequence[tuple[str, Sequence[int]]]) -> Steps[None]:
+        """Lease each unit's deliveries (claim token, delivery ids) to its token."""
+        if self._postgres:
+            # Every unit in one statement (see ``_PG_SUCCESS_SQL``).
+            yield Query(_PG_LEASE_SQL, {"lease": lease_until, "now": now,
+                                        "ids": [i for _token, ids in units for i in ids],
+                                        "tokens": [t for t, ids in units for _i in ids]})
+        else:
+            yield Many(_LEASE_SQL, [(lease_until, token, now, json.dumps(list(ids)))
+                                    for token, ids in units])
 
     def _bodies_steps(self, event_ids: Sequence[int]) -> Steps[dict[int, bytes]]:
         """The bodies of ``event_ids`` from the event log (those retention left)."""
@@ -360,25 +370,15 @@ class Outbox:
             size = chunk_size(len(found), len(tokens), per_endpoint, rows)
             shares = [(token, found[n * size:(n + 1) * size]) for n, token in enumerate(tokens)]
             shares = [(token, share) for token, share in shares if share]
-            if self._postgres:
-                ids = [row[0] for _token, share in shares for row in share]
-                yield Query(_PG_LEASE_SQL, {
-                    "lease": lease_until, "now": now, "ids": ids,
-                    "tokens": [token for token, share in shares for _row in share]})
-            else:
-                yield Many(_LEASE_SQL, [(lease_until, token, now,
-                                         json.dumps([row[0] for row in share]))
-                                        for token, share in shares])
+            yield from self._lease_steps(now, lease_until, [
+                (token, [row[0] for row in share]) for token, share in shares])
             read = yield from self._bodies_steps(
                 [row[1] for _token, share in shares for row in share if row[1] not in known])
             for token, share in shares:
                 jobs = []
                 for id_, event_id, simulation_id, message_type, attempt_count in share:
-                    body = known.get(event_id)
-                    if body is None:
-                        body = read.get(event_id)
                     jobs.append(Job(id_, event_id, simulation_id, message_type, url,
-                                    attempt_count, body, False))
+                                    attempt_count, _body(event_id, known, read), False))
                 units.append(Unit(token, lease_until, jobs))
         return units
 
@@ -487,8 +487,6 @@ class Outbox:
                    if r.status == "succeeded" and r.simulation_id is not None}
         if ok:
             rows = [(now, now, *r.success, r.delivery_id) if r.success is not None
-                    else (now, now, a["started_at"], a["latency_ms"], a["status_code"],
-                          a["response_body"], r.delivery_id) if (a := r.attempt) is not None
                     else (now, now, None, None, None, None, r.delivery_id) for r in ok]
             if self._postgres:
                 # One statement each for the whole batch: a statement per row costs a server
