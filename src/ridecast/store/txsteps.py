@@ -106,14 +106,10 @@ def _run_values(db: sqlite3.Connection, template: str, rows: Sequence[tuple[Any,
     statement texts recur, and sqlite3's statement cache keeps them prepared).
 
     Why not ``executemany``: sqlite3 steps it row by row, giving the GIL up around each
-    row's step and taking it back before the next, and a row's bind and step cost more than
-    its share of one statement's. A raw ``sqlite3`` micro-benchmark of the event log's two
-    inserts, 1,500 rows: 6.3 µs an event with ``executemany``, 3.7 with statements of 100
-    rows; with another thread running Python all the while (the event loop does, part of
-    the time), ``executemany`` waited for the GIL at almost every row. Under
-    ``bench/webhooks.py`` the group commit of 1,000 events now takes 6-10 ms on the driver's
-    thread (20-39 ms for 1,500 before), and the webhook claims queued behind it wait that
-    much less.
+    row's step and taking it back before the next, while the event loop's thread wants it
+    too. The group commit and the webhook claims queue behind each other for SQLite's one
+    writer (``writegate``), so every row's wait held them all (docs/performance.md, "Webhooks
+    and ingest on a faster VM").
     """
     width = len(rows[0])
     cap = max(1, min(VALUES_ROWS, db.getlimit(sqlite3.SQLITE_LIMIT_VARIABLE_NUMBER) // width))
