@@ -254,6 +254,47 @@ async def test_a_success_is_one_write_on_the_delivery_and_listed_as_an_attempt(
     assert by_id[first.delivery_id]["attempt_count"] == 2
 
 
+async def test_a_batch_of_successes_keeps_the_earlier_success_of_replayed_rows_only(
+    any_engine: AsyncEngine,
+) -> None:
+    """One batch of successes where some rows hold an earlier success (replayed) and some
+    hold none: the earlier ones move to the log as attempts, each row counts one attempt
+    more, and the fresh rows gain no attempt row."""
+    await _enqueue(any_engine, 6)
+    outbox = Outbox(any_engine)
+    t = time.time()
+    jobs = await claim(outbox, rows=4)
+    assert len(jobs) == 4
+    await outbox.record([Result(job.delivery_id, "succeeded", 1, t, None, simulation_id=1,
+                                success=_success(t - 10 + n, 200, f"first {n}"))
+                         for n, job in enumerate(jobs)])
+    replayed = [jobs[0].delivery_id, jobs[2].delivery_id]
+    for delivery_id in replayed:
+        assert await outbox.retry(1, delivery_id) is True
+    batch = await claim(outbox, rows=8)
+    async with any_engine.connect() as conn:
+        every = set((await conn.execute(select(webhook_deliveries.c.id))).scalars())
+    assert {job.delivery_id for job in batch} == (
+        set(replayed) | (every - {job.delivery_id for job in jobs}))
+    await outbox.record([Result(job.delivery_id, "succeeded", job.attempt_count + 1, t, None,
+                                simulation_id=1, success=_success(t + n, 202, f"second {n}"))
+                         for n, job in enumerate(batch)])
+    listed, total = await outbox.list(1, status=None, message_type=None, limit=10, offset=0)
+    assert total == 6
+    codes = {item["id"]: [a["status_code"] for a in item["attempts"]] for item in listed}
+    counts = {item["id"]: item["attempt_count"] for item in listed}
+    for job in jobs:
+        again = job.delivery_id in replayed
+        assert codes[job.delivery_id] == ([200, 202] if again else [200])
+        assert counts[job.delivery_id] == (2 if again else 1)
+    fresh = [job.delivery_id for job in batch if job.delivery_id not in replayed]
+    assert len(fresh) == 2 and all(codes[i] == [202] and counts[i] == 1 for i in fresh)
+    async with any_engine.connect() as conn:
+        kept = (await conn.execute(select(webhook_attempts.c.delivery_id,
+                                          webhook_attempts.c.response_body))).all()
+    assert sorted(kept) == sorted((jobs[n].delivery_id, f"first {n}") for n in (0, 2))
+
+
 async def test_a_running_chunk_is_extended_under_its_token_in_its_slot(
         any_engine: AsyncEngine) -> None:
     """``extend`` gives a chunk that still holds its lease the next due rows of its URL

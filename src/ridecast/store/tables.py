@@ -33,6 +33,9 @@ LANE_ROWS_WHERE = {
     "sqlite": "status IN ('pending', 'delivering') AND ordered = 1",
     "postgresql": "status IN ('pending', 'delivering') AND ordered",
 }
+# Leased rows (in flight), by claim token: a claim counts the units in flight with one index
+# seek per unit, not by reading every leased row (``outbox._IN_FLIGHT_SQL``).
+LEASED_WHERE = "status = 'delivering'"
 LOOSE_PENDING_WHERE = {
     "sqlite": "status = 'pending' AND ordered = 0",
     "postgresql": "status = 'pending' AND NOT ordered",
@@ -190,6 +193,8 @@ webhook_deliveries = Table(
     Index("ix_deliveries_loose", "url", "event_id",
           sqlite_where=text(LOOSE_PENDING_WHERE["sqlite"]),
           postgresql_where=text(LOOSE_PENDING_WHERE["postgresql"])),
+    Index("ix_deliveries_leased", "claim_token", "lease_until", "url", "simulation_id",
+          "ordered", sqlite_where=text(LEASED_WHERE), postgresql_where=text(LEASED_WHERE)),
     sqlite_autoincrement=True,
 )
 
