@@ -46,26 +46,40 @@ def _path(parts: tuple[str | int, ...]) -> str:
 _SCALARS = (str, float, bool, type(None))
 
 
-def _depth_and_ints_ok(value: Any, max_depth: int) -> bool:
-    """True when no container is deeper than ``max_depth`` and every int fits in 64 bits.
+def _within_limits(value: Any, limits: JsonLimits, *, strings: bool) -> bool:
+    """True when ``value`` breaks none of ``limits`` (string lengths only when ``strings``).
 
     The cheap half of ``find_violation``: only containers are pushed, no path is built.
     False also for any type JSON does not produce (the full walk then decides).
     """
+    max_depth, max_string, max_items = limits.max_depth, limits.max_string, limits.max_items
     if type(value) is not dict and type(value) is not list:
+        if type(value) is str:
+            return not strings or len(value) <= max_string
         return type(value) in _SCALARS or (type(value) is int and INT64_MIN <= value <= INT64_MAX)
+    seen = 1  # values counted so far: the root, then each container's children
     stack: list[tuple[Any, int]] = [(value, 1)]
     pop, push = stack.pop, stack.append
     while stack:
         item, depth = pop()
         if depth > max_depth:
             return False
+        seen += len(item)
+        if seen > max_items:
+            return False
         depth += 1
-        for child in item.values() if type(item) is dict else item:
+        if type(item) is dict:
+            if strings and item and max(map(len, item)) > max_string:
+                return False
+            children = item.values()
+        else:
+            children = item
+        for child in children:
             kind = type(child)
-            if kind is str:  # the most common value: one test
-                continue
-            if kind is dict or kind is list:
+            if kind is str:  # the most common value: one test, two when lengths count
+                if strings and len(child) > max_string:
+                    return False
+            elif kind is dict or kind is list:
                 push((child, depth))
             elif kind is int:
                 if not INT64_MIN <= child <= INT64_MAX:
@@ -82,19 +96,13 @@ def find_violation(value: Any, limits: JsonLimits, *, size: int | None = None) -
     a signed 64-bit integer (every id and number ridecast stores does); strings, keys
     included, are bounded in length; the total count of values is bounded too.
 
-    ``size``, the length in bytes of the JSON text ``value`` was parsed from, allows a
-    shortcut with the same answer: no string of it can be longer than ``size`` characters
-    and it cannot hold more than ``size`` values (each starts at its own byte), so when
-    ``size`` is within both limits only depth and integers need a look, and that walk
-    (containers only, no paths) is several times cheaper. A violation, or any doubt, falls
-    through to the full walk, which finds the path to report.
+    A walk of containers only, with no paths, answers first (several times cheaper than
+    building a path per value); a violation, or any doubt, falls through to the full walk,
+    which finds the path to report. ``size``, the length in bytes of the JSON text
+    ``value`` was parsed from, spares the string lengths when it is within their limit (no
+    string of the text can be longer than the text).
     """
-    if (
-        size is not None
-        and size <= limits.max_string
-        and size <= limits.max_items
-        and _depth_and_ints_ok(value, limits.max_depth)
-    ):
+    if _within_limits(value, limits, strings=size is None or size > limits.max_string):
         return None
     stack: list[tuple[Any, tuple[str | int, ...], int]] = [(value, (), 0)]
     seen = 0
