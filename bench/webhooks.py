@@ -379,6 +379,36 @@ def process_cpu_s(pid: int) -> float | None:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
+def sched_s(pid: int) -> dict[int, tuple[float, float]] | None:
+    """Per thread of process ``pid``: (seconds run on a core, seconds runnable but waiting
+    for one) so far, from Linux's schedstat (None elsewhere)."""
+    out: dict[int, tuple[float, float]] = {}
+    try:
+        tids = os.listdir(f"/proc/{pid}/task")
+    except OSError:
+        return None
+    for tid in tids:
+        try:
+            ran, waited, _slices = Path(f"/proc/{pid}/task/{tid}/schedstat").read_text().split()
+        except (OSError, ValueError):
+            continue  # the thread ended, or no schedstat in this kernel
+        out[int(tid)] = (int(ran) / 1e9, int(waited) / 1e9)
+    return out or None
+
+
+def sched_shares(pid: int, before: dict[int, tuple[float, float]] | None,
+                 after: dict[int, tuple[float, float]] | None, wall_s: float
+                 ) -> tuple[float, float, float] | None:
+    """Shares of ``wall_s`` between two ``sched_s`` readings: (the main thread ran, the main
+    thread waited for a core, the other threads ran)."""
+    if before is None or after is None or wall_s <= 0 or pid not in after:
+        return None
+    ran = {tid: r - before.get(tid, (0.0, 0.0))[0] for tid, (r, _w) in after.items()}
+    waited = after[pid][1] - before.get(pid, (0.0, 0.0))[1]
+    others = sum(r for tid, r in ran.items() if tid != pid)
+    return ran[pid] / wall_s, waited / wall_s, others / wall_s
+
+
 def wait_count(rport: int, count: int, deadline: float) -> None:
     """Until the receiver has ``count`` requests (or ``deadline``). It polls ``/count``, not
     ``/stats``: ``/stats`` dumps every latency so far as JSON (12 ms of the receiver's CPU
@@ -391,7 +421,8 @@ def wait_count(rport: int, count: int, deadline: float) -> None:
 
 
 def run_mode(base: str, auth: tuple[str, str], rport: int, hook: str, database_url: str,
-             args: argparse.Namespace, mode: str, server_pid: int) -> dict[str, object]:
+             args: argparse.Namespace, mode: str, server_pid: int,
+             receiver_pid: int) -> dict[str, object]:
     """One burst and one paced phase through ``args.sims`` simulations in ``mode``."""
     done_before = asyncio.run(count_succeeded(database_url))
     data: dict[str, object] = {"messaging_webhook_url": hook,
@@ -403,12 +434,15 @@ def run_mode(base: str, auth: tuple[str, str], rport: int, hook: str, database_u
     httpx.post(f"http://127.0.0.1:{rport}/reset")
     deadline = time.time() + args.timeout
     cpu_before = process_cpu_s(server_pid)
+    sched_before = (sched_s(server_pid), sched_s(receiver_pid))
     start = asyncio.run(ingest(int(base.rsplit(":", 1)[1]), auth, sims, args.events, args.batch))
     ingested = time.time()
     wait_count(rport, args.events, deadline)
     stats: dict[str, object] = httpx.get(f"http://127.0.0.1:{rport}/stats", timeout=30).json()
     committed = asyncio.run(succeeded_at(database_url, done_before + args.events, deadline))
     cpu_after = process_cpu_s(server_pid)
+    sched_after = (sched_s(server_pid), sched_s(receiver_pid))
+    burst_s = (committed or time.time()) - start
     httpx.post(f"http://127.0.0.1:{rport}/reset")
     paced_sent = asyncio.run(paced(base, auth, sims[0], args.paced_rate, args.paced_s))
     wait_count(rport, paced_sent, deadline + 30)
@@ -428,6 +462,10 @@ def run_mode(base: str, auth: tuple[str, str], rport: int, hook: str, database_u
         # store for the last commit runs in this process, not the server's).
         "server_cpu_s": (cpu_after - cpu_before
                          if cpu_before is not None and cpu_after is not None else None),
+        # Where the burst's wall time went on the 2 cores (``print_sched``).
+        "server_sched": sched_shares(server_pid, sched_before[0], sched_after[0], burst_s),
+        "receiver_sched": sched_shares(receiver_pid, sched_before[1], sched_after[1],
+                                       burst_s),
     }
 
 
@@ -498,7 +536,8 @@ def main() -> None:
                 # The reference again just before and just after this mode: this VM's speed
                 # drifts within a run, and the ratio is to what it did around this mode.
                 before = reference_rate(rport, body, args)
-                result = run_mode(base, auth, rport, hook, url, args, mode, server.pid)
+                result = run_mode(base, auth, rport, hook, url, args, mode, server.pid,
+                                  receiver.pid)
                 after = reference_rate(rport, body, args)
                 results.append({**result, "mode": f"{store}, {mode}",
                                 "reference": (before, after)})
@@ -548,6 +587,15 @@ def main() -> None:
         if cpu_s is not None:
             print(f"server CPU: {float(cpu_s) * 1e6 / args.events:,.0f} µs per delivery "  # type: ignore[arg-type]
                   "(ingest included; http11.py's client CPU per delivery is above)")
+        server_sched, receiver_sched = r["server_sched"], r["receiver_sched"]
+        if isinstance(server_sched, tuple) and isinstance(receiver_sched, tuple):
+            # The share of the burst each was on a core, or ready but waiting for one: time
+            # waited is time no delivery of that process moved (2 cores for the server's
+            # threads, the receiver and the load generator).
+            print(f"burst on the cores: server event loop ran {server_sched[0]:.0%}, waited "
+                  f"for a core {server_sched[1]:.0%}; server's other threads (SQLite) ran "
+                  f"{server_sched[2]:.0%}; receiver ran {receiver_sched[0]:.0%}, waited "
+                  f"{receiver_sched[1]:.0%}")
         before, after = r["reference"]  # type: ignore[misc]
         adjacent = (before + after) / 2
         print(f"ratio to http11.py (keep-alive, {args.clients_connections} connections, same "
