@@ -26,6 +26,11 @@ Runs on 127.0.0.1 only, bounded in count and time::
    request in flight per simulation, so ``--sims`` lanes run in parallel) and ``unordered``
    (``messaging_webhook_ordering: "unordered"``: chunks of one URL in parallel). The
    receiver counts inversions of event order within each simulation.
+6. Where each burst's wall time went (Linux's schedstat): the share in which the server's
+   event loop ran, or was ready but waited for one of the two cores (the receiver, the load
+   generator and SQLite's driver threads share them), the share its other threads ran
+   (aiosqlite's; none on PostgreSQL, whose work is in its own processes), and the same for
+   the receiver. A loop waiting for a core moves no delivery.
 """
 
 from __future__ import annotations
@@ -593,9 +598,9 @@ def main() -> None:
             # waited is time no delivery of that process moved (2 cores for the server's
             # threads, the receiver and the load generator).
             print(f"burst on the cores: server event loop ran {server_sched[0]:.0%}, waited "
-                  f"for a core {server_sched[1]:.0%}; server's other threads (SQLite) ran "
-                  f"{server_sched[2]:.0%}; receiver ran {receiver_sched[0]:.0%}, waited "
-                  f"{receiver_sched[1]:.0%}")
+                  f"for a core {server_sched[1]:.0%}; server's other threads (SQLite's "
+                  f"driver) ran {server_sched[2]:.0%}; receiver ran {receiver_sched[0]:.0%}, "
+                  f"waited {receiver_sched[1]:.0%}")
         before, after = r["reference"]  # type: ignore[misc]
         adjacent = (before + after) / 2
         print(f"ratio to http11.py (keep-alive, {args.clients_connections} connections, same "
