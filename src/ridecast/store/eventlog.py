@@ -44,6 +44,9 @@ _OUTBOX_COLUMNS = ("event_id", "simulation_id", "message_type", "url", "status",
                    "attempt_count", "next_attempt_at", "created_at", "updated_at", "ordered")
 
 ACTIVE_DELIVERY_STATES = ("pending", "delivering")
+# Turns of the event loop the writer lets pass before it takes a group, while each turn
+# queues more requests (``EventLog._gather``).
+GATHER_TURNS = 8
 COUNTER_SQL = ("UPDATE event_counter SET last_id = last_id + :count WHERE id = 1 "
                "RETURNING last_id")
 
@@ -203,6 +206,7 @@ class EventLog:
     async def _write_loop(self) -> None:
         while True:
             await self._wake.wait()
+            await self._gather()
             self._wake.clear()
             while self._queue:
                 group = self._take_group()
@@ -228,6 +232,21 @@ class EventLog:
                     if not future.done():
                         future.set_result(result)
             if self._closing and not self._queue:
+                return
+
+    async def _gather(self) -> None:
+        """Let the event loop run while requests keep joining the queue, up to
+        ``GATHER_TURNS`` turns or a full group: requests whose bytes arrived together then
+        share one commit. One event per POST on 32 connections (``bench/ingest.py``) gave
+        16 events per commit without this and 27 with it, and each commit costs two hand-offs
+        to and from the driver's thread and a write of the WAL's pages, whatever its size.
+        At a low rate the first turn adds nothing and the group is taken at once."""
+        for _ in range(GATHER_TURNS):
+            queued = len(self._queue)
+            if self._pending >= self._max_batch:
+                return
+            await asyncio.sleep(0)
+            if len(self._queue) == queued:
                 return
 
     async def _publish_loop(self) -> None:
