@@ -9,6 +9,9 @@ accepted, requests/s, p50/p99 latency, and ridecast's ratio to:
 * the ceiling: a bare ASGI endpoint that only reads the body (no validation, no storage);
 * naive durable: json + aiosqlite with one commit per request (what group commit replaces).
 
+For ridecast, the mean number of events per group commit in the scenario is printed too
+(from its ``/metrics``: ``ridecast_eventlog_events_total`` over ``..._commits_total``).
+
 Each figure is one run on this machine; compare ratios, not absolute numbers, across machines.
 Server CPU per event (CPU seconds of the server process / events accepted) is the figure
 least disturbed by other load on a small machine: compare it when events/s are noisy.
@@ -39,6 +42,18 @@ from _load import (
 )
 
 from ridecast.events.examples import all_examples
+
+
+def commit_counts(port: int) -> tuple[float, float]:
+    """(events written, group commits) so far, from ridecast's ``/metrics``."""
+    import httpx
+
+    counts = {"ridecast_eventlog_events_total": 0.0, "ridecast_eventlog_commits_total": 0.0}
+    for line in httpx.get(f"http://127.0.0.1:{port}/metrics").text.splitlines():
+        name, _sep, value = line.partition(" ")
+        if name in counts:
+            counts[name] = float(value)
+    return counts["ridecast_eventlog_events_total"], counts["ridecast_eventlog_commits_total"]
 
 
 def create_user_and_sim(db_url: str, port: int) -> tuple[str, str, int]:
@@ -105,15 +120,22 @@ def main() -> None:
             for name, ref_path in contenders:
                 path, headers = targets.get(name, (ref_path, {}))
                 cpu_before = cpu_seconds(procs[name].pid)
+                ours = name.startswith("ridecast")
+                commits_before = commit_counts(ports[name]) if ours else (0.0, 0.0)
                 result = asyncio.run(run_load(ports[name], "POST", path, body, headers,
                                               connections=args.connections,
                                               seconds=args.seconds))
                 cpu = (cpu_seconds(procs[name].pid) - cpu_before) / result.seconds
+                per_commit = ""
+                if ours:
+                    events, commits = (after - before for after, before in zip(
+                        commit_counts(ports[name]), commits_before, strict=True))
+                    per_commit = f"  {events / max(commits, 1):.0f} events/commit"
                 bad = {s: n for s, n in result.statuses.items() if s != 201}
                 results[(name, batch)] = result.rps * batch
                 cpu_per_event[(name, batch)] = cpu / max(result.rps * batch, 1e-9) * 1e6
                 print(f"  {name:9s} {result.summary(batch)}  server CPU {cpu:4.0%} "
-                      f"= {cpu_per_event[(name, batch)]:5.0f} µs/event"
+                      f"= {cpu_per_event[(name, batch)]:5.0f} µs/event{per_commit}"
                       + (f"  NON-201: {bad}" if bad else ""))
             ours = results[("ridecast", batch)]
             print(f"  ridecast / ceiling = {ours / results[('ceiling', batch)]:.2f}   "
