@@ -11,9 +11,11 @@ import pytest
 from sqlalchemy import func, select, update
 
 from ridecast.bus import BusMessage, MemoryBus, StoredEvent
+from ridecast.store.checkpointer import CHECKPOINT_EVENTS, disable_autocheckpoint
 from ridecast.store.engine import create_engine, upgrade
 from ridecast.store.eventlog import EventLog, NewEvent, make_frame
 from ridecast.store.tables import events, webhook_deliveries
+from ridecast.store.txsteps import driver_thread
 
 
 @pytest.fixture
@@ -104,6 +106,41 @@ async def test_retention_keeps_events_a_delivery_still_needs(
     assert await event_log.bounds() == (0, 0)
     (fresh,) = await event_log.append([_event(2)])
     assert fresh.event_id > old[1].event_id, "an emptied log must not reuse ids (cursors)"
+
+
+async def test_commits_leave_checkpoints_to_the_checkpointer(
+    log: tuple[EventLog, list[StoredEvent]], tmp_path: Path,
+) -> None:
+    """The writer's commits run no WAL checkpoint (a checkpoint's copy and syncs would hold
+    every event of that commit); the checkpointer copies the pages back beside them, once
+    enough events were committed."""
+    event_log, _published = log
+    db_file = tmp_path / "log.db"
+    size_before = db_file.stat().st_size
+    for start in range(0, CHECKPOINT_EVENTS + 1000, 500):
+        await event_log.append([_event(i) for i in range(start, start + 500)])
+    for _ in range(200):  # 10 s at most; it starts at once past CHECKPOINT_EVENTS
+        if event_log.checkpoints:
+            break
+        await asyncio.sleep(0.05)
+    assert event_log.checkpoints >= 1
+    assert db_file.stat().st_size > size_before  # the pages reached the database file
+
+
+async def test_disable_autocheckpoint_sets_the_connections_pragma(tmp_path: Path) -> None:
+    url = f"sqlite+aiosqlite:///{tmp_path / 'c.db'}"
+    await upgrade(url)
+    engine = create_engine(url)
+    try:
+        async with engine.connect() as conn:
+            thread = await driver_thread(conn)
+            assert thread is not None
+            before = (await conn.exec_driver_sql("PRAGMA wal_autocheckpoint")).scalar()
+            await disable_autocheckpoint(thread)
+            after = (await conn.exec_driver_sql("PRAGMA wal_autocheckpoint")).scalar()
+        assert (before, after) == (1000, 0)
+    finally:
+        await engine.dispose()
 
 
 def test_frame_is_the_body_plus_event_id() -> None:

@@ -19,6 +19,7 @@ from it (``bus/redis.py``); the in-process bus cannot fail.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import time
 from collections import deque
@@ -33,6 +34,7 @@ from ..bus import Bus, StoredEvent
 from ..bus.base import make_frame as make_frame  # re-exported: it lived here
 from ..errors import ServiceUnavailable
 from ..metrics import EVENTLOG_COMMITS, EVENTLOG_EVENTS
+from .checkpointer import WalCheckpointer, disable_autocheckpoint
 from .driver_sql import insert_qmark, insert_values
 from .tables import event_counter, events, simulations, webhook_deliveries
 from .txsteps import DriverThread, Many, Query, Steps, driver_thread, run_on
@@ -115,12 +117,25 @@ class EventLog:
         # there (``store.txsteps``). Set with the connection.
         self._thread: DriverThread | None = None
         self._styled: dict[str, str] = {}
+        # On SQLite, WAL checkpoints run beside the commits, not inside one
+        # (``store.checkpointer``).
+        self._checkpointer = (WalCheckpointer(engine) if engine.dialect.name == "sqlite"
+                              else None)
+        self._checkpoints: asyncio.Task[None] | None = None
 
     async def start(self) -> None:
         self._writer = asyncio.create_task(self._write_loop(), name="ridecast-eventlog-writer")
         self._writer.add_done_callback(self._writer_done)
         self._publisher = asyncio.create_task(self._publish_loop(),
                                               name="ridecast-eventlog-publisher")
+        if self._checkpointer is not None:
+            self._checkpoints = asyncio.create_task(self._checkpointer.run(),
+                                                    name="ridecast-eventlog-checkpoints")
+
+    @property
+    def checkpoints(self) -> int:
+        """WAL checkpoints its checkpointer ran (SQLite; 0 elsewhere)."""
+        return 0 if self._checkpointer is None else self._checkpointer.checkpoints
 
     def _writer_done(self, task: asyncio.Task[None]) -> None:
         # The loop only ends on close; if it died, nobody would answer the waiting
@@ -148,6 +163,11 @@ class EventLog:
         if self._publisher is not None:
             await self._publisher
             self._publisher = None
+        if self._checkpoints is not None:
+            self._checkpoints.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._checkpoints
+            self._checkpoints = None
         if self._conn is not None:
             await self._conn.close()
             self._conn = None
@@ -158,6 +178,9 @@ class EventLog:
         if self._conn is None or self._conn.closed:
             self._conn = await self._engine.connect()
             self._thread = await driver_thread(self._conn)
+            if self._thread is not None and self._checkpointer is not None:
+                # Its commits no longer checkpoint: the checkpointer does (see there).
+                await disable_autocheckpoint(self._thread)
         return self._conn
 
     async def append(self, batch: Sequence[NewEvent]) -> list[StoredEvent]:
@@ -303,6 +326,8 @@ class EventLog:
                             styled=self._styled)
         self.commits += 1
         self.appended += len(flat)
+        if self._checkpointer is not None:
+            self._checkpointer.committed(len(flat))
         EVENTLOG_COMMITS.inc()
         EVENTLOG_EVENTS.inc(len(flat))
         first = last - len(flat) + 1
