@@ -49,6 +49,7 @@ class WalCheckpointer:
         self._engine = engine
         self._since = 0  # events committed since the last checkpoint
         self._wake = asyncio.Event()
+        self._stopping = False
         self.checkpoints = 0
 
     def committed(self, events: int) -> None:
@@ -57,14 +58,19 @@ class WalCheckpointer:
         if self._since >= CHECKPOINT_EVENTS:
             self._wake.set()
 
+    def stop(self) -> None:
+        """End ``run`` (after the checkpoint under way, if any)."""
+        self._stopping = True
+        self._wake.set()
+
     async def run(self) -> None:
-        """Checkpoint as commits come, until cancelled."""
-        while True:
+        """Checkpoint as commits come, until ``stop``."""
+        while not self._stopping:
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._wake.wait(), CHECKPOINT_INTERVAL_S)
             self._wake.clear()
-            if not self._since:
-                continue
+            if self._stopping or not self._since:
+                continue  # stopping: closing the last connection checkpoints what is left
             self._since = 0
             try:
                 await self.checkpoint()

@@ -19,7 +19,6 @@ from it (``bus/redis.py``); the in-process bus cannot fail.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import time
 from collections import deque
@@ -163,10 +162,9 @@ class EventLog:
         if self._publisher is not None:
             await self._publisher
             self._publisher = None
-        if self._checkpoints is not None:
-            self._checkpoints.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._checkpoints
+        if self._checkpoints is not None and self._checkpointer is not None:
+            self._checkpointer.stop()
+            await self._checkpoints
             self._checkpoints = None
         if self._conn is not None:
             await self._conn.close()
