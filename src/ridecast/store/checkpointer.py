@@ -8,8 +8,9 @@ wal_autocheckpoint=0``, see ``disable_autocheckpoint``), and ``WalCheckpointer``
 PASSIVE checkpoint on a connection of its own instead: once ``CHECKPOINT_EVENTS`` events
 were committed since the last one, else within ``CHECKPOINT_INTERVAL_S`` of a commit. A
 PASSIVE checkpoint waits for no reader or writer: commits go on while it runs, on another
-thread. Other connections keep SQLite's default; they write little, and a checkpoint they
-run (the WAL past 1,000 pages between two of ours) is one the writer does not.
+thread. Other connections keep SQLite's default: the webhook claims write much in a burst,
+and a checkpoint one of them runs (the WAL past 1,000 pages between two of ours) holds a
+claim, not an ingest request, and is one the event log's commits do not run.
 """
 
 from __future__ import annotations
