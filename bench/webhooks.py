@@ -414,15 +414,6 @@ def sched_shares(pid: int, before: dict[int, tuple[float, float]] | None,
     return ran[pid] / wall_s, waited / wall_s, others / wall_s
 
 
-def handed_over(base: str) -> float:
-    """Deliveries the server wrote already leased to a running sender (no claim), so far,
-    from its ``/metrics`` (0 from a server without the counter)."""
-    for line in httpx.get(f"{base}/metrics", timeout=30).text.splitlines():
-        if line.startswith("ridecast_webhook_handed_over_total "):
-            return float(line.split()[1])
-    return 0.0
-
-
 def wait_count(rport: int, count: int, deadline: float) -> None:
     """Until the receiver has ``count`` requests (or ``deadline``). It polls ``/count``, not
     ``/stats``: ``/stats`` dumps every latency so far as JSON (12 ms of the receiver's CPU
@@ -447,7 +438,6 @@ def run_mode(base: str, auth: tuple[str, str], rport: int, hook: str, database_u
             for i in range(args.sims)]
     httpx.post(f"http://127.0.0.1:{rport}/reset")
     deadline = time.time() + args.timeout
-    handed_before = handed_over(base)
     cpu_before = process_cpu_s(server_pid)
     sched_before = (sched_s(server_pid), sched_s(receiver_pid))
     start = asyncio.run(ingest(int(base.rsplit(":", 1)[1]), auth, sims, args.events, args.batch))
@@ -458,7 +448,6 @@ def run_mode(base: str, auth: tuple[str, str], rport: int, hook: str, database_u
     cpu_after = process_cpu_s(server_pid)
     sched_after = (sched_s(server_pid), sched_s(receiver_pid))
     burst_s = (committed or time.time()) - start
-    handed = handed_over(base) - handed_before
     httpx.post(f"http://127.0.0.1:{rport}/reset")
     paced_sent = asyncio.run(paced(base, auth, sims[0], args.paced_rate, args.paced_s))
     wait_count(rport, paced_sent, deadline + 30)
@@ -474,7 +463,6 @@ def run_mode(base: str, auth: tuple[str, str], rport: int, hook: str, database_u
         "inversions": stats.get("inversions"),
         "paced": [float(x) for x in paced_stats.get("latency", [])],  # type: ignore[attr-defined]
         "paced_inversions": paced_stats.get("inversions"),
-        "handed_over": handed / args.events,
         # The server's CPU for the burst, its ingest included (the bench's polling of the
         # store for the last commit runs in this process, not the server's).
         "server_cpu_s": (cpu_after - cpu_before
@@ -604,8 +592,6 @@ def main() -> None:
         if cpu_s is not None:
             print(f"server CPU: {float(cpu_s) * 1e6 / args.events:,.0f} µs per delivery "  # type: ignore[arg-type]
                   "(ingest included; http11.py's client CPU per delivery is above)")
-        print(f"written already leased to a running sender (no claim): "
-              f"{float(r['handed_over']):.0%} of the burst's deliveries")  # type: ignore[arg-type]
         server_sched, receiver_sched = r["server_sched"], r["receiver_sched"]
         if isinstance(server_sched, tuple) and isinstance(receiver_sched, tuple):
             # The share of the burst each was on a core, or ready but waiting for one: time
