@@ -83,9 +83,6 @@ async def open_runtime(
     webhooks = WebhookService(settings, engine, simulations_service, bus,
                               run_dispatcher=dispatch)
     simulations_service.add_data_check(webhooks.check_data)
-    if webhooks.dispatcher is not None:
-        # New unordered deliveries go straight to its running units (``webhooks.handover``).
-        event_log.lessor = webhooks.dispatcher.handover
     webhooks.start()
 
     simulator: SimulatorHost | None = None

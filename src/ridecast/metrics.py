@@ -114,12 +114,6 @@ WEBHOOK_ATTEMPTS = Counter(
     "ridecast_webhook_attempts_total", "Webhook delivery attempts, by outcome.", ["outcome"],
     registry=REGISTRY,
 )
-WEBHOOK_HANDED_OVER = Counter(
-    "ridecast_webhook_handed_over_total",
-    "Unordered deliveries written already leased to a running sender of this process (they "
-    "need no claim); over ridecast_webhook_attempts_total, the share of first attempts "
-    "that did not wait for one.", registry=REGISTRY,
-)
 WEBHOOK_QUEUE = Gauge(
     "ridecast_webhook_queue_depth", "Webhook deliveries pending or in flight.", registry=REGISTRY
 )

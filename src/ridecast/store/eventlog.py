@@ -22,9 +22,8 @@ import asyncio
 import logging
 import time
 from collections import deque
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Protocol
 
 from sqlalchemy import and_, delete, func, select
 from sqlalchemy.exc import SQLAlchemyError
@@ -43,11 +42,7 @@ log = logging.getLogger(__name__)
 
 _EVENT_COLUMNS = ("id", "simulation_id", "message_type", "created_at", "body")
 _OUTBOX_COLUMNS = ("event_id", "simulation_id", "message_type", "url", "status",
-                   "attempt_count", "next_attempt_at", "created_at", "updated_at", "ordered",
-                   "claim_token", "lease_until")
-# The ids of the deliveries just written (the event_id index, one range read).
-_DELIVERY_IDS_SQL = ("SELECT event_id, id FROM webhook_deliveries "
-                     "WHERE event_id >= :first AND event_id <= :last")
+                   "attempt_count", "next_attempt_at", "created_at", "updated_at", "ordered")
 
 ACTIVE_DELIVERY_STATES = ("pending", "delivering")
 # Turns of the event loop the writer lets pass before it takes a group, while each turn
@@ -73,29 +68,6 @@ class NewEvent:
     body: bytes
     webhook_url: str | None = None
     webhook_ordered: bool = True
-
-
-Leases = dict[int, tuple[str, float]]
-"""Deliveries written already leased: by the event's index in its group, the claim token
-and the lease's end (``webhooks.handover``)."""
-
-
-class Lessor(Protocol):
-    """Leases new deliveries at insert to units of this process's dispatcher that are
-    running (``webhooks.handover.Handover``), saving each such row the claim's UPDATE."""
-
-    def reserve(self, events: Sequence[NewEvent]) -> Leases:
-        """The deliveries of ``events`` a running unit takes (before the transaction)."""
-        ...
-
-    def handed(self, leases: Leases, delivery_ids: Mapping[int, int],
-               events: Sequence[NewEvent], first_event_id: int) -> None:
-        """``leases`` are committed; ``delivery_ids``: the new deliveries' ids by event id."""
-        ...
-
-    def cancel(self, leases: Leases, events: Sequence[NewEvent]) -> None:
-        """The transaction failed: ``leases`` were not written."""
-        ...
 
 
 def _unavailable(what: str, exc: Exception) -> ServiceUnavailable:
@@ -149,7 +121,6 @@ class EventLog:
         self._checkpointer = (WalCheckpointer(engine) if engine.dialect.name == "sqlite"
                               else None)
         self._checkpoints: asyncio.Task[None] | None = None
-        self.lessor: Lessor | None = None
 
     async def start(self) -> None:
         self._writer = asyncio.create_task(self._write_loop(), name="ridecast-eventlog-writer")
@@ -349,15 +320,8 @@ class EventLog:
         now = time.time()
         flat = [event for batch, _future in group for event in batch]
         conn = await self._writer_connection()
-        lessor = self.lessor
-        leases = lessor.reserve(flat) if lessor is not None else {}
-        try:
-            last, delivery_ids = await run_on(conn, self._write_steps(flat, now, leases),
-                                              thread=self._thread, styled=self._styled)
-        except BaseException:
-            if lessor is not None and leases:
-                lessor.cancel(leases, flat)
-            raise
+        last = await run_on(conn, self._write_steps(flat, now), thread=self._thread,
+                            styled=self._styled)
         self.commits += 1
         self.appended += len(flat)
         if self._checkpointer is not None:
@@ -365,14 +329,11 @@ class EventLog:
         EVENTLOG_COMMITS.inc()
         EVENTLOG_EVENTS.inc(len(flat))
         first = last - len(flat) + 1
-        if lessor is not None and leases:
-            lessor.handed(leases, delivery_ids, flat, first)
         # Positional, in the field order: keyword arguments cost more, once per event. The
-        # frame is built when a stream first reads it. ``has_webhook``: a delivery is
-        # waiting for a claim (not one leased already).
+        # frame is built when a stream first reads it.
         stored = [
             StoredEvent(first + i, e.simulation_id, e.org_id, e.owner_id, e.message_type,
-                        e.body, None, e.webhook_url is not None and i not in leases)
+                        e.body, None, e.webhook_url is not None)
             for i, e in enumerate(flat)
         ]
         if len(group) == 1:
@@ -384,10 +345,8 @@ class EventLog:
             start += len(batch)
         return out
 
-    def _write_steps(self, flat: list[NewEvent], now: float,
-                     leases: Leases) -> Steps[tuple[int, dict[int, int]]]:
-        """The group commit as one step transaction (``store.txsteps``): the last id taken,
-        and the ids of the deliveries written leased (by event id; ``leases``).
+    def _write_steps(self, flat: list[NewEvent], now: float) -> Steps[int]:
+        """The group commit as one step transaction (``store.txsteps``); the last id taken.
 
         Ids come from the one counter row, in the transaction that inserts the events: its
         lock makes every other writer (another process, another node) wait until this one
@@ -404,16 +363,11 @@ class EventLog:
         yield Many(self._insert_events, [(first + i, e.simulation_id, e.message_type, now,
                                           e.body) for i, e in enumerate(flat)],
                    self._events_values)
-        no_lease = (None, None)
         yield Many(self._insert_outbox, [
-            (first + i, e.simulation_id, e.message_type, e.webhook_url,
-             "pending" if (lease := leases.get(i, no_lease))[0] is None else "delivering",
-             0, now, now, now, e.webhook_ordered, *lease)
+            (first + i, e.simulation_id, e.message_type, e.webhook_url, "pending", 0, now, now,
+             now, e.webhook_ordered)
             for i, e in enumerate(flat) if e.webhook_url], self._outbox_values)
-        if not leases:
-            return last, {}
-        found = yield Query(_DELIVERY_IDS_SQL, {"first": first, "last": last})
-        return last, dict(found)
+        return last
 
     # ---- reads -------------------------------------------------------------------------
 

@@ -44,7 +44,6 @@ from ..events.webhook_settings import webhook_settings
 from ..metrics import WEBHOOK_ATTEMPTS, WEBHOOK_LATENCY, WEBHOOK_QUEUE
 from ..store.simulations import SimulationStore
 from .deadline import Deadline
-from .handover import Handover, LooseUnit
 from .health import EndpointHealth
 from .outbox import RELEASE, Job, Outbox, Result, Unit
 from .retry import Verdict, honours_retry_after, next_delay, quiet_gap, verdict
@@ -53,10 +52,7 @@ from .sender import Attempt, Sender
 log = logging.getLogger(__name__)
 
 POLL_INTERVAL_S = 1.0
-# Deliveries held in memory (claimed, or handed over at insert, and not finished), and their
-# bodies' bytes: past either, nothing more is claimed or handed over (docs/webhooks.md).
-MAX_IN_MEMORY = 32768
-MAX_HELD_BYTES = 64 * 1024 * 1024
+MAX_IN_MEMORY = 8192
 UNIT_ROWS = 64  # deliveries per ordered lane's unit: one claim feeds a lane for this many
 CHUNK_ROWS = 256  # at most, per unordered chunk (``claims``: a URL's backlog, in long chunks)
 # An unordered chunk with this many rows left asks for more under its claim token (its slot
@@ -224,31 +220,17 @@ class Dispatcher:
         self._units: set[asyncio.Task[None]] = set()
         self._unsubscribe: Callable[[], None] | None = None
         self._held: dict[int, Job] = {}  # claimed here and neither finished nor given back
-        self._held_bytes = 0  # their bodies
         # Unordered units running out: token -> URL, asked and not yet sent to a claim; and
         # token -> the deliveries left to the unit's running task (rows given to the token
         # are appended there; ``_run_unit``).
         self._refill_wanted: dict[str, str] = {}
         self._refilling: dict[str, deque[Job]] = {}
-        self._lease_margin_s = min(2 * settings.webhook_timeout_s, settings.webhook_lease_s / 2)
-        # New unordered rows of this process, leased at insert to the running units
-        # (``EventLog.lessor``; see ``handover``).
-        self.handover = Handover(
-            max_rows=UNIT_MAX_ROWS, room=self._room,
-            margin_s=self._lease_margin_s, orphaned=self._adopt, hold=self._hold,
-            clock=time.time,
-        )
-        self._closed = False
         self.delivered = 0
 
     @property
     def in_memory(self) -> int:
         """Deliveries claimed by this dispatcher and not finished yet."""
         return len(self._held)
-
-    def _room(self) -> tuple[int, int]:
-        """How many more deliveries, and how many more bytes of bodies, may be held."""
-        return MAX_IN_MEMORY - len(self._held), MAX_HELD_BYTES - self._held_bytes
 
     @property
     def units_running(self) -> int:
@@ -311,9 +293,7 @@ class Dispatcher:
             self._claim_due = False
             extend = list(self._refill_wanted.items())
             self._refill_wanted.clear()
-            if (self.in_memory + CHUNK_ROWS > MAX_IN_MEMORY
-                    or self._held_bytes >= MAX_HELD_BYTES):
-                want = 0
+            if self.in_memory + CHUNK_ROWS > MAX_IN_MEMORY:
                 extend = []  # the units run out and end; their slots are planned afresh
             if want <= 0 and not batch and not extend:
                 return  # a finished unit wakes us again
@@ -367,21 +347,9 @@ class Dispatcher:
         self._units.add(task)
         task.add_done_callback(self._units.discard)
 
-    def _adopt(self, unit: Unit) -> None:
-        """Rows handed over to a unit whose task has ended: a task of their own sends them
-        (at shutdown, none: they stay leased until the lease runs out, then are due)."""
-        if self._closed:
-            return
-        self._hold(unit.jobs)
-        task = asyncio.create_task(self._run_unit(unit),
-                                   name=f"ridecast-webhook-unit-{unit.jobs[0].simulation_id}")
-        self._units.add(task)
-        task.add_done_callback(self._units.discard)
-
     def _hold(self, jobs: Sequence[Job]) -> None:
         for job in jobs:
             self._held[job.delivery_id] = job
-            self._held_bytes += len(job.body or b"")
             self._bodies.drop(job.event_id)
 
     # ---- sending -------------------------------------------------------------------------
@@ -390,48 +358,30 @@ class Dispatcher:
         """Send the unit's deliveries in order; see the module docstring."""
         todo = deque(unit.jobs)
         token = unit.token
-        # An unordered chunk takes new rows of its URL while it runs (``handover``) and
-        # asks the next claim for more when it runs low.
-        loose: LooseUnit | None = None
-        if not todo[0].ordered:
-            loose = LooseUnit(token, todo[0].url, todo, unit.lease_until)
+        loose = not todo[0].ordered
+        if loose:
             self._refilling[token] = todo
-            self.handover.open(loose)
         asked = False
         sent = 0
         lease_until = unit.lease_until
         deadline = Deadline()  # one timer for the unit's requests, not one per request
         try:
-            while True:
-                if not todo:
-                    if loose is None or not loose.incoming:
-                        break
-                    # Rows reserved for this unit are being committed: wait for them.
-                    loose.arrived.clear()
-                    await loose.arrived.wait()
-                    continue
+            while todo:
                 job = todo[0]
                 # Renew while enough of the lease is left for this send to finish in it.
-                if (time.time() + self._lease_margin_s > lease_until
-                        or (loose is not None and loose.stale)):
+                margin = min(2 * self._settings.webhook_timeout_s,
+                             self._settings.webhook_lease_s / 2)
+                if time.time() + margin > lease_until:
                     renewed = time.time() + self._settings.webhook_lease_s
-                    if loose is not None:
-                        loose.stale, loose.renewing = False, True
-                    try:
-                        held = await self._outbox.renew(
-                            unit.token, [j.delivery_id for j in todo], renewed)
-                    finally:
-                        if loose is not None:
-                            loose.renewing = False
-                    if not held:
+                    if not await self._outbox.renew(
+                        unit.token, [j.delivery_id for j in todo], renewed
+                    ):
                         # The lease ran out and another worker holds these now.
                         for lost in todo:
-                            self._unhold(lost.delivery_id)
+                            self._held.pop(lost.delivery_id, None)
                         todo.clear()
                         break
                     lease_until = renewed
-                    if loose is not None:
-                        loose.lease_until = renewed
                 try:
                     result = await self._attempt(job, deadline)
                 except Exception:
@@ -443,22 +393,16 @@ class Dispatcher:
                 self._finish(job, result)
                 if job.ordered and result.status not in ("succeeded", "failed"):
                     break  # head-of-line: the rest of the lane waits behind this delivery
-                if loose is not None:
-                    loose.sent = sent
+                if loose:
                     if len(todo) > REFILL_AT:
                         asked = False  # more came: ask again when these run out
                     elif not asked and sent + len(todo) < UNIT_MAX_ROWS:
-                        # Asked of the cycle that records this unit's results, within
-                        # ``WRITE_INTERVAL_S``: a transaction of its own would be one more
-                        # commit, and while new rows are handed over (``handover``) it
-                        # mostly finds none.
                         asked = True
                         self._refill_wanted[token] = job.url
+                        self.wake()
         finally:
             # No await since the loop ended: rows given to this token from now on start a
-            # task of their own (``_cycle``, ``_adopt``).
-            if loose is not None:
-                self.handover.close(loose)
+            # task of their own (``_cycle``).
             self._refilling.pop(token, None)
             self._refill_wanted.pop(token, None)
             deadline.close()
@@ -469,14 +413,8 @@ class Dispatcher:
                 self._finish(job, Result(job.delivery_id, RELEASE, job.attempt_count, now, None))
             self.wake()  # its slot (and lane) is free once the cycle records it
 
-    def _unhold(self, delivery_id: int) -> Job | None:
-        job = self._held.pop(delivery_id, None)
-        if job is not None:
-            self._held_bytes -= len(job.body or b"")
-        return job
-
     def _finish(self, job: Job, result: Result) -> None:
-        if self._unhold(job.delivery_id) is None:
+        if self._held.pop(job.delivery_id, None) is None:
             return
         self._results.append(result)
         self._wake.set()
@@ -577,7 +515,6 @@ class Dispatcher:
 
     async def close(self) -> None:
         """Stop claiming, stop the unit tasks (they give back what they did not send), record."""
-        self._closed = self.handover.closed = True
         if self._unsubscribe is not None:
             self._unsubscribe()
         for task in [*self._tasks, *self._units]:
