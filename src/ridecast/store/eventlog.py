@@ -120,7 +120,7 @@ class EventLog:
         # (``store.checkpointer``).
         self._checkpointer = (WalCheckpointer(engine) if engine.dialect.name == "sqlite"
                               else None)
-        self._checkpoints: asyncio.Task[None] | None = None
+        self._checkpoint_task: asyncio.Task[None] | None = None
 
     async def start(self) -> None:
         self._writer = asyncio.create_task(self._write_loop(), name="ridecast-eventlog-writer")
@@ -128,8 +128,8 @@ class EventLog:
         self._publisher = asyncio.create_task(self._publish_loop(),
                                               name="ridecast-eventlog-publisher")
         if self._checkpointer is not None:
-            self._checkpoints = asyncio.create_task(self._checkpointer.run(),
-                                                    name="ridecast-eventlog-checkpoints")
+            self._checkpoint_task = asyncio.create_task(self._checkpointer.run(),
+                                                        name="ridecast-eventlog-checkpoints")
 
     @property
     def checkpoints(self) -> int:
@@ -162,10 +162,10 @@ class EventLog:
         if self._publisher is not None:
             await self._publisher
             self._publisher = None
-        if self._checkpoints is not None and self._checkpointer is not None:
+        if self._checkpointer is not None and self._checkpoint_task is not None:
             self._checkpointer.stop()
-            await self._checkpoints
-            self._checkpoints = None
+            await self._checkpoint_task
+            self._checkpoint_task = None
         if self._conn is not None:
             await self._conn.close()
             self._conn = None
