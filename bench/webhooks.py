@@ -488,6 +488,8 @@ def main() -> None:
     parser.add_argument("--clients-events", type=int, default=10000,
                         help="deliveries per HTTP client in the client comparison")
     parser.add_argument("--clients-connections", type=int, default=8)
+    parser.add_argument("--modes", default="ordered,unordered",
+                        help="delivery modes to run, comma-separated (default: both)")
     parser.add_argument("--clients-only", action="store_true",
                         help="only the comparison of HTTP clients (http11.py, aiohttp, httpcore)")
     parser.add_argument("--postgres", default="postgresql://postgres@127.0.0.1:5432/postgres",
@@ -499,6 +501,9 @@ def main() -> None:
         receiver_child(args.receiver_child)
         return
 
+    modes = [m.strip() for m in args.modes.split(",") if m.strip()]
+    if not modes or set(modes) - {"ordered", "unordered"}:
+        parser.error("--modes: a comma-separated list of 'ordered' and 'unordered'")
     rport, sport = free_port(), free_port()
     hook = f"http://127.0.0.1:{rport}/hook"
     receiver = subprocess.Popen([sys.executable, __file__, "--receiver-child", str(rport)],
@@ -537,7 +542,7 @@ def main() -> None:
                 env=env, cwd=tmp, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
             base = f"http://127.0.0.1:{sport}"
             wait_http(f"{base}/healthz")
-            for mode in ("ordered", "unordered"):
+            for mode in modes:
                 # The reference again just before and just after this mode: this VM's speed
                 # drifts within a run, and the ratio is to what it did around this mode.
                 before = reference_rate(rport, body, args)

@@ -11,7 +11,9 @@ import pytest
 from sqlalchemy import func, insert, select
 from sqlalchemy.ext.asyncio import AsyncEngine
 
+from ridecast.bus import MemoryBus
 from ridecast.store.engine import create_engine, upgrade
+from ridecast.store.eventlog import EventLog
 from ridecast.store.tables import events, webhook_attempts, webhook_deliveries
 from ridecast.webhooks.outbox import Job, Outbox, Result
 
@@ -332,3 +334,51 @@ async def test_extensions_of_one_url_share_its_rows_like_new_chunks(
                               extend=[(unit.token, "http://x/") for unit in first])
     assert [(unit.token, len(unit.jobs)) for unit in more] == [
         (first[0].token, 1), (first[1].token, 1)]
+
+
+async def test_depth_and_event_retention_see_every_unfinished_delivery(
+    any_engine: AsyncEngine,
+) -> None:
+    """Every status in both modes: the queue depth counts the pending and in-flight rows,
+    and the event log's retention keeps exactly their events (both read partial indexes)."""
+    old = time.time() - 3600
+    unfinished: set[int] = set()
+    async with any_engine.begin() as conn:
+        for status in ("pending", "delivering", "succeeded", "failed", "disabled"):
+            for ordered in (True, False):
+                event_id = (await conn.execute(insert(events).values(
+                    simulation_id=1, message_type="bookings", created_at=old, body=b"{}",
+                ))).inserted_primary_key[0]
+                leased = status == "delivering"
+                await conn.execute(insert(webhook_deliveries).values(
+                    event_id=event_id, simulation_id=1, message_type="bookings",
+                    url="http://a/", status=status, attempt_count=0, next_attempt_at=old,
+                    created_at=old, updated_at=old, ordered=ordered,
+                    claim_token="t" if leased else None,
+                    lease_until=time.time() + 30 if leased else None))
+                if status in ("pending", "delivering"):
+                    unfinished.add(event_id)
+    assert await Outbox(any_engine).depth() == 4
+    assert await EventLog(any_engine, MemoryBus()).purge_older_than(time.time() - 60) == 6
+    async with any_engine.connect() as conn:
+        left = set((await conn.execute(select(events.c.id))).scalars())
+    assert left == unfinished
+
+
+async def test_purge_reads_only_rows_created_before_the_cutoff(any_engine: AsyncEngine) -> None:
+    """Finished rows older than the cutoff go; a row created or changed since stays."""
+    now = time.time()
+    rows = [("succeeded", now - 3600, now - 3600), ("failed", now - 3600, now - 3600),
+            ("succeeded", now - 3600, now), ("succeeded", now, now)]
+    async with any_engine.begin() as conn:
+        for n, (status, created, updated) in enumerate(rows):
+            await conn.execute(insert(webhook_deliveries).values(
+                event_id=n + 1, simulation_id=1, message_type="bookings", url="http://a/",
+                status=status, attempt_count=1, next_attempt_at=updated, created_at=created,
+                updated_at=updated, ordered=True))
+    assert await Outbox(any_engine).purge_older_than(now - 60) == 2
+    async with any_engine.connect() as conn:
+        left = (await conn.execute(
+            select(webhook_deliveries.c.event_id).order_by(webhook_deliveries.c.id)
+        )).scalars().all()
+    assert left == [3, 4]

@@ -25,7 +25,7 @@ from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from sqlalchemy import and_, delete, func, select
+from sqlalchemy import and_, delete, func, select, text, union_all
 from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
@@ -35,7 +35,13 @@ from ..errors import ServiceUnavailable
 from ..metrics import EVENTLOG_COMMITS, EVENTLOG_EVENTS
 from .checkpointer import WalCheckpointer, disable_autocheckpoint
 from .driver_sql import insert_qmark, insert_values
-from .tables import event_counter, events, simulations, webhook_deliveries
+from .tables import (
+    active_delivery_wheres,
+    event_counter,
+    events,
+    simulations,
+    webhook_deliveries,
+)
 from .txsteps import DriverThread, Many, Query, Steps, driver_thread, run_on
 
 log = logging.getLogger(__name__)
@@ -44,7 +50,6 @@ _EVENT_COLUMNS = ("id", "simulation_id", "message_type", "created_at", "body")
 _OUTBOX_COLUMNS = ("event_id", "simulation_id", "message_type", "url", "status",
                    "attempt_count", "next_attempt_at", "created_at", "updated_at", "ordered")
 
-ACTIVE_DELIVERY_STATES = ("pending", "delivering")
 # Turns of the event loop the writer lets pass before it takes a group, while each turn
 # queues more requests (``EventLog._gather``).
 GATHER_TURNS = 8
@@ -460,10 +465,12 @@ class EventLog:
         return (row[0] or 0, row[1] or 0)
 
     async def purge_older_than(self, cutoff: float) -> int:
-        """Remove events created before ``cutoff`` (unix s), except those a delivery still needs."""
-        still_needed = select(webhook_deliveries.c.event_id).where(
-            webhook_deliveries.c.status.in_(ACTIVE_DELIVERY_STATES)
-        )
+        """Remove events created before ``cutoff`` (unix s), except those a delivery still needs
+        (pending or in flight: read from the outbox's partial indexes)."""
+        still_needed = union_all(*(
+            select(webhook_deliveries.c.event_id).where(text(where))
+            for where in active_delivery_wheres(self._engine.dialect.name)
+        ))
         async with self._engine.begin() as conn:
             result = await conn.execute(
                 delete(events).where(events.c.created_at < cutoff, events.c.id.not_in(still_needed))

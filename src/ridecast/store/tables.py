@@ -40,6 +40,21 @@ LOOSE_PENDING_WHERE = {
     "sqlite": "status = 'pending' AND ordered = 0",
     "postgresql": "status = 'pending' AND NOT ordered",
 }
+_LOOSE_LEASED_WHERE = {
+    "sqlite": f"{LEASED_WHERE} AND ordered = 0",
+    "postgresql": f"{LEASED_WHERE} AND NOT ordered",
+}
+
+
+def active_delivery_wheres(dialect: str) -> tuple[str, str, str]:
+    """Three disjoint predicates whose union is the deliveries still to send (pending or
+    delivering), each read from one of the partial indexes above: ordered rows (the lanes),
+    unordered rows waiting, unordered rows in flight. The queue-depth gauge and the event
+    log's retention count and read these instead of an index on ``status`` that every
+    status change would rewrite."""
+    return (LANE_ROWS_WHERE[dialect], LOOSE_PENDING_WHERE[dialect],
+            _LOOSE_LEASED_WHERE[dialect])
+
 
 # SQLite only auto-increments an INTEGER PRIMARY KEY; PostgreSQL wants a BIGINT identity.
 BigId = BigInteger().with_variant(Integer(), "sqlite")
@@ -158,7 +173,8 @@ webhook_deliveries = Table(
     "webhook_deliveries",
     metadata,
     Column("id", BigId, primary_key=True, autoincrement=True),
-    Column("event_id", BigInteger, nullable=False, index=True),
+    # Not indexed: no query looks a delivery up by its event (migration 0011).
+    Column("event_id", BigInteger, nullable=False),
     Column("simulation_id", Integer, nullable=False),
     Column("message_type", String(40), nullable=False),
     Column("url", Text, nullable=False),
@@ -183,7 +199,10 @@ webhook_deliveries = Table(
     Column("success_latency_ms", Float, nullable=True),
     Column("success_status_code", Integer, nullable=True),
     Column("success_response_body", Text, nullable=True),
-    Index("ix_deliveries_due", "status", "next_attempt_at"),
+    # No index on (status, next_attempt_at): every delivery changes status three times, and
+    # each change rewrote two of its entries. Claims read the partial indexes below; the
+    # depth gauge and retention read them too (``active_delivery_wheres``); the purge of
+    # finished rows reads the oldest rows by id (migration 0011).
     Index("ix_deliveries_sim", "simulation_id", "id"),
     # Active ordered rows by lane, and waiting unordered rows by URL: a claim reads the head
     # of each lane (or URL) from these without visiting the rest of the outbox.
