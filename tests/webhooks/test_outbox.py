@@ -358,6 +358,10 @@ async def test_depth_and_event_retention_see_every_unfinished_delivery(
                     lease_until=time.time() + 30 if leased else None))
                 if status in ("pending", "delivering"):
                     unfinished.add(event_id)
+        fresh = (await conn.execute(insert(events).values(
+            simulation_id=1, message_type="bookings", created_at=time.time(), body=b"{}",
+        ))).inserted_primary_key[0]
+        unfinished.add(fresh)  # created since the cutoff: no sweep takes it yet
     assert await Outbox(any_engine).depth() == 4
     assert await EventLog(any_engine, MemoryBus()).purge_older_than(time.time() - 60) == 6
     async with any_engine.connect() as conn:

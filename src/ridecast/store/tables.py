@@ -153,7 +153,7 @@ events = Table(
     Column("body", LargeBinary, nullable=False),
     Index("ix_events_sim_id", "simulation_id", "id"),
     Index("ix_events_sim_type_id", "simulation_id", "message_type", "id"),
-    Index("ix_events_created_at", "created_at"),
+    # No index on created_at: retention reads the oldest ids instead (migration 0011).
     # Never reuse an id, even once retention has emptied the table: ids are cursors.
     sqlite_autoincrement=True,
 )
