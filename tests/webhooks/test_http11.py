@@ -7,7 +7,14 @@ from collections.abc import Awaitable, Callable
 
 import pytest
 
-from ridecast.webhooks.http11 import ConnectFailed, Pool, ProtocolError
+from ridecast.webhooks.http11 import (
+    MAX_DRAIN_BYTES,
+    MAX_HEAD_BYTES,
+    ConnectFailed,
+    ConnectionLost,
+    Pool,
+    ProtocolError,
+)
 
 REQUEST = (b"POST / HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\n"
            b"content-length: 2\r\n\r\n{}")
@@ -127,3 +134,113 @@ async def test_tls_handshake_failure_is_reported_as_tls() -> None:
         await pool.close()
         server.close()
     assert caught.value.tls
+
+
+async def _answer_with(chunks: list[bytes], *, pause: float = 0.0) -> Script:
+    """A script that reads one request and writes ``chunks`` one by one, then waits."""
+    async def script(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        while True:
+            await _read_request(reader)
+            for chunk in chunks:
+                writer.write(chunk)
+                await writer.drain()
+                if pause:
+                    await asyncio.sleep(pause)
+
+    return script
+
+
+CHUNKED = (b"HTTP/1.1 100 Continue\r\n\r\n"
+           b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\nX-Kind: final\r\n\r\n"
+           b"3\r\nabc\r\n4;ext=1\r\ndefg\r\n0\r\nx-trailer: t\r\n\r\n")
+
+
+@pytest.mark.parametrize("piece", [1, 2, 7, len(CHUNKED)])
+async def test_an_answer_split_anywhere_parses_the_same(piece: int) -> None:
+    """An interim 100, a chunked body with an extension and trailers, written in pieces of
+    ``piece`` bytes: one answer, the final head's headers only, the connection kept."""
+    chunks = [CHUNKED[i:i + piece] for i in range(0, len(CHUNKED), piece)]
+    server, port, connections = await _serve(await _answer_with(chunks))
+    pool = Pool(connect_timeout_s=1)
+    try:
+        for _ in range(2):
+            answer = await pool.post("http", "x", port, "127.0.0.1", REQUEST, 1024)
+            assert (answer.status, answer.body) == (200, b"abcdefg")
+            assert answer.headers == {"transfer-encoding": "chunked", "x-kind": "final"}
+    finally:
+        await pool.close()
+        server.close()
+    assert len(connections) == 1
+
+
+async def test_limits_and_broken_framing_end_the_connection() -> None:
+    """A head past MAX_HEAD_BYTES and a duplicated length are protocol errors; a body past
+    MAX_DRAIN_BYTES is cut to what is kept and its connection dropped."""
+    endless_head = [b"HTTP/1.1 200 OK\r\nx-pad: " + b"a" * (MAX_HEAD_BYTES + 10)]
+    server, port, _ = await _serve(await _answer_with(endless_head))
+    pool = Pool(connect_timeout_s=1)
+    try:
+        with pytest.raises(ProtocolError, match="head too large"):
+            await _post(pool, port)
+    finally:
+        await pool.close()
+        server.close()
+
+    twice = [b"HTTP/1.1 200 OK\r\ncontent-length: 1\r\ncontent-length: 2\r\n\r\nok"]
+    server, port, _ = await _serve(await _answer_with(twice))
+    pool = Pool(connect_timeout_s=1)
+    try:
+        with pytest.raises(ProtocolError):
+            await _post(pool, port)
+    finally:
+        await pool.close()
+        server.close()
+
+    size = MAX_DRAIN_BYTES + 65536
+    huge = [b"HTTP/1.1 500 Oops\r\ncontent-length: %d\r\n\r\n" % size,
+            *[b"x" * 65536] * (size // 65536)]
+    server, port, connections = await _serve(await _answer_with(huge))
+    pool = Pool(connect_timeout_s=1)
+    try:
+        for _ in range(2):
+            answer = await pool.post("http", "x", port, "127.0.0.1", REQUEST, 100)
+            assert (answer.status, answer.body) == (500, b"x" * 100)
+    finally:
+        await pool.close()
+        server.close()
+    assert len(connections) == 2  # the cut connection was not reused
+
+
+async def test_a_cut_answer_is_not_retried_and_extra_answers_spoil_the_connection() -> None:
+    """The connection ending inside an answer raises ConnectionLost (partial: the request
+    arrived, so it is not sent again); an answer followed by bytes nobody asked for is
+    returned, and its connection is not reused."""
+    cut = [b"HTTP/1.1 200 OK\r\ncontent-length: 10\r\n\r\nabc"]
+
+    async def cut_then_close(reader: asyncio.StreamReader,
+                             writer: asyncio.StreamWriter) -> None:
+        await _read_request(reader)
+        writer.write(cut[0])
+        await writer.drain()
+
+    server, port, connections = await _serve(cut_then_close)
+    pool = Pool(connect_timeout_s=1)
+    try:
+        with pytest.raises(ConnectionLost) as lost:
+            await _post(pool, port)
+    finally:
+        await pool.close()
+        server.close()
+    assert lost.value.partial and len(connections) == 1
+
+    doubled = [b"HTTP/1.1 204 No Content\r\n\r\nHTTP/1.1 204 No Content\r\n\r\n"]
+    server, port, connections = await _serve(await _answer_with(doubled))
+    pool = Pool(connect_timeout_s=1)
+    try:
+        assert await _post(pool, port) == (204, b"")
+        await asyncio.sleep(0.05)
+        assert await _post(pool, port) == (204, b"")
+    finally:
+        await pool.close()
+        server.close()
+    assert len(connections) == 2

@@ -10,6 +10,15 @@ check).
 Connections are pooled per (scheme, host, port, address), so a TLS connection verified for
 one name is never reused for another. A reused connection that turns out to be closed by
 the server before any answer byte is retried once on a fresh one.
+
+The answers are parsed by llhttp (Node.js's parser, through ``httptools``, which uvicorn
+uses for requests): a maintained parser, strict about framing (a length given twice, or a
+length beside chunked encoding, is refused), with our bounds on top: a head of at most
+``MAX_HEAD_BYTES``, a body read to ``MAX_DRAIN_BYTES`` at most (then cut, and the connection
+dropped), and any byte that does not belong to the answer asked for ends the connection.
+Each connection is an ``asyncio.Protocol`` fed by the event loop's callbacks: a stream
+reader's coroutine per read cost more of this client's CPU per request (``bench/webhooks.py``
+prints it as "client CPU").
 """
 
 from __future__ import annotations
@@ -18,6 +27,9 @@ import asyncio
 import ssl
 import time
 from dataclasses import dataclass
+from typing import cast
+
+import httptools
 
 MAX_HEAD_BYTES = 64 * 1024
 MAX_DRAIN_BYTES = 1024 * 1024  # answers longer than this are cut and the connection dropped
@@ -29,6 +41,15 @@ PoolKey = tuple[str, str, int, str]
 
 class ProtocolError(ValueError):
     """Raised when the server's answer is not valid HTTP/1.1."""
+
+
+class ConnectionLost(ConnectionError):
+    """Raised when the connection ended before a complete answer; ``partial`` is True when
+    some of the answer had arrived (the request reached the server: it is not retried)."""
+
+    def __init__(self, message: str, *, partial: bool) -> None:
+        super().__init__(message)
+        self.partial = partial
 
 
 class ConnectFailed(OSError):
@@ -48,16 +69,144 @@ class Answer:
     body: bytes
 
 
-class _Conn:
-    __slots__ = ("idle_since", "reader", "writer")
+class _Conn(asyncio.Protocol):
+    """One keep-alive connection: writes a request, and parses its answer with llhttp
+    (``httptools``, the parser uvicorn serves with) as the bytes arrive, straight in the
+    event loop's callbacks: no stream reader, no coroutine per read."""
 
-    def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        self.reader = reader
-        self.writer = writer
+    def __init__(self) -> None:
+        self.transport: asyncio.Transport | None = None
         self.idle_since = 0.0
+        self.closed = False
+        self.reusable = False
+        self._parser = httptools.HttpResponseParser(self)
+        self._waiter: asyncio.Future[Answer] | None = None
+        self._keep = 0
+        self._got = 0  # bytes of this answer received so far
+        self._head_open = True  # inside a head (the bytes count against MAX_HEAD_BYTES)
+        self._head_fed = 0
+        self._status = 0
+        self._headers: dict[str, str] = {}
+        self._body = bytearray()
+        self._body_total = 0
+        self._until_close = False  # no length, not chunked: the body runs to the end
+
+    # ---- the exchange (called by Pool) ---------------------------------------------------
+
+    def exchange(self, request: bytes, keep: int) -> asyncio.Future[Answer]:
+        """Send ``request``; the future gets the answer (or the reason there is none)."""
+        assert self.transport is not None and self._waiter is None
+        self._keep = keep
+        self._got = self._head_fed = self._body_total = self._status = 0
+        self._head_open, self.reusable, self._until_close = True, False, False
+        self._headers = {}
+        self._body = bytearray()
+        self._waiter = waiter = asyncio.get_running_loop().create_future()
+        self.transport.write(request)  # buffered by the transport: small, sent at once
+        return waiter
 
     def close(self) -> None:
-        self.writer.close()
+        self.closed = True
+        self._waiter = None
+        if self.transport is not None:
+            self.transport.close()
+
+    def _done(self, reusable: bool) -> None:
+        waiter, self._waiter = self._waiter, None
+        if waiter is None:
+            return
+        self.reusable = reusable and not self.closed
+        if not waiter.done():
+            waiter.set_result(Answer(self._status, self._headers, bytes(self._body)))
+
+    def _fail(self, exc: BaseException) -> None:
+        waiter, self._waiter = self._waiter, None
+        self.reusable = False
+        if waiter is not None and not waiter.done():
+            waiter.set_exception(exc)
+        self.close()
+
+    # ---- asyncio.Protocol --------------------------------------------------------------
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        # uvloop's transports do not derive from asyncio's classes; they have their methods.
+        self.transport = cast(asyncio.Transport, transport)
+
+    def data_received(self, data: bytes) -> None:
+        if self._waiter is None:
+            self.close()  # bytes nobody asked for: the connection cannot be trusted again
+            return
+        self._got += len(data)
+        try:
+            self._parser.feed_data(data)
+        except httptools.HttpParserUpgrade:
+            self._fail(ProtocolError("the server switched protocols"))
+            return
+        except httptools.HttpParserError as exc:
+            self._fail(ProtocolError(f"{type(exc).__name__}: {exc}"[:200]))
+            return
+        if self._head_open and self._waiter is not None:
+            self._head_fed += len(data)
+            if self._head_fed > MAX_HEAD_BYTES:
+                self._fail(ProtocolError("answer head too large"))
+
+    def eof_received(self) -> bool:
+        self.closed = True
+        self._lost(None)
+        return False  # close the transport
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._lost(exc)
+        self.closed = True
+
+    def _lost(self, exc: Exception | None) -> None:
+        if self._waiter is None:
+            return
+        if self._until_close:
+            self._done(False)  # the end of a body without length
+            return
+        reason = f": {exc}" if exc is not None else ""
+        self._fail(ConnectionLost(f"connection closed before a complete answer{reason}",
+                                  partial=self._got > 0))
+
+    # ---- llhttp's callbacks (httptools) ------------------------------------------------
+
+    def on_message_begin(self) -> None:
+        if self._waiter is None:
+            # A second answer to one request: the connection is out of step for good.
+            self.reusable = False
+            self.closed = True
+
+    def on_header(self, name: bytes, value: bytes) -> None:
+        if self._head_open:  # not the trailers of a chunked body
+            self._headers[name.decode("latin-1").lower()] = value.decode("latin-1").strip()
+
+    def on_headers_complete(self) -> None:
+        self._status = self._parser.get_status_code()
+        if self._status >= 200:
+            self._head_open = False
+            self._until_close = (
+                self._status not in (204, 304) and "content-length" not in self._headers
+                and "chunked" not in self._headers.get("transfer-encoding", "").lower())
+
+    def on_body(self, body: bytes) -> None:
+        if self._waiter is None:
+            return
+        room = self._keep - len(self._body)
+        if room > 0:
+            self._body += body[:room]
+        self._body_total += len(body)
+        if self._until_close:
+            self._done(False)  # the first bytes are enough; the rest is not waited for
+        elif self._body_total > MAX_DRAIN_BYTES:
+            self._done(False)  # cut: the connection is dropped, not drained
+
+    def on_message_complete(self) -> None:
+        if self._status < 200:  # 1xx (interim): the answer follows on the same connection
+            self._headers = {}
+            self._head_fed = 0
+            return
+        self._done(self._parser.should_keep_alive())
 
 
 class Pool:
@@ -79,7 +228,7 @@ class Pool:
         now = time.monotonic()
         while conns:
             conn = conns.pop()
-            if now - conn.idle_since < IDLE_EXPIRY_S and not conn.reader.at_eof():
+            if now - conn.idle_since < IDLE_EXPIRY_S and not conn.closed:
                 return conn
             conn.close()
         return None
@@ -94,11 +243,12 @@ class Pool:
 
     async def _open(self, scheme: str, host: str, port: int, address: str) -> _Conn:
         tls = scheme == "https"
+        loop = asyncio.get_running_loop()
         try:
-            reader, writer = await asyncio.wait_for(
-                asyncio.open_connection(
-                    address, port, ssl=self._ssl if tls else None,
-                    server_hostname=host if tls else None, limit=MAX_HEAD_BYTES,
+            _transport, conn = await asyncio.wait_for(
+                loop.create_connection(
+                    _Conn, address, port, ssl=self._ssl if tls else None,
+                    server_hostname=host if tls else None,
                 ),
                 self._connect_timeout,
             )
@@ -106,7 +256,7 @@ class Pool:
             raise ConnectFailed(f"TLS handshake with {host}: {exc}", tls=True) from exc
         except OSError as exc:
             raise ConnectFailed(f"connect to {address}:{port}: {exc}", tls=False) from exc
-        return _Conn(reader, writer)
+        return conn
 
     async def post(
         self, scheme: str, host: str, port: int, address: str, request: bytes, keep: int
@@ -121,94 +271,24 @@ class Pool:
         if conn is not None:
             try:
                 return await self._exchange(key, conn, request, keep)
-            except (ConnectionError, asyncio.IncompleteReadError) as exc:
+            except ConnectionLost as exc:
                 # The server closed an idle connection as we reused it: one fresh try.
-                if getattr(exc, "partial", b""):
+                if exc.partial:
                     raise
         conn = await self._open(scheme, host, port, address)
         return await self._exchange(key, conn, request, keep)
 
     async def _exchange(self, key: PoolKey, conn: _Conn, request: bytes, keep: int) -> Answer:
-        reusable = False
         try:
-            writer = conn.writer
-            writer.write(request)
-            if writer.transport.get_write_buffer_size():
-                # Flow control only: a small request is usually written at once. A lost
-                # connection shows on the read below either way.
-                await writer.drain()
-            while True:
-                head = await conn.reader.readuntil(b"\r\n\r\n")
-                status, headers = _parse_head(head)
-                if not 100 <= status < 200:
-                    break
-            if status in (204, 304):
-                body, reusable = b"", True  # never a body (RFC 9112 section 6.3)
-            else:
-                body, reusable = await _read_body(conn.reader, headers, keep)
-            if headers.get("connection", "").lower() == "close":
-                reusable = False
-            return Answer(status, headers, body)
-        except asyncio.LimitOverrunError as exc:
-            raise ProtocolError("answer head too large") from exc
+            return await conn.exchange(request, keep)
         finally:
-            if reusable:
+            # Given back only after a whole answer that leaves the connection open; closed
+            # otherwise (an error, a cut body, or a time-out that cancelled this wait).
+            if conn.reusable:
+                conn.reusable = False
                 self._give_back(key, conn)
             else:
                 conn.close()
 
 
-def _parse_head(head: bytes) -> tuple[int, dict[str, str]]:
-    lines = head.decode("latin-1").split("\r\n")
-    parts = lines[0].split(" ", 2)
-    if len(parts) < 2 or not parts[0].startswith("HTTP/1.") or not parts[1].isdigit():
-        raise ProtocolError(f"not an HTTP/1.1 status line: {lines[0][:80]!r}")
-    headers: dict[str, str] = {}
-    for line in lines[1:]:
-        if line:
-            name, sep, value = line.partition(":")
-            if not sep:
-                raise ProtocolError(f"bad header line: {line[:80]!r}")
-            headers[name.strip().lower()] = value.strip()
-    return int(parts[1]), headers
-
-
-async def _read_body(
-    reader: asyncio.StreamReader, headers: dict[str, str], keep: int
-) -> tuple[bytes, bool]:
-    """(first ``keep`` bytes of the body, whether the connection can be reused)."""
-    if "chunked" in headers.get("transfer-encoding", "").lower():
-        kept = bytearray()
-        total = 0
-        while True:
-            line = await reader.readuntil(b"\r\n")
-            try:
-                size = int(line.split(b";", 1)[0].strip(), 16)
-            except ValueError as exc:
-                raise ProtocolError("bad chunk size") from exc
-            if size == 0:
-                while (await reader.readuntil(b"\r\n")) != b"\r\n":
-                    pass  # trailers
-                return bytes(kept[:keep]), True
-            total += size
-            if total > MAX_DRAIN_BYTES:
-                return bytes(kept[:keep]), False
-            chunk = await reader.readexactly(size + 2)
-            if len(kept) < keep:
-                kept += chunk[:-2]
-    length_text = headers.get("content-length")
-    if length_text is not None:
-        try:
-            length = int(length_text)
-        except ValueError as exc:
-            raise ProtocolError("bad content-length") from exc
-        if length > MAX_DRAIN_BYTES:
-            return await reader.read(keep), False
-        data = await reader.readexactly(length) if length else b""
-        return data[:keep], True
-    # No length: the body runs to the end of the connection.
-    data = await reader.read(keep)
-    return data, False
-
-
-__all__ = ["Answer", "ConnectFailed", "Pool", "ProtocolError"]
+__all__ = ["Answer", "ConnectFailed", "ConnectionLost", "Pool", "ProtocolError"]
