@@ -8,10 +8,12 @@ Runs on 127.0.0.1 only, bounded in count and time::
 1. A fast receiver (``ridecast.cli.receiver.Receiver``) runs in its own process and
    records, per request, the time from the event's ``server_ts`` (stamped at ingest) to
    receipt.
-2. Clients: our ``webhooks/http11.py`` pool, aiohttp's client and httpcore, each keep-alive
-   with ``--clients-connections`` (8) connections, post the same signed envelope to the same
-   receiver; deliveries/s and client CPU per delivery, with ratios (issue 14: a maintained
-   library within 20% of http11.py should replace it). ``--clients-only`` stops there.
+2. Clients: our ``webhooks/http11.py`` pool, its predecessor on asyncio streams
+   (``bench/_streams_http11.py``, kept as a reference), aiohttp's client and httpcore, each
+   keep-alive with ``--clients-connections`` (8) connections, post the same signed envelope
+   to the same receiver; deliveries/s and client CPU per delivery, with ratios (issue 14: a
+   maintained library within 20% of http11.py should replace it). ``--clients-only`` stops
+   there.
 3. Ceiling: a plain keep-alive httpx client, then a raw keep-alive asyncio client, each with
    ``--concurrency`` connections, blast the receiver with the same body; the higher rate is
    the ceiling (the most requests/s this receiver takes from one Python process).
@@ -19,9 +21,11 @@ Runs on 127.0.0.1 only, bounded in count and time::
    PostgreSQL database, unless ``--postgres ''``) with a webhook to the
    receiver; events are POSTed in batches; every one is a durable outbox delivery. Reported:
    deliveries/s (first ingest to last receipt, and to the last attempt committed as
-   succeeded), p50/p99 ingest-to-receipt latency, and the ratios to the ceiling and to
-   ``http11.py``, the latter measured again just before and just after each mode (this VM's
-   speed drifts within a run: the ratio is to the mean of those two).
+   succeeded), p50/p99 ingest-to-receipt latency, and the ratios to the ceiling and to the
+   lean reference: the faster of ``http11.py`` and the raw streams client (so that a change
+   to our own client can never weaken the reference), measured again just before and just
+   after each mode (this VM's speed drifts within a run: the ratio is to the mean of those
+   two).
 5. Step 4 runs twice on each store, in the same server, side by side: ``ordered`` (the default: one
    request in flight per simulation, so ``--sims`` lanes run in parallel) and ``unordered``
    (``messaging_webhook_ordering: "unordered"``: chunks of one URL in parallel). The
@@ -164,7 +168,8 @@ async def raw_ceiling(port: int, body: bytes, total: int, concurrency: int) -> f
     return total / (time.perf_counter() - start)
 
 
-CLIENTS = ("http11.py", "aiohttp", "httpcore")
+CLIENTS = ("http11.py", "streams", "aiohttp", "httpcore")
+LEAN = ("http11.py", "streams")  # the reference: the faster of these two
 
 
 async def client_rate(kind: str, port: int, body: bytes, total: int,
@@ -191,6 +196,21 @@ async def client_rate(kind: str, port: int, body: bytes, total: int,
 
         async def close() -> None:
             await pool.close()
+    elif kind == "streams":
+        from _streams_http11 import Pool as StreamsPool
+
+        streams_pool = StreamsPool(connect_timeout_s=5)
+        head = ["POST /hook HTTP/1.1", f"host: 127.0.0.1:{port}",
+                f"content-length: {len(body)}", *(f"{k}: {v}" for k, v in headers.items())]
+        request = ("\r\n".join(head) + "\r\n\r\n").encode("latin-1") + body
+
+        async def one() -> int:
+            answer = await streams_pool.post("http", "127.0.0.1", port, "127.0.0.1", request,
+                                             1024)
+            return answer.status
+
+        async def close() -> None:
+            await streams_pool.close()
     elif kind == "aiohttp":
         import aiohttp
 
@@ -253,9 +273,11 @@ def compare_clients(port: int, body: bytes, total: int, connections: int,
 
 
 def reference_rate(port: int, body: bytes, args: argparse.Namespace) -> float:
-    """``http11.py``'s deliveries/s to the receiver, best of two, as in ``compare_clients``."""
-    rate = max(asyncio.run(client_rate("http11.py", port, body, args.clients_events,
-                                       args.clients_connections))[0] for _ in range(2))
+    """The lean reference's deliveries/s to the receiver: the faster of ``LEAN``, each the
+    best of two, as in ``compare_clients``."""
+    rate = max(asyncio.run(client_rate(kind, port, body, args.clients_events,
+                                       args.clients_connections))[0]
+               for _ in range(2) for kind in LEAN)
     httpx.post(f"http://127.0.0.1:{port}/reset")
     return rate
 
@@ -596,7 +618,7 @@ def main() -> None:
         cpu_s = r["server_cpu_s"]
         if cpu_s is not None:
             print(f"server CPU: {float(cpu_s) * 1e6 / args.events:,.0f} µs per delivery "  # type: ignore[arg-type]
-                  "(ingest included; http11.py's client CPU per delivery is above)")
+                  "(ingest included; the lean clients' CPU per delivery is above)")
         server_sched, receiver_sched = r["server_sched"], r["receiver_sched"]
         if isinstance(server_sched, tuple) and isinstance(receiver_sched, tuple):
             # The share of the burst each was on a core, or ready but waiting for one: time
@@ -608,10 +630,11 @@ def main() -> None:
                   f"waited {receiver_sched[1]:.0%}")
         before, after = r["reference"]  # type: ignore[misc]
         adjacent = (before + after) / 2
-        print(f"ratio to http11.py (keep-alive, {args.clients_connections} connections, same "
-              f"receiver) measured just before and after this mode ({before:,.0f} and "
-              f"{after:,.0f}/s): {rate / adjacent:.2f}; to its rate at the start of the run: "
-              f"{rate / clients['http11.py'][0]:.2f}")
+        start_rate = max(clients[kind][0] for kind in LEAN)
+        print(f"ratio to the lean reference (the faster of {' and '.join(LEAN)}, keep-alive, "
+              f"{args.clients_connections} connections, same receiver) measured just before "
+              f"and after this mode ({before:,.0f} and {after:,.0f}/s): {rate / adjacent:.2f}; "
+              f"to its rate at the start of the run: {rate / start_rate:.2f}")
         print(f"ratio to ceiling (the higher of the two): {rate / ceiling_rps:.2f}")
 
 

@@ -16,9 +16,9 @@ uses for requests): a maintained parser, strict about framing (a length given tw
 length beside chunked encoding, is refused), with our bounds on top: a head of at most
 ``MAX_HEAD_BYTES``, a body read to ``MAX_DRAIN_BYTES`` at most (then cut, and the connection
 dropped), and any byte that does not belong to the answer asked for ends the connection.
-Each connection is an ``asyncio.Protocol`` fed by the event loop's callbacks: a stream
-reader's coroutine per read cost more of this client's CPU per request (``bench/webhooks.py``
-prints it as "client CPU").
+Each connection is an ``asyncio.Protocol`` fed by the event loop's callbacks, with no
+stream reader's coroutine per read: less of the server's CPU per delivery
+(``docs/performance.md``).
 """
 
 from __future__ import annotations
