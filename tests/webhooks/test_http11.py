@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable
+import contextlib
+from collections.abc import AsyncIterator, Awaitable, Callable
 
 import pytest
 
@@ -43,6 +44,19 @@ async def _read_request(reader: asyncio.StreamReader) -> None:
     await reader.readexactly(2)
 
 
+@contextlib.asynccontextmanager
+async def _scripted(script: Script) -> AsyncIterator[tuple[Pool, int, list[int]]]:
+    """A pool, and the port of a server running ``script`` per connection (and the list of
+    its connections); both closed after."""
+    server, port, connections = await _serve(script)
+    pool = Pool(connect_timeout_s=1)
+    try:
+        yield pool, port, connections
+    finally:
+        await pool.close()
+        server.close()
+
+
 async def _post(pool: Pool, port: int) -> tuple[int, bytes]:
     answer = await pool.post("http", "x", port, "127.0.0.1", REQUEST, 1024)
     return answer.status, answer.body
@@ -60,15 +74,10 @@ async def test_keep_alive_reuses_one_connection_with_chunked_and_sized_bodies() 
         writer.write(b"HTTP/1.1 204 No Content\r\n\r\n")
         await reader.read()
 
-    server, port, connections = await _serve(script)
-    pool = Pool(connect_timeout_s=1)
-    try:
+    async with _scripted(script) as (pool, port, connections):
         assert await _post(pool, port) == (200, b"abcde")
         assert await _post(pool, port) == (500, b"fail")
         assert await _post(pool, port) == (204, b"")
-    finally:
-        await pool.close()
-        server.close()
     assert len(connections) == 1
 
 
@@ -79,28 +88,18 @@ async def test_stale_connection_retried_once_and_close_delimited_body() -> None:
         writer.write(b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nok")
         await writer.drain()  # then close: the pooled connection goes stale
 
-    server, port, connections = await _serve(script)
-    pool = Pool(connect_timeout_s=1)
-    try:
+    async with _scripted(script) as (pool, port, connections):
         assert await _post(pool, port) == (200, b"ok")
         await asyncio.sleep(0.05)
         assert await _post(pool, port) == (200, b"ok")
-    finally:
-        await pool.close()
-        server.close()
     assert len(connections) == 2
 
     async def eof_body(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         await _read_request(reader)
         writer.write(b"HTTP/1.1 202 Accepted\r\n\r\nuntil the end")
 
-    server, port, _ = await _serve(eof_body)
-    pool = Pool(connect_timeout_s=1)
-    try:
+    async with _scripted(eof_body) as (pool, port, _):
         assert await _post(pool, port) == (202, b"until the end")
-    finally:
-        await pool.close()
-        server.close()
 
 
 async def test_garbage_answer_is_a_protocol_error() -> None:
@@ -109,14 +108,9 @@ async def test_garbage_answer_is_a_protocol_error() -> None:
         await _read_request(reader)
         writer.write(b"SSH-2.0-OpenSSH\r\n\r\n")
 
-    server, port, _ = await _serve(script)
-    pool = Pool(connect_timeout_s=1)
-    try:
+    async with _scripted(script) as (pool, port, _):
         with pytest.raises(ProtocolError):
             await _post(pool, port)
-    finally:
-        await pool.close()
-        server.close()
 
 
 async def test_tls_handshake_failure_is_reported_as_tls() -> None:
@@ -125,27 +119,20 @@ async def test_tls_handshake_failure_is_reported_as_tls() -> None:
         await reader.read(100)
         writer.write(b"HTTP/1.1 400 Bad Request\r\n\r\n")
 
-    server, port, _ = await _serve(script)
-    pool = Pool(connect_timeout_s=1)
-    try:
+    async with _scripted(script) as (pool, port, _):
         with pytest.raises(ConnectFailed) as caught:
             await pool.post("https", "localhost", port, "127.0.0.1", REQUEST, 1024)
-    finally:
-        await pool.close()
-        server.close()
     assert caught.value.tls
 
 
-async def _answer_with(chunks: list[bytes], *, pause: float = 0.0) -> Script:
-    """A script that reads one request and writes ``chunks`` one by one, then waits."""
+def _answer_with(chunks: list[bytes]) -> Script:
+    """A script that answers each request it reads with ``chunks``, written one by one."""
     async def script(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         while True:
             await _read_request(reader)
             for chunk in chunks:
                 writer.write(chunk)
                 await writer.drain()
-                if pause:
-                    await asyncio.sleep(pause)
 
     return script
 
@@ -160,16 +147,11 @@ async def test_an_answer_split_anywhere_parses_the_same(piece: int) -> None:
     """An interim 100, a chunked body with an extension and trailers, written in pieces of
     ``piece`` bytes: one answer, the final head's headers only, the connection kept."""
     chunks = [CHUNKED[i:i + piece] for i in range(0, len(CHUNKED), piece)]
-    server, port, connections = await _serve(await _answer_with(chunks))
-    pool = Pool(connect_timeout_s=1)
-    try:
+    async with _scripted(_answer_with(chunks)) as (pool, port, connections):
         for _ in range(2):
             answer = await pool.post("http", "x", port, "127.0.0.1", REQUEST, 1024)
             assert (answer.status, answer.body) == (200, b"abcdefg")
             assert answer.headers == {"transfer-encoding": "chunked", "x-kind": "final"}
-    finally:
-        await pool.close()
-        server.close()
     assert len(connections) == 1
 
 
@@ -177,37 +159,22 @@ async def test_limits_and_broken_framing_end_the_connection() -> None:
     """A head past MAX_HEAD_BYTES and a duplicated length are protocol errors; a body past
     MAX_DRAIN_BYTES is cut to what is kept and its connection dropped."""
     endless_head = [b"HTTP/1.1 200 OK\r\nx-pad: " + b"a" * (MAX_HEAD_BYTES + 10)]
-    server, port, _ = await _serve(await _answer_with(endless_head))
-    pool = Pool(connect_timeout_s=1)
-    try:
+    async with _scripted(_answer_with(endless_head)) as (pool, port, _):
         with pytest.raises(ProtocolError, match="head too large"):
             await _post(pool, port)
-    finally:
-        await pool.close()
-        server.close()
 
     twice = [b"HTTP/1.1 200 OK\r\ncontent-length: 1\r\ncontent-length: 2\r\n\r\nok"]
-    server, port, _ = await _serve(await _answer_with(twice))
-    pool = Pool(connect_timeout_s=1)
-    try:
+    async with _scripted(_answer_with(twice)) as (pool, port, _):
         with pytest.raises(ProtocolError):
             await _post(pool, port)
-    finally:
-        await pool.close()
-        server.close()
 
     size = MAX_DRAIN_BYTES + 65536
     huge = [b"HTTP/1.1 500 Oops\r\ncontent-length: %d\r\n\r\n" % size,
             *[b"x" * 65536] * (size // 65536)]
-    server, port, connections = await _serve(await _answer_with(huge))
-    pool = Pool(connect_timeout_s=1)
-    try:
+    async with _scripted(_answer_with(huge)) as (pool, port, connections):
         for _ in range(2):
             answer = await pool.post("http", "x", port, "127.0.0.1", REQUEST, 100)
             assert (answer.status, answer.body) == (500, b"x" * 100)
-    finally:
-        await pool.close()
-        server.close()
     assert len(connections) == 2  # the cut connection was not reused
 
 
@@ -215,32 +182,20 @@ async def test_a_cut_answer_is_not_retried_and_extra_answers_spoil_the_connectio
     """The connection ending inside an answer raises ConnectionLost (partial: the request
     arrived, so it is not sent again); an answer followed by bytes nobody asked for is
     returned, and its connection is not reused."""
-    cut = [b"HTTP/1.1 200 OK\r\ncontent-length: 10\r\n\r\nabc"]
-
     async def cut_then_close(reader: asyncio.StreamReader,
                              writer: asyncio.StreamWriter) -> None:
         await _read_request(reader)
-        writer.write(cut[0])
+        writer.write(b"HTTP/1.1 200 OK\r\ncontent-length: 10\r\n\r\nabc")
         await writer.drain()
 
-    server, port, connections = await _serve(cut_then_close)
-    pool = Pool(connect_timeout_s=1)
-    try:
+    async with _scripted(cut_then_close) as (pool, port, connections):
         with pytest.raises(ConnectionLost) as lost:
             await _post(pool, port)
-    finally:
-        await pool.close()
-        server.close()
     assert lost.value.partial and len(connections) == 1
 
     doubled = [b"HTTP/1.1 204 No Content\r\n\r\nHTTP/1.1 204 No Content\r\n\r\n"]
-    server, port, connections = await _serve(await _answer_with(doubled))
-    pool = Pool(connect_timeout_s=1)
-    try:
+    async with _scripted(_answer_with(doubled)) as (pool, port, connections):
         assert await _post(pool, port) == (204, b"")
         await asyncio.sleep(0.05)
         assert await _post(pool, port) == (204, b"")
-    finally:
-        await pool.close()
-        server.close()
     assert len(connections) == 2
