@@ -176,6 +176,8 @@ async def client_rate(kind: str, port: int, body: bytes, total: int,
                       connections: int) -> tuple[float, float]:
     """(deliveries/s, client CPU µs per delivery) of one HTTP client library, keep-alive with
     ``connections`` connections, posting the same signed envelope to the same receiver."""
+    from _streams_http11 import Pool as StreamsPool
+
     from ridecast.events.signing import sign_headers
     from ridecast.webhooks.http11 import Pool
 
@@ -184,8 +186,9 @@ async def client_rate(kind: str, port: int, body: bytes, total: int,
                **sign_headers("whsec_" + "A" * 32, "msg_1", int(time.time()), body)}
     left = total
 
-    if kind == "http11.py":
-        pool = Pool(connect_timeout_s=5)
+    if kind in LEAN:
+        # Both lean clients have the same interface: a pool posting a request built once.
+        pool = (Pool if kind == "http11.py" else StreamsPool)(connect_timeout_s=5)
         head = ["POST /hook HTTP/1.1", f"host: 127.0.0.1:{port}",
                 f"content-length: {len(body)}", *(f"{k}: {v}" for k, v in headers.items())]
         request = ("\r\n".join(head) + "\r\n\r\n").encode("latin-1") + body
@@ -196,21 +199,6 @@ async def client_rate(kind: str, port: int, body: bytes, total: int,
 
         async def close() -> None:
             await pool.close()
-    elif kind == "streams":
-        from _streams_http11 import Pool as StreamsPool
-
-        streams_pool = StreamsPool(connect_timeout_s=5)
-        head = ["POST /hook HTTP/1.1", f"host: 127.0.0.1:{port}",
-                f"content-length: {len(body)}", *(f"{k}: {v}" for k, v in headers.items())]
-        request = ("\r\n".join(head) + "\r\n\r\n").encode("latin-1") + body
-
-        async def one() -> int:
-            answer = await streams_pool.post("http", "127.0.0.1", port, "127.0.0.1", request,
-                                             1024)
-            return answer.status
-
-        async def close() -> None:
-            await streams_pool.close()
     elif kind == "aiohttp":
         import aiohttp
 
