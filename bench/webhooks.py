@@ -8,12 +8,12 @@ Runs on 127.0.0.1 only, bounded in count and time::
 1. A fast receiver (``ridecast.cli.receiver.Receiver``) runs in its own process and
    records, per request, the time from the event's ``server_ts`` (stamped at ingest) to
    receipt.
-2. Clients: our ``webhooks/http11.py`` pool, its predecessor on asyncio streams
-   (``bench/_streams_http11.py``, kept as a reference), aiohttp's client and httpcore, each
-   keep-alive with ``--clients-connections`` (8) connections, post the same signed envelope
-   to the same receiver; deliveries/s and client CPU per delivery, with ratios (issue 14: a
-   maintained library within 20% of http11.py should replace it). ``--clients-only`` stops
-   there.
+2. Clients: our ``webhooks/http11.py`` pool, the same pool with its predecessor's
+   connection on asyncio streams (``bench/_streams_http11.py``, kept as a reference),
+   aiohttp's client and httpcore, each keep-alive with ``--clients-connections`` (8)
+   connections, post the same signed envelope to the same receiver; deliveries/s and client
+   CPU per delivery, with ratios (issue 14: a maintained library within 20% of http11.py
+   should replace it). ``--clients-only`` stops there.
 3. Ceiling: a plain keep-alive httpx client, then a raw keep-alive asyncio client, each with
    ``--concurrency`` connections, blast the receiver with the same body; the higher rate is
    the ceiling (the most requests/s this receiver takes from one Python process).
@@ -176,7 +176,7 @@ async def client_rate(kind: str, port: int, body: bytes, total: int,
                       connections: int) -> tuple[float, float]:
     """(deliveries/s, client CPU µs per delivery) of one HTTP client library, keep-alive with
     ``connections`` connections, posting the same signed envelope to the same receiver."""
-    from _streams_http11 import Pool as StreamsPool
+    from _streams_http11 import StreamsPool
 
     from ridecast.events.signing import sign_headers
     from ridecast.webhooks.http11 import Pool
