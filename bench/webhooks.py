@@ -34,7 +34,10 @@ Runs on 127.0.0.1 only, bounded in count and time::
    event loop ran, or was ready but waited for one of the two cores (the receiver, the load
    generator and SQLite's driver threads share them), the share its other threads ran
    (aiosqlite's; none on PostgreSQL, whose work is in its own processes), and the same for
-   the receiver. A loop waiting for a core moves no delivery.
+   the receiver. A loop waiting for a core moves no delivery. And the share of the cores'
+   time that was idle during the burst, beside the same share during the lean reference's
+   runs just before and after it: cores left idle while deliveries are waiting say that
+   the rate is bound by waits (a process waiting for another), not by CPU alone.
 """
 
 from __future__ import annotations
@@ -260,14 +263,17 @@ def compare_clients(port: int, body: bytes, total: int, connections: int,
     return best
 
 
-def reference_rate(port: int, body: bytes, args: argparse.Namespace) -> float:
+def reference_rate(port: int, body: bytes, args: argparse.Namespace
+                   ) -> tuple[float, float | None]:
     """The lean reference's deliveries/s to the receiver: the faster of ``LEAN``, each the
-    best of two, as in ``compare_clients``."""
+    best of two, as in ``compare_clients``; and the share of the cores idle meanwhile."""
+    idle_before = cpu_idle()
     rate = max(asyncio.run(client_rate(kind, port, body, args.clients_events,
                                        args.clients_connections))[0]
                for _ in range(2) for kind in LEAN)
+    idle = idle_share(idle_before, cpu_idle())
     httpx.post(f"http://127.0.0.1:{port}/reset")
-    return rate
+    return rate, idle
 
 
 def print_clients(best: dict[str, tuple[float, float]], total: int, connections: int) -> None:
@@ -411,6 +417,26 @@ def sched_s(pid: int) -> dict[int, tuple[float, float]] | None:
     return out or None
 
 
+def cpu_idle() -> tuple[int, int] | None:
+    """(idle, total) clock ticks of every core so far, from Linux's /proc/stat (None
+    elsewhere); iowait counts as idle."""
+    try:
+        fields = Path("/proc/stat").read_text().split("\n", 1)[0].split()
+    except OSError:
+        return None
+    if not fields or fields[0] != "cpu":
+        return None
+    ticks = [int(x) for x in fields[1:]]
+    return ticks[3] + ticks[4], sum(ticks)
+
+
+def idle_share(before: tuple[int, int] | None, after: tuple[int, int] | None) -> float | None:
+    """The share of the cores' time idle between two ``cpu_idle`` readings."""
+    if before is None or after is None or after[1] <= before[1]:
+        return None
+    return (after[0] - before[0]) / (after[1] - before[1])
+
+
 def sched_shares(pid: int, before: dict[int, tuple[float, float]] | None,
                  after: dict[int, tuple[float, float]] | None, wall_s: float
                  ) -> tuple[float, float, float] | None:
@@ -450,6 +476,7 @@ def run_mode(base: str, auth: tuple[str, str], rport: int, hook: str, database_u
     deadline = time.time() + args.timeout
     cpu_before = process_cpu_s(server_pid)
     sched_before = (sched_s(server_pid), sched_s(receiver_pid))
+    idle_before = cpu_idle()
     start = asyncio.run(ingest(int(base.rsplit(":", 1)[1]), auth, sims, args.events, args.batch))
     ingested = time.time()
     wait_count(rport, args.events, deadline)
@@ -457,6 +484,7 @@ def run_mode(base: str, auth: tuple[str, str], rport: int, hook: str, database_u
     committed = asyncio.run(succeeded_at(database_url, done_before + args.events, deadline))
     cpu_after = process_cpu_s(server_pid)
     sched_after = (sched_s(server_pid), sched_s(receiver_pid))
+    idle = idle_share(idle_before, cpu_idle())
     burst_s = (committed or time.time()) - start
     httpx.post(f"http://127.0.0.1:{rport}/reset")
     paced_sent = asyncio.run(paced(base, auth, sims[0], args.paced_rate, args.paced_s))
@@ -481,6 +509,7 @@ def run_mode(base: str, auth: tuple[str, str], rport: int, hook: str, database_u
         "server_sched": sched_shares(server_pid, sched_before[0], sched_after[0], burst_s),
         "receiver_sched": sched_shares(receiver_pid, sched_before[1], sched_after[1],
                                        burst_s),
+        "idle": idle,
     }
 
 
@@ -560,7 +589,8 @@ def main() -> None:
                                   receiver.pid)
                 after = reference_rate(rport, body, args)
                 results.append({**result, "mode": f"{store}, {mode}",
-                                "reference": (before, after)})
+                                "reference": (before[0], after[0]),
+                                "reference_idle": (before[1], after[1])})
             server.terminate()
             server.wait(20)
             server = None
@@ -616,6 +646,11 @@ def main() -> None:
                   f"for a core {server_sched[1]:.0%}; server's other threads (SQLite's "
                   f"driver) ran {server_sched[2]:.0%}; receiver ran {receiver_sched[0]:.0%}, "
                   f"waited {receiver_sched[1]:.0%}")
+        idle, ref_idle = r["idle"], r["reference_idle"]
+        if isinstance(idle, float) and isinstance(ref_idle, tuple) and None not in ref_idle:
+            # Idle cores while deliveries wait: the rate is bound by waits, not by CPU alone.
+            print(f"cores idle: {idle:.0%} of the burst (the lean reference's runs just "
+                  f"before and after: {ref_idle[0]:.0%} and {ref_idle[1]:.0%})")
         before, after = r["reference"]  # type: ignore[misc]
         adjacent = (before + after) / 2
         start_rate = max(clients[kind][0] for kind in LEAN)
