@@ -4,6 +4,7 @@ Runs on 127.0.0.1 only, bounded in count and time::
 
     python bench/webhooks.py                 # 20,000 events over 16 simulations, concurrency 16
     python bench/webhooks.py --events 5000 --sims 8 --concurrency 8
+    python bench/webhooks.py --webhook-workers 2   # delivered by two ``ridecast worker``s
 
 1. A fast receiver (``ridecast.cli.receiver.Receiver``) runs in its own process and
    records, per request, the time from the event's ``server_ts`` (stamped at ingest) to
@@ -38,6 +39,10 @@ Runs on 127.0.0.1 only, bounded in count and time::
    time that was idle during the burst, beside the same share during the lean reference's
    runs just before and after it: cores left idle while deliveries are waiting say that
    the rate is bound by waits (a process waiting for another), not by CPU alone.
+7. ``--webhook-workers N``: the server runs with ``RIDECAST_WEBHOOK_WORKERS=false`` and N
+   ``ridecast worker`` processes on the same store deliver (docs/deployment.md); the
+   server CPU line then sums the server and the workers. With the embedded in-process bus
+   the workers hear of new rows only by polling the store (every second).
 """
 
 from __future__ import annotations
@@ -53,6 +58,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Sequence
 from datetime import datetime
 from pathlib import Path
 
@@ -400,6 +406,17 @@ def process_cpu_s(pid: int) -> float | None:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
+def processes_cpu_s(pids: Sequence[int]) -> float | None:
+    """``process_cpu_s`` summed over ``pids`` (None if any is unknown)."""
+    total = 0.0
+    for pid in pids:
+        cpu = process_cpu_s(pid)
+        if cpu is None:
+            return None
+        total += cpu
+    return total
+
+
 def sched_s(pid: int) -> dict[int, tuple[float, float]] | None:
     """Per thread of process ``pid``: (seconds run on a core, seconds runnable but waiting
     for one) so far, from Linux's schedstat (None elsewhere)."""
@@ -450,6 +467,31 @@ def sched_shares(pid: int, before: dict[int, tuple[float, float]] | None,
     return ran[pid] / wall_s, waited / wall_s, others / wall_s
 
 
+def start_worker(env: dict[str, str], cwd: Path, log: Path,
+                 timeout_s: float = 60.0) -> subprocess.Popen[bytes]:
+    """A ``ridecast worker`` on the server's store, once it says it is delivering."""
+    with log.open("wb") as out:  # the child keeps its own descriptor
+        worker = subprocess.Popen(
+            [sys.executable, "-m", "ridecast.cli.main", "worker"],
+            env={**env, "RIDECAST_WEBHOOK_WORKERS": "true", "RIDECAST_LOG_LEVEL": "info"},
+            cwd=cwd, stdout=subprocess.DEVNULL, stderr=out)
+    deadline = time.monotonic() + timeout_s
+    while b"webhook worker running" not in log.read_bytes():
+        if worker.poll() is not None or time.monotonic() > deadline:
+            worker.kill()
+            raise RuntimeError(f"ridecast worker did not start: {log.read_text()[-2000:]}")
+        time.sleep(0.05)
+    return worker
+
+
+def stop_all(processes: Sequence[subprocess.Popen[bytes]]) -> None:
+    """Terminate ``processes`` and wait for each."""
+    for process in processes:
+        process.terminate()
+    for process in processes:
+        process.wait(20)
+
+
 def wait_count(rport: int, count: int, deadline: float) -> None:
     """Until the receiver has ``count`` requests (or ``deadline``). It polls ``/count``, not
     ``/stats``: ``/stats`` dumps every latency so far as JSON (12 ms of the receiver's CPU
@@ -463,7 +505,7 @@ def wait_count(rport: int, count: int, deadline: float) -> None:
 
 def run_mode(base: str, auth: tuple[str, str], rport: int, hook: str, database_url: str,
              args: argparse.Namespace, mode: str, server_pid: int,
-             receiver_pid: int) -> dict[str, object]:
+             receiver_pid: int, worker_pids: Sequence[int] = ()) -> dict[str, object]:
     """One burst and one paced phase through ``args.sims`` simulations in ``mode``."""
     done_before = asyncio.run(count_succeeded(database_url))
     data: dict[str, object] = {"messaging_webhook_url": hook,
@@ -474,7 +516,7 @@ def run_mode(base: str, auth: tuple[str, str], rport: int, hook: str, database_u
             for i in range(args.sims)]
     httpx.post(f"http://127.0.0.1:{rport}/reset")
     deadline = time.time() + args.timeout
-    cpu_before = process_cpu_s(server_pid)
+    cpu_before = processes_cpu_s([server_pid, *worker_pids])
     sched_before = (sched_s(server_pid), sched_s(receiver_pid))
     idle_before = cpu_idle()
     start = asyncio.run(ingest(int(base.rsplit(":", 1)[1]), auth, sims, args.events, args.batch))
@@ -482,7 +524,7 @@ def run_mode(base: str, auth: tuple[str, str], rport: int, hook: str, database_u
     wait_count(rport, args.events, deadline)
     stats: dict[str, object] = httpx.get(f"http://127.0.0.1:{rport}/stats", timeout=30).json()
     committed = asyncio.run(succeeded_at(database_url, done_before + args.events, deadline))
-    cpu_after = process_cpu_s(server_pid)
+    cpu_after = processes_cpu_s([server_pid, *worker_pids])
     sched_after = (sched_s(server_pid), sched_s(receiver_pid))
     idle = idle_share(idle_before, cpu_idle())
     burst_s = (committed or time.time()) - start
@@ -527,6 +569,10 @@ def main() -> None:
     parser.add_argument("--clients-events", type=int, default=10000,
                         help="deliveries per HTTP client in the client comparison")
     parser.add_argument("--clients-connections", type=int, default=8)
+    parser.add_argument("--webhook-workers", type=int, default=0,
+                        help="deliver from this many `ridecast worker` processes beside the "
+                        "server (started with RIDECAST_WEBHOOK_WORKERS=false) instead of "
+                        "from the server itself")
     parser.add_argument("--modes", default="ordered,unordered",
                         help="delivery modes to run, comma-separated (default: both)")
     parser.add_argument("--clients-only", action="store_true",
@@ -553,6 +599,7 @@ def main() -> None:
     pg_url = (create_pg_database(args.postgres, pg_db)
               if args.postgres and not args.clients_only else None)
     server: subprocess.Popen[bytes] | None = None
+    workers: list[subprocess.Popen[bytes]] = []
     results: list[dict[str, object]] = []
     try:
         assert receiver.stdout is not None and receiver.stdout.readline().strip() == "READY"
@@ -578,26 +625,28 @@ def main() -> None:
                    "RIDECAST_WEBHOOK_CONCURRENCY_PER_ENDPOINT": str(args.concurrency)}
             server = subprocess.Popen(
                 [sys.executable, "-m", "ridecast.cli.main", "serve", "--port", str(sport)],
-                env=env, cwd=tmp, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                env={**env, "RIDECAST_WEBHOOK_WORKERS": str(not args.webhook_workers).lower()},
+                cwd=tmp, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
             base = f"http://127.0.0.1:{sport}"
             wait_http(f"{base}/healthz")
+            # The deployment docs/deployment.md describes: the server delivers no webhook,
+            # ``ridecast worker`` processes on the same store do (after it has migrated it).
+            workers = [start_worker(env, tmp, tmp / f"worker-{n}.log")
+                       for n in range(args.webhook_workers)]
             for mode in modes:
                 # The reference again just before and just after this mode: this VM's speed
                 # drifts within a run, and the ratio is to what it did around this mode.
                 before = reference_rate(rport, body, args)
                 result = run_mode(base, auth, rport, hook, url, args, mode, server.pid,
-                                  receiver.pid)
+                                  receiver.pid, [w.pid for w in workers])
                 after = reference_rate(rport, body, args)
                 results.append({**result, "mode": f"{store}, {mode}",
                                 "reference": (before[0], after[0]),
                                 "reference_idle": (before[1], after[1])})
-            server.terminate()
-            server.wait(20)
-            server = None
+            stop_all([server, *workers])
+            server, workers = None, []
     finally:
-        if server is not None:
-            server.terminate()
-            server.wait(20)
+        stop_all([p for p in (server, *workers) if p is not None])
         receiver.terminate()
         receiver.wait(10)
         if pg_url is not None:
@@ -635,8 +684,10 @@ def main() -> None:
                   f"{r['paced_inversions']}")
         cpu_s = r["server_cpu_s"]
         if cpu_s is not None:
+            who = (f"ridecast serve and its {args.webhook_workers} webhook worker processes"
+                   if args.webhook_workers else "ingest included")
             print(f"server CPU: {float(cpu_s) * 1e6 / args.events:,.0f} µs per delivery "  # type: ignore[arg-type]
-                  "(ingest included; the lean clients' CPU per delivery is above)")
+                  f"({who}; the lean clients' CPU per delivery is above)")
         server_sched, receiver_sched = r["server_sched"], r["receiver_sched"]
         if isinstance(server_sched, tuple) and isinstance(receiver_sched, tuple):
             # The share of the burst each was on a core, or ready but waiting for one: time

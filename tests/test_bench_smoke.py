@@ -37,12 +37,20 @@ CASES = [
     ("webhooks.py", ["--events", "100", "--sims", "2", "--batch", "50", "--concurrency", "2",
                      "--paced-rate", "40", "--paced-s", "0.3", "--clients-events", "200"],
      "http11.py / aiohttp"),
+    # The server with `ridecast worker` processes delivering (the deployment the docs give).
+    ("webhooks.py", ["--events", "40", "--sims", "2", "--batch", "20", "--concurrency", "2",
+                     "--paced-rate", "40", "--paced-s", "0.3", "--clients-events", "100",
+                     "--modes", "unordered", "--webhook-workers", "1"],
+     "1 webhook worker processes"),
     ("simulator.py", ["--vehicles", "5", "--bookings", "20", "--hours", "0.1",
                       "--networks", "straight", "--skip-engine-only"], "end to end"),
     ("notfound_timing.py", ["--requests", "40"], "ratio of medians"),
     ("stream_memory.py", ["-n", "20", "--top", "5"], "per stream"),
     ("fanout_cluster.py", ["--subscribers", "4", "--events", "50"], "ratio two nodes / one node"),
 ]
+# A case's name: its script's, with the case's index when the script runs more than once.
+IDS = [script if sum(case[0] == script for case in CASES) == 1 else f"{script}-{index}"
+       for index, (script, _args, _marker) in enumerate(CASES)]
 
 
 @pytest.fixture(scope="module")
@@ -51,12 +59,12 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Run]]:
     side they take about as long as the slowest one alone (about a minute, not four)."""
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
     started: dict[str, Run] = {}
-    for script, args, _marker in CASES:
-        cwd = tmp_path_factory.mktemp(script.removesuffix(".py"))
+    for name, (script, args, _marker) in zip(IDS, CASES, strict=True):
+        cwd = tmp_path_factory.mktemp(name.removesuffix(".py"))
         with (cwd / "stdout").open("wb") as out, (cwd / "stderr").open("wb") as err:
             proc = subprocess.Popen([sys.executable, str(BENCH / script), *args], cwd=cwd,
                                     env=env, stdout=out, stderr=err, start_new_session=True)
-        started[script] = Run(proc, cwd)
+        started[name] = Run(proc, cwd)
     try:
         yield started
     finally:
@@ -66,10 +74,10 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Run]]:
                 run.proc.wait(30)
 
 
-@pytest.mark.parametrize(("script", "marker"), [(c[0], c[2]) for c in CASES],
-                         ids=[c[0] for c in CASES])
-def test_bench_runs(script: str, marker: str, runs: dict[str, Run]) -> None:
-    run = runs[script]
+@pytest.mark.parametrize(("name", "marker"), [(n, c[2]) for n, c in zip(IDS, CASES, strict=True)],
+                         ids=IDS)
+def test_bench_runs(name: str, marker: str, runs: dict[str, Run]) -> None:
+    run = runs[name]
     try:
         code = run.proc.wait(timeout=240)
     except subprocess.TimeoutExpired:
@@ -78,5 +86,5 @@ def test_bench_runs(script: str, marker: str, runs: dict[str, Run]) -> None:
         code = -1
     stdout = (run.cwd / "stdout").read_text()
     output = stdout + (run.cwd / "stderr").read_text()
-    assert code == 0, f"bench/{script} exited {code}:\n{output[-4000:]}"
-    assert marker in stdout, f"bench/{script} printed no table:\n{output[-4000:]}"
+    assert code == 0, f"bench/{name} exited {code}:\n{output[-4000:]}"
+    assert marker in stdout, f"bench/{name} printed no table:\n{output[-4000:]}"
