@@ -37,8 +37,9 @@ Runs on 127.0.0.1 only, bounded in count and time::
    (aiosqlite's; none on PostgreSQL, whose work is in its own processes), and the same for
    the receiver. A loop waiting for a core moves no delivery. And the share of the cores'
    time that was idle during the burst, beside the same share during the lean reference's
-   runs just before and after it: cores left idle while deliveries are waiting say that
-   the rate is bound by waits (a process waiting for another), not by CPU alone.
+   runs just before and after it. Cores left idle during a burst say that the two cores'
+   total is not what bounds the rate: a process is waiting for another, or one thread is
+   (the server's event loop, whose Python work no second core can share under the GIL).
 7. ``--webhook-workers N``: the server runs with ``RIDECAST_WEBHOOK_WORKERS=false`` and N
    ``ridecast worker`` processes on the same store deliver (docs/deployment.md); the
    server CPU line then sums the server and the workers. With the embedded in-process bus
@@ -625,7 +626,8 @@ def main() -> None:
                    "RIDECAST_WEBHOOK_CONCURRENCY_PER_ENDPOINT": str(args.concurrency)}
             server = subprocess.Popen(
                 [sys.executable, "-m", "ridecast.cli.main", "serve", "--port", str(sport)],
-                env={**env, "RIDECAST_WEBHOOK_WORKERS": str(not args.webhook_workers).lower()},
+                env={**env,
+                     "RIDECAST_WEBHOOK_WORKERS": "false" if args.webhook_workers else "true"},
                 cwd=tmp, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
             base = f"http://127.0.0.1:{sport}"
             wait_http(f"{base}/healthz")
@@ -684,8 +686,9 @@ def main() -> None:
                   f"{r['paced_inversions']}")
         cpu_s = r["server_cpu_s"]
         if cpu_s is not None:
-            who = (f"ridecast serve and its {args.webhook_workers} webhook worker processes"
-                   if args.webhook_workers else "ingest included")
+            n = args.webhook_workers
+            who = (f"ridecast serve and {n} webhook worker{'s' if n != 1 else ''}, ingest "
+                   "included" if n else "ingest included")
             print(f"server CPU: {float(cpu_s) * 1e6 / args.events:,.0f} µs per delivery "  # type: ignore[arg-type]
                   f"({who}; the lean clients' CPU per delivery is above)")
         server_sched, receiver_sched = r["server_sched"], r["receiver_sched"]
@@ -699,7 +702,7 @@ def main() -> None:
                   f"waited {receiver_sched[1]:.0%}")
         idle, ref_idle = r["idle"], r["reference_idle"]
         if isinstance(idle, float) and isinstance(ref_idle, tuple) and None not in ref_idle:
-            # Idle cores while deliveries wait: the rate is bound by waits, not by CPU alone.
+            # Idle cores during the burst: something other than the cores' total bounds it.
             print(f"cores idle: {idle:.0%} of the burst (the lean reference's runs just "
                   f"before and after: {ref_idle[0]:.0%} and {ref_idle[1]:.0%})")
         before, after = r["reference"]  # type: ignore[misc]

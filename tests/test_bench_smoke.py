@@ -41,7 +41,7 @@ CASES = [
     ("webhooks.py", ["--events", "40", "--sims", "2", "--batch", "20", "--concurrency", "2",
                      "--paced-rate", "40", "--paced-s", "0.3", "--clients-events", "100",
                      "--modes", "unordered", "--webhook-workers", "1"],
-     "1 webhook worker processes"),
+     "ridecast serve and 1 webhook worker,"),
     ("simulator.py", ["--vehicles", "5", "--bookings", "20", "--hours", "0.1",
                       "--networks", "straight", "--skip-engine-only"], "end to end"),
     ("notfound_timing.py", ["--requests", "40"], "ratio of medians"),
