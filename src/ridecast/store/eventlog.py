@@ -39,6 +39,7 @@ from .tables import (
     active_delivery_wheres,
     event_counter,
     events,
+    first_id_since,
     simulations,
     webhook_deliveries,
 )
@@ -472,11 +473,7 @@ class EventLog:
             for where in active_delivery_wheres(self._engine.dialect.name)
         ))
         async with self._engine.begin() as conn:
-            # Ids rise with commit time: the candidates lie below the first event committed
-            # since ``cutoff``, read by id from the oldest (no index on ``created_at`` for
-            # every append to keep up to date).
-            bound = await conn.scalar(select(events.c.id).where(events.c.created_at >= cutoff)
-                                      .order_by(events.c.id).limit(1))
+            bound = await conn.scalar(first_id_since(events, cutoff))
             old = [events.c.created_at < cutoff, events.c.id.not_in(still_needed)]
             if bound is not None:
                 old.append(events.c.id < bound)

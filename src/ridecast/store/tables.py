@@ -5,6 +5,8 @@ Times are unix seconds (float) so that SQLite and PostgreSQL compare them the sa
 
 from __future__ import annotations
 
+from typing import Any
+
 from sqlalchemy import (
     JSON,
     BigInteger,
@@ -16,9 +18,11 @@ from sqlalchemy import (
     Integer,
     LargeBinary,
     MetaData,
+    Select,
     String,
     Table,
     Text,
+    select,
     text,
     true,
 )
@@ -54,6 +58,15 @@ def active_delivery_wheres(dialect: str) -> tuple[str, str, str]:
     status change would rewrite."""
     return (LANE_ROWS_WHERE[dialect], LOOSE_PENDING_WHERE[dialect],
             _LOOSE_LEASED_WHERE[dialect])
+
+
+def first_id_since(table: Table, cutoff: float) -> Select[tuple[Any]]:
+    """The id of ``table``'s first row created at or after ``cutoff`` (unix s). Ids rise
+    with creation, so every row created before ``cutoff`` has a lower id: the retention
+    sweeps read their candidates below it, from the oldest, with no index on ``created_at``
+    for every insert to keep up to date (migration 0011)."""
+    return (select(table.c.id).where(table.c.created_at >= cutoff)
+            .order_by(table.c.id).limit(1))
 
 
 # SQLite only auto-increments an INTEGER PRIMARY KEY; PostgreSQL wants a BIGINT identity.

@@ -32,6 +32,7 @@ from ..store.tables import (
     LANE_ROWS_WHERE,
     LOOSE_PENDING_WHERE,
     active_delivery_wheres,
+    first_id_since,
     webhook_attempts,
     webhook_deliveries,
     webhook_endpoints,
@@ -681,8 +682,7 @@ class Outbox:
         row created since, read by id from the oldest, not by a scan of the whole outbox.
         """
         async with self._engine.begin() as conn:
-            bound = await conn.scalar(
-                select(D.c.id).where(D.c.created_at >= cutoff).order_by(D.c.id).limit(1))
+            bound = await conn.scalar(first_id_since(D, cutoff))
             old = select(D.c.id).where(D.c.status.in_(TERMINAL_STATES), D.c.updated_at < cutoff)
             if bound is not None:
                 old = old.where(D.c.id < bound)
