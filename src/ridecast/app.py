@@ -28,7 +28,7 @@ from .api.errors import BodyGuard, UnexpectedErrors, install_error_handlers
 from .api.jsonlimits import JsonLimits
 from .api.openapi import build_openapi
 from .auth.throttle import FailureThrottle, LoginThrottle, RateLimiter
-from .bus import Bus, create_bus
+from .bus import Bus, MemoryBus, create_bus
 from .config import Settings, get_settings
 from .dashboard import mount_dashboard
 from .hub import Hub, open_dedicated_listener, websocket_routes
@@ -52,13 +52,15 @@ log = logging.getLogger(__name__)
 
 async def open_runtime(
     settings: Settings, *, serve_streams: bool = True, run_simulator: bool = True,
-    run_dispatcher: bool | None = None,
+    run_dispatcher: bool | None = None, watch_outbox: bool = False,
 ) -> Runtime:
     """Migrate the store, then build, wire and start every part of one process.
 
     ``serve_streams``: build the websocket hub (and its dedicated listener when
     ``RIDECAST_WS_PORT`` is set). ``run_simulator``: host simulator runs.
     ``run_dispatcher``: deliver webhooks here (default ``RIDECAST_WEBHOOK_WORKERS``).
+    ``watch_outbox``: this process appends no events, so its dispatcher watches the outbox
+    for other processes' rows when the bus does not bring them (the in-process bus).
     """
     await upgrade(settings.database_url)
     engine = create_engine(settings.database_url)
@@ -81,7 +83,8 @@ async def open_runtime(
 
     dispatch = settings.webhook_workers if run_dispatcher is None else run_dispatcher
     webhooks = WebhookService(settings, engine, simulations_service, bus,
-                              run_dispatcher=dispatch)
+                              run_dispatcher=dispatch,
+                              watch_outbox=watch_outbox and isinstance(bus, MemoryBus))
     simulations_service.add_data_check(webhooks.check_data)
     webhooks.start()
 

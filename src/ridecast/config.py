@@ -162,6 +162,11 @@ class Settings(BaseSettings):
         True, description="Run webhook delivery in the serve process (off when `ridecast worker` "
         "processes do it)."
     )
+    webhook_watch_interval_s: float = Field(
+        0.01, ge=0, description="How often a `ridecast worker` without `RIDECAST_BUS_URL` reads "
+        "the outbox's newest delivery id to hear of new deliveries (0: not at all, then it "
+        "finds them by its poll, once a second)."
+    )
     simulator_lease_s: float = Field(
         15.0, gt=0, description="Lease of a node on the simulator runs it owns, renewed every "
         "third of it; a running or paused run whose owner stops renewing reads as "

@@ -6,6 +6,7 @@ import os
 import subprocess
 import sys
 from collections.abc import Callable
+from pathlib import Path
 
 from ridecast.cli.receiver import ReceiverThread, Reply
 from tests.conftest import Server
@@ -34,9 +35,11 @@ def test_dead_endpoint_does_not_delay_others(fast_server: Server) -> None:
 
 
 def test_worker_process_delivers_for_a_serve_without_workers(
-    start_server: Callable[..., Server],
+    start_server: Callable[..., Server], tmp_path: Path,
 ) -> None:
-    """serve with RIDECAST_WEBHOOK_WORKERS=false stores; a ridecast worker on its DB delivers."""
+    """serve with RIDECAST_WEBHOOK_WORKERS=false stores; a ridecast worker on its DB delivers
+    what was there when it started, and what is committed while it runs (the outbox watch:
+    no bus tells it)."""
     recorder = Recorder()
     server = start_server({"RIDECAST_WEBHOOK_WORKERS": "false"})
     with ReceiverThread(recorder) as receiver:
@@ -47,13 +50,40 @@ def test_worker_process_delivers_for_a_serve_without_workers(
         with server.client(user) as http:
             ids = post_events(http, sim, [vehicle_use(i) for i in range(20)])
             assert {d["status"] for d in deliveries(http, sim)} == {"pending"}
-        env = {**os.environ, "RIDECAST_DATABASE_URL": server.database_url,
-               "RIDECAST_WEBHOOK_ALLOW_PRIVATE": "true"}
-        worker = subprocess.Popen([sys.executable, "-m", "ridecast.cli.main", "worker"], env=env,
-                                  stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        try:
-            wait_for(lambda: len(recorder.ids()) == 20)
-        finally:
-            worker.terminate()
-            assert worker.wait(15) == 0
+            env = {**os.environ, "RIDECAST_DATABASE_URL": server.database_url,
+                   "RIDECAST_WEBHOOK_ALLOW_PRIVATE": "true", "RIDECAST_LOG_LEVEL": "info"}
+            log_path = tmp_path / "worker.log"
+            with log_path.open("wb") as log_file:
+                worker = subprocess.Popen(
+                    [sys.executable, "-m", "ridecast.cli.main", "worker"], env=env,
+                    stdout=subprocess.DEVNULL, stderr=log_file)
+            try:
+                wait_for(lambda: len(recorder.ids()) == 20)
+                ids += post_events(http, sim, [vehicle_use(i) for i in range(20, 30)])
+                wait_for(lambda: len(recorder.ids()) == 30)
+            finally:
+                worker.terminate()
+                assert worker.wait(15) == 0
     assert recorder.ids() == {f"msg_{i}" for i in ids}
+    log = log_path.read_text()
+    assert "webhook worker running on sqlite+aiosqlite:///" in log
+    assert "(event loop: uvloop)" in log  # as ridecast serve: uvloop where it is installed
+
+
+def test_worker_log_names_the_store_without_its_password(pg_url: str, tmp_path: Path) -> None:
+    """A worker on PostgreSQL prints where it delivers from, never the password (the
+    machine's PostgreSQL trusts local connections, so any password connects)."""
+    url = pg_url.replace("postgres@", "postgres:s3cret-pw@", 1)
+    env = {**os.environ, "RIDECAST_DATABASE_URL": url, "RIDECAST_LOG_LEVEL": "info"}
+    log_path = tmp_path / "worker.log"
+    with log_path.open("wb") as log_file:
+        worker = subprocess.Popen([sys.executable, "-m", "ridecast.cli.main", "worker"],
+                                  env=env, stdout=log_file, stderr=subprocess.STDOUT)
+    try:
+        wait_for(lambda: b"webhook worker running" in log_path.read_bytes())
+    finally:
+        worker.terminate()
+        assert worker.wait(15) == 0
+    log = log_path.read_text()
+    assert "running on postgresql+asyncpg://postgres:***@127.0.0.1:5432/" in log
+    assert "s3cret-pw" not in log

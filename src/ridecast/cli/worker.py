@@ -10,24 +10,31 @@ import asyncio
 import contextlib
 import logging
 import signal
+from collections.abc import Callable, Coroutine
+from typing import Any
 
 from .process import exit_despite_lingering_threads
 
 
 async def run_worker() -> None:
     """Deliver webhooks until SIGINT or SIGTERM."""
+    from sqlalchemy.engine import make_url
+
     from ..app import open_runtime
     from ..config import get_settings
 
     settings = get_settings()
     runtime = await open_runtime(settings, serve_streams=False, run_simulator=False,
-                                 run_dispatcher=True)
+                                 run_dispatcher=True, watch_outbox=True)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
         with contextlib.suppress(NotImplementedError):
             loop.add_signal_handler(sig, stop.set)
-    logging.getLogger(__name__).info("webhook worker running on %s", settings.database_url)
+    # The store's address without its password: secrets never reach a log.
+    store = make_url(settings.database_url).render_as_string(hide_password=True)
+    logging.getLogger(__name__).info("webhook worker running on %s (event loop: %s)",
+                                     store, type(loop).__module__)
     try:
         await stop.wait()
     finally:
@@ -37,6 +44,23 @@ async def run_worker() -> None:
             await asyncio.wait_for(runtime.close(), timeout=10)
         except TimeoutError:
             logging.getLogger(__name__).warning("shutdown took over 10 s; exiting anyway")
+
+
+def event_loop_factory() -> Callable[[], asyncio.AbstractEventLoop] | None:
+    """uvloop's loop where it is installed (it comes with ``uvicorn[standard]``), as
+    ``ridecast serve`` runs on through uvicorn's ``loop="auto"``: a worker's time goes to
+    the HTTP exchanges with receivers, which uvloop's transports make cheaper."""
+    try:
+        import uvloop
+    except ImportError:  # not built for every platform (Windows): asyncio's own loop
+        return None
+    return uvloop.new_event_loop
+
+
+def run_on_best_loop(main: Coroutine[Any, Any, None]) -> None:
+    """Run ``main`` to completion on ``event_loop_factory``'s loop."""
+    with asyncio.Runner(loop_factory=event_loop_factory()) as runner:
+        runner.run(main)
 
 
 def worker() -> None:
@@ -52,5 +76,5 @@ def worker() -> None:
     from . import gctuning
 
     gctuning.tune()
-    asyncio.run(run_worker())
+    run_on_best_loop(run_worker())
     exit_despite_lingering_threads()

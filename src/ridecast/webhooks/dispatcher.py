@@ -19,7 +19,9 @@ Two tasks and one task per claimed unit:
   (``Outbox.claim``'s ``extend``), up to ``UNIT_MAX_ROWS``: its slot never waits for a
   claim. Chunks that ended together waited together for the claim after them: every slot of
   the URL idle, for 50-85 ms while a busy event log held SQLite's write lock;
-* the maintenance loop updates the queue-depth gauge and purges old finished deliveries.
+* the maintenance loop updates the queue-depth gauge and purges old finished deliveries;
+* in a process whose bus brings no other process's rows (``ridecast worker`` on the
+  in-process bus), the outbox watch wakes the cycle loop when a row is added (``watch``).
 
 A delivery goes to the URL in force when it is sent (the simulation's current settings), not
 the one in force when its event was appended; with no webhook settings left, it is
@@ -48,6 +50,7 @@ from .health import EndpointHealth
 from .outbox import RELEASE, Job, Outbox, Result, Unit
 from .retry import Verdict, honours_retry_after, next_delay, quiet_gap, verdict
 from .sender import Attempt, Sender
+from .watch import OutboxWatch
 
 log = logging.getLogger(__name__)
 
@@ -192,8 +195,13 @@ class Dispatcher:
         disable: DisableHook,
         *,
         rng: random.Random | None = None,
+        watch_interval_s: float | None = None,
     ) -> None:
         self._settings = settings
+        # A process whose bus brings no other process's rows (``ridecast worker`` on the
+        # in-process bus) watches the outbox for them instead (``watch``).
+        self._watch = (None if watch_interval_s is None else
+                       OutboxWatch(outbox.newest_id, self.wake, interval_s=watch_interval_s))
         self._outbox = outbox
         self._sender = sender
         self._sims = SimStates(store)
@@ -242,6 +250,9 @@ class Dispatcher:
             asyncio.create_task(self._cycle_loop(), name="ridecast-webhook-cycle"),
             asyncio.create_task(self._maintenance_loop(), name="ridecast-webhook-maintenance"),
         ]
+        if self._watch is not None:
+            self._tasks.append(asyncio.create_task(self._watch.run(),
+                                                   name="ridecast-webhook-outbox-watch"))
 
     def wake(self) -> None:
         """Look for due deliveries now (after an append, a retry request, a finished attempt)."""

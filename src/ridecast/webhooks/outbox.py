@@ -665,6 +665,14 @@ class Outbox:
             ]
         return _with_attempts(row, attempts)
 
+    async def newest_id(self) -> int:
+        """The highest delivery id in the outbox (0 when empty): the last entry of the
+        primary key. A new row raises it, unless purges have emptied the top of the table
+        (SQLite then gives those ids out again)."""
+        async with self._engine.connect() as conn:
+            newest = await conn.scalar(select(func.max(webhook_deliveries.c.id)))
+        return int(newest or 0)
+
     async def depth(self) -> int:
         """Deliveries pending or in flight (the queue-depth gauge): three counts, each read
         from a partial index (``active_delivery_wheres``), not a scan of the outbox."""

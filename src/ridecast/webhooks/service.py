@@ -33,7 +33,7 @@ class WebhookService:
     """Webhook delivery for one process; see the module docstring."""
 
     def __init__(self, settings: Settings, engine: AsyncEngine, simulations: SimulationService,
-                 bus: Bus, *, run_dispatcher: bool) -> None:
+                 bus: Bus, *, run_dispatcher: bool, watch_outbox: bool = False) -> None:
         self.resolver = Resolver(allow_private=settings.webhook_allow_private)
         self.sender = Sender(
             timeout_s=settings.webhook_timeout_s,
@@ -44,9 +44,11 @@ class WebhookService:
         self.outbox = Outbox(engine)
         self.dispatcher: Dispatcher | None = None
         if run_dispatcher:
+            watch = settings.webhook_watch_interval_s
             self.dispatcher = Dispatcher(
                 settings, self.outbox, self.sender, simulations.store, bus,
                 simulations.disable_webhook,
+                watch_interval_s=watch if watch_outbox and watch > 0 else None,
             )
 
     def start(self) -> None:

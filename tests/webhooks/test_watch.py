@@ -1,0 +1,111 @@
+"""The outbox watch, on SQLite and on PostgreSQL: a row another engine commits wakes it."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import AsyncIterator
+
+import pytest
+from sqlalchemy import delete, insert
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+from ridecast.store.engine import create_engine, upgrade
+from ridecast.store.tables import webhook_deliveries
+from ridecast.webhooks.outbox import Outbox
+from ridecast.webhooks.watch import OutboxWatch
+
+
+@pytest.fixture
+async def engines(store_url: str) -> AsyncIterator[tuple[AsyncEngine, AsyncEngine]]:
+    """Two engines on one migrated store: the watching worker's, and the writer's."""
+    await upgrade(store_url)
+    watcher, writer = create_engine(store_url), create_engine(store_url)
+    yield watcher, writer
+    await watcher.dispose()
+    await writer.dispose()
+
+
+async def _add_delivery(engine: AsyncEngine) -> int:
+    now = time.time()
+    async with engine.begin() as conn:
+        result = await conn.execute(insert(webhook_deliveries).values(
+            event_id=1, simulation_id=1, message_type="bookings", url="http://a/",
+            status="pending", attempt_count=0, next_attempt_at=now, created_at=now,
+            updated_at=now, ordered=True))
+    return int(result.inserted_primary_key[0])
+
+
+async def test_a_new_row_of_another_engine_wakes_the_watch_once(
+    engines: tuple[AsyncEngine, AsyncEngine],
+) -> None:
+    watcher, writer = engines
+    outbox = Outbox(watcher)
+    await _add_delivery(writer)  # there before the watch: the dispatcher's first poll's
+    woken: list[int] = []
+    watch = OutboxWatch(outbox.newest_id, lambda: woken.append(1), interval_s=0.01)
+
+    assert await watch.check() is False  # the first read only sets the mark
+    assert await watch.check() is False  # nothing new
+    newest = await _add_delivery(writer)
+    assert await outbox.newest_id() == newest
+    assert await watch.check() is True
+    assert await watch.check() is False  # the same row does not wake it twice
+    assert woken == [1]
+
+
+async def test_the_running_watch_wakes_on_each_commit_and_sees_a_new_row_after_a_purge(
+    engines: tuple[AsyncEngine, AsyncEngine],
+) -> None:
+    watcher, writer = engines
+    woken = asyncio.Event()
+    watch = OutboxWatch(Outbox(watcher).newest_id, woken.set, interval_s=0.005)
+    task = asyncio.create_task(watch.run())
+    try:
+        await asyncio.sleep(0.05)  # the first read has set the mark
+        assert not woken.is_set()
+        newest = await _add_delivery(writer)
+        await asyncio.wait_for(woken.wait(), timeout=10)
+        # Retention removes every finished row, the newest included, and SQLite gives
+        # their ids out again: the watch wakes on the emptied table, then on the new row.
+        async with writer.begin() as conn:
+            await conn.execute(delete(webhook_deliveries))
+        await asyncio.sleep(0.05)
+        woken.clear()
+        again = await _add_delivery(writer)
+        if writer.dialect.name == "sqlite":
+            assert again == newest  # the purged row's id, given out again
+        await asyncio.wait_for(woken.wait(), timeout=10)
+    finally:
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+
+
+async def test_a_failing_read_is_retried_and_the_watch_keeps_running() -> None:
+    reads = 0
+
+    async def newest_id() -> int:
+        nonlocal reads
+        reads += 1
+        if reads <= 2:
+            raise OSError("store unreachable")
+        return reads
+
+    woken = asyncio.Event()
+    task = asyncio.create_task(OutboxWatch(newest_id, woken.set, interval_s=0.001).run())
+    try:
+        await asyncio.wait_for(woken.wait(), timeout=10)  # read 3 sets the mark, 4 grew
+    finally:
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+    assert reads >= 4
+
+
+def test_the_interval_must_be_positive() -> None:
+    async def newest_id() -> int:
+        return 0
+
+    with pytest.raises(ValueError, match="positive"):
+        OutboxWatch(newest_id, lambda: None, interval_s=0)
