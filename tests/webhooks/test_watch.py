@@ -7,13 +7,18 @@ import time
 from collections.abc import AsyncIterator
 
 import pytest
-from sqlalchemy import delete, insert
+from sqlalchemy import delete, insert, text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from ridecast.store.engine import create_engine, upgrade
 from ridecast.store.tables import webhook_deliveries
 from ridecast.webhooks.outbox import Outbox
-from ridecast.webhooks.watch import OutboxWatch
+from ridecast.webhooks.watch import (
+    OutboxWatch,
+    PostgresNewestId,
+    SqliteNewestId,
+    newest_id_reader,
+)
 
 
 @pytest.fixture
@@ -43,15 +48,19 @@ async def test_a_new_row_of_another_engine_wakes_the_watch_once(
     outbox = Outbox(watcher)
     await _add_delivery(writer)  # there before the watch: the dispatcher's first poll's
     woken: list[int] = []
-    watch = OutboxWatch(outbox.newest_id, lambda: woken.append(1), interval_s=0.01)
-
-    assert await watch.check() is False  # the first read only sets the mark
-    assert await watch.check() is False  # nothing new
-    newest = await _add_delivery(writer)
-    assert await outbox.newest_id() == newest
-    assert await watch.check() is True
-    assert await watch.check() is False  # the same row does not wake it twice
-    assert woken == [1]
+    reader = newest_id_reader(outbox)  # its own connection, not the pool
+    assert isinstance(reader, SqliteNewestId | PostgresNewestId)
+    watch = OutboxWatch(reader, lambda: woken.append(1), interval_s=0.01)
+    try:
+        assert await watch.check() is False  # the first read only sets the mark
+        assert await watch.check() is False  # nothing new
+        newest = await _add_delivery(writer)
+        assert await reader() == await outbox.newest_id() == newest  # the pool agrees
+        assert await watch.check() is True
+        assert await watch.check() is False  # the same row does not wake it twice
+        assert woken == [1]
+    finally:
+        await watch.close()
 
 
 async def test_the_running_watch_wakes_on_each_commit_and_sees_a_new_row_after_a_purge(
@@ -59,7 +68,7 @@ async def test_the_running_watch_wakes_on_each_commit_and_sees_a_new_row_after_a
 ) -> None:
     watcher, writer = engines
     woken = asyncio.Event()
-    watch = OutboxWatch(Outbox(watcher).newest_id, woken.set, interval_s=0.005)
+    watch = OutboxWatch(newest_id_reader(Outbox(watcher)), woken.set, interval_s=0.005)
     task = asyncio.create_task(watch.run())
     try:
         await asyncio.sleep(0.05)  # the first read has set the mark
@@ -80,6 +89,7 @@ async def test_the_running_watch_wakes_on_each_commit_and_sees_a_new_row_after_a
         task.cancel()
         with pytest.raises(asyncio.CancelledError):
             await task
+        await watch.close()
 
 
 async def test_a_failing_read_is_retried_and_the_watch_keeps_running() -> None:
@@ -109,3 +119,33 @@ def test_the_interval_must_be_positive() -> None:
 
     with pytest.raises(ValueError, match="positive"):
         OutboxWatch(newest_id, lambda: None, interval_s=0)
+
+
+async def test_the_postgres_reader_opens_a_new_connection_after_losing_one(pg_url: str) -> None:
+    await upgrade(pg_url)
+    writer = create_engine(pg_url)
+    reader = newest_id_reader(Outbox(writer))
+    assert isinstance(reader, PostgresNewestId)
+    try:
+        assert await reader() == 0
+        others = ("FROM pg_stat_activity "
+                  "WHERE datname = current_database() AND pid <> pg_backend_pid()")
+        async with writer.connect() as conn:  # the server drops every other session
+            await conn.execute(text(f"SELECT pg_terminate_backend(pid) {others}"))
+            for _ in range(200):  # and they are gone before the reader reads again
+                left = await conn.scalar(text(f"SELECT count(*) {others}"))
+                await conn.commit()  # the statistics are a snapshot per transaction
+                if not left:
+                    break
+                await asyncio.sleep(0.01)
+            else:
+                raise AssertionError("the terminated sessions did not end")
+        # asyncpg's answer to a terminated session varies (a PostgresError, an
+        # InterfaceError or an InternalClientError): what matters is the next read.
+        with pytest.raises(Exception):  # noqa: B017
+            await reader()
+        newest = await _add_delivery(writer)
+        assert await reader() == newest  # a new connection
+    finally:
+        await reader.aclose()
+        await writer.dispose()

@@ -50,7 +50,7 @@ from .health import EndpointHealth
 from .outbox import RELEASE, Job, Outbox, Result, Unit
 from .retry import Verdict, honours_retry_after, next_delay, quiet_gap, verdict
 from .sender import Attempt, Sender
-from .watch import OutboxWatch
+from .watch import OutboxWatch, newest_id_reader
 
 log = logging.getLogger(__name__)
 
@@ -201,7 +201,8 @@ class Dispatcher:
         # A process whose bus brings no other process's rows (``ridecast worker`` on the
         # in-process bus) watches the outbox for them instead (``watch``).
         self._watch = (None if watch_interval_s is None else
-                       OutboxWatch(outbox.newest_id, self.wake, interval_s=watch_interval_s))
+                       OutboxWatch(newest_id_reader(outbox), self.wake,
+                                   interval_s=watch_interval_s))
         self._outbox = outbox
         self._sender = sender
         self._sims = SimStates(store)
@@ -533,6 +534,8 @@ class Dispatcher:
         for task in [*self._tasks, *list(self._units)]:
             with contextlib.suppress(asyncio.CancelledError):
                 await task
+        if self._watch is not None:
+            await self._watch.close()
         # Given back here, a restart need not wait out the lease.
         now = time.time()
         for job in list(self._held.values()):

@@ -5,7 +5,10 @@ hears nothing of the rows ``ridecast serve`` commits. Without this watch it foun
 its poll, once a second, so each delivery waited up to a second after its event was
 committed. The watch reads the outbox's newest delivery id every ``interval_s`` (one read
 of the primary key's last entry: no write, no lock a writer waits for, in SQLite's WAL mode
-or on PostgreSQL) and calls ``on_new`` when it has changed. Changed, not grown: SQLite gives
+or on PostgreSQL) and calls ``on_new`` when it has changed. On SQLite it reads on a stdlib
+``sqlite3`` connection of its own, on the event loop's thread (``SqliteNewestId``): a read
+through the pool and aiosqlite's thread cost an idle worker about a tenth of a core at 100
+reads a second. Changed, not grown: SQLite gives
 the ids of purged rows at the top of the table out again. A change the watch misses (the
 newest row purged and its id given to a new row between two reads) leaves that row to the
 poll, as rows that come due later (retries, leases running out) are.
@@ -15,13 +18,90 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import sqlite3
 import time
 from collections.abc import Awaitable, Callable
+from typing import Any
+
+from .outbox import Outbox
 
 log = logging.getLogger(__name__)
 
 # At most one warning per this many seconds while the store cannot be read.
 WARN_EVERY_S = 60.0
+
+
+NEWEST_SQL = "SELECT max(id) FROM webhook_deliveries"
+
+
+class SqliteNewestId:
+    """The newest delivery id of an SQLite file, read on a connection of its own that
+    only reads (``query_only``), on the calling thread. In WAL mode a read takes no lock a
+    writer holds; should the file be locked all the same (a WAL reset, a rollback-journal
+    file), the read gives up at once and answers the last id it read."""
+
+    def __init__(self, path: str) -> None:
+        self._path = path
+        self._db: sqlite3.Connection | None = None
+        self._last = 0
+
+    async def __call__(self) -> int:
+        if self._db is None:
+            self._db = sqlite3.connect(self._path, timeout=0, isolation_level=None)
+            self._db.execute("PRAGMA query_only = 1")
+        try:
+            row = self._db.execute(NEWEST_SQL).fetchone()
+        except sqlite3.OperationalError as exc:
+            if "locked" not in str(exc) and "busy" not in str(exc):
+                raise
+            return self._last
+        self._last = int(row[0] or 0)
+        return self._last
+
+    def close(self) -> None:
+        if self._db is not None:
+            self._db.close()
+            self._db = None
+
+
+class PostgresNewestId:
+    """The newest delivery id on PostgreSQL, read on an asyncpg connection of its own with
+    a prepared statement: through the pool, a read cost an idle worker 8% of a core at 100
+    reads a second. A broken connection is dropped; the next read opens another."""
+
+    def __init__(self, dsn: str) -> None:
+        self._dsn = dsn
+        self._conn: Any = None
+
+    async def __call__(self) -> int:
+        import asyncpg  # type: ignore[import-untyped]  # the postgres extra; no stubs
+
+        if self._conn is None:
+            self._conn = await asyncpg.connect(self._dsn, timeout=5)
+        try:
+            newest = await self._conn.fetchval(NEWEST_SQL, timeout=5)
+        except BaseException:
+            await self.aclose()
+            raise
+        return int(newest or 0)
+
+    async def aclose(self) -> None:
+        conn, self._conn = self._conn, None
+        if conn is not None:
+            conn.terminate()
+
+
+def newest_id_reader(outbox: Outbox) -> Callable[[], Awaitable[int]]:
+    """How the watch reads the newest delivery id of ``outbox``'s store: on a connection
+    of its own (an SQLite file; PostgreSQL through asyncpg), else through the pool."""
+    url = outbox.engine.url
+    backend = url.get_backend_name()
+    if backend == "sqlite" and url.database not in (None, "", ":memory:"):
+        return SqliteNewestId(str(url.database))
+    if backend == "postgresql" and url.get_driver_name() == "asyncpg":
+        return PostgresNewestId(
+            url.set(drivername="postgresql").render_as_string(hide_password=False))
+    return outbox.newest_id
 
 
 class OutboxWatch:
@@ -63,3 +143,12 @@ class OutboxWatch:
                     log.warning("reading the outbox's newest delivery failed; retrying",
                                 exc_info=True)
             await asyncio.sleep(self._interval_s)
+
+    async def close(self) -> None:
+        """Close the reader's own connection, if it has one."""
+        close = getattr(self._newest_id, "close", None)
+        if close is not None:
+            close()
+        aclose = getattr(self._newest_id, "aclose", None)
+        if aclose is not None:
+            await aclose()
