@@ -519,6 +519,7 @@ def run_mode(base: str, auth: tuple[str, str], rport: int, hook: str, database_u
     deadline = time.time() + args.timeout
     cpu_before = processes_cpu_s([server_pid, *worker_pids])
     sched_before = (sched_s(server_pid), sched_s(receiver_pid))
+    workers_before = [sched_s(pid) for pid in worker_pids]
     idle_before = cpu_idle()
     start = asyncio.run(ingest(int(base.rsplit(":", 1)[1]), auth, sims, args.events, args.batch))
     ingested = time.time()
@@ -527,8 +528,11 @@ def run_mode(base: str, auth: tuple[str, str], rport: int, hook: str, database_u
     committed = asyncio.run(succeeded_at(database_url, done_before + args.events, deadline))
     cpu_after = processes_cpu_s([server_pid, *worker_pids])
     sched_after = (sched_s(server_pid), sched_s(receiver_pid))
+    workers_after = [sched_s(pid) for pid in worker_pids]
     idle = idle_share(idle_before, cpu_idle())
     burst_s = (committed or time.time()) - start
+    worker_shares = [sched_shares(pid, before, after, burst_s) for pid, before, after
+                     in zip(worker_pids, workers_before, workers_after, strict=True)]
     httpx.post(f"http://127.0.0.1:{rport}/reset")
     paced_sent = asyncio.run(paced(base, auth, sims[0], args.paced_rate, args.paced_s))
     wait_count(rport, paced_sent, deadline + 30)
@@ -552,6 +556,8 @@ def run_mode(base: str, auth: tuple[str, str], rport: int, hook: str, database_u
         "server_sched": sched_shares(server_pid, sched_before[0], sched_after[0], burst_s),
         "receiver_sched": sched_shares(receiver_pid, sched_before[1], sched_after[1],
                                        burst_s),
+        # The same for each ``ridecast worker`` (``--webhook-workers``).
+        "worker_sched": worker_shares,
         "idle": idle,
     }
 
@@ -700,6 +706,11 @@ def main() -> None:
                   f"for a core {server_sched[1]:.0%}; server's other threads (SQLite's "
                   f"driver) ran {server_sched[2]:.0%}; receiver ran {receiver_sched[0]:.0%}, "
                   f"waited {receiver_sched[1]:.0%}")
+        for n, shares in enumerate(r["worker_sched"], 1):  # type: ignore[arg-type]
+            if shares is not None:
+                print(f"  webhook worker {n}: event loop ran {shares[0]:.0%}, waited for a "
+                      f"core {shares[1]:.0%}; its other threads (SQLite's driver) ran "
+                      f"{shares[2]:.0%}")
         idle, ref_idle = r["idle"], r["reference_idle"]
         if isinstance(idle, float) and isinstance(ref_idle, tuple) and None not in ref_idle:
             # Idle cores during the burst: something other than the cores' total bounds it.
