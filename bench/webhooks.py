@@ -40,16 +40,21 @@ Runs on 127.0.0.1 only, bounded in count and time::
    runs just before and after it. Cores left idle during a burst say that the two cores'
    total is not what bounds the rate: a process is waiting for another, or one thread is
    (the server's event loop, whose Python work no second core can share under the GIL).
-7. ``--webhook-workers N``: the server runs with ``RIDECAST_WEBHOOK_WORKERS=false`` and N
+7. ``--thread-states``: what the server's event loop thread was doing through each burst,
+   sampled each millisecond from /proc: on a core or ready for one, asleep in
+   ``epoll_wait`` (nothing to do), asleep on a futex (the GIL) or elsewhere.
+8. ``--webhook-workers N``: the server runs with ``RIDECAST_WEBHOOK_WORKERS=false`` and N
    ``ridecast worker`` processes on the same store deliver (docs/deployment.md); the
-   server CPU line then sums the server and the workers. With the embedded in-process bus
-   the workers hear of new rows only by polling the store (every second).
+   server CPU line then sums the server and the workers, and each worker's share of the
+   burst on the cores is printed too. With the embedded in-process bus the workers hear of
+   new rows through their outbox watch (the newest delivery id, read every 10 ms).
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import itertools
 import json
 import os
@@ -418,6 +423,55 @@ def processes_cpu_s(pids: Sequence[int]) -> float | None:
     return total
 
 
+class ThreadStates:
+    """Samples what the server's event loop thread is doing, every ``interval_s``, from
+    /proc (Linux; nothing elsewhere): on a core or ready for one (``R``), asleep in
+    ``epoll_wait`` (nothing to do until a socket or another thread wakes it), asleep on a
+    futex (the GIL, or a lock), or asleep elsewhere. ``--thread-states``: the sampling
+    thread costs this process some CPU, on the same two cores."""
+
+    def __init__(self, pid: int, interval_s: float = 0.001) -> None:
+        import threading
+
+        self._pid = pid
+        self._interval_s = interval_s
+        self.counts: dict[str, int] = {}
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def __enter__(self) -> ThreadStates:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *_exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
+
+    def _run(self) -> None:
+        task = f"/proc/{self._pid}/task/{self._pid}"
+        while not self._stop.wait(self._interval_s):
+            try:
+                with open(f"{task}/stat") as stat:
+                    state = stat.read().rsplit(")", 1)[1].split()[0]
+                with open(f"{task}/wchan") as wchan:
+                    where = wchan.read()
+            except OSError:
+                return  # the server has gone
+            kind = ("on a core or ready" if state == "R" else
+                    "asleep in epoll_wait" if "epoll" in where else
+                    "asleep on a futex (the GIL, a lock)" if "futex" in where else
+                    "asleep elsewhere")
+            self.counts[kind] = self.counts.get(kind, 0) + 1
+
+    def shares(self) -> str:
+        total = sum(self.counts.values())
+        if not total:
+            return "no samples (not Linux?)"
+        return "; ".join(f"{kind} {count / total:.0%}" for kind, count
+                         in sorted(self.counts.items(), key=lambda kv: -kv[1])) + (
+            f" ({total:,} samples)")
+
+
 def sched_s(pid: int) -> dict[int, tuple[float, float]] | None:
     """Per thread of process ``pid``: (seconds run on a core, seconds runnable but waiting
     for one) so far, from Linux's schedstat (None elsewhere)."""
@@ -521,11 +575,16 @@ def run_mode(base: str, auth: tuple[str, str], rport: int, hook: str, database_u
     sched_before = (sched_s(server_pid), sched_s(receiver_pid))
     workers_before = [sched_s(pid) for pid in worker_pids]
     idle_before = cpu_idle()
-    start = asyncio.run(ingest(int(base.rsplit(":", 1)[1]), auth, sims, args.events, args.batch))
-    ingested = time.time()
-    wait_count(rport, args.events, deadline)
-    stats: dict[str, object] = httpx.get(f"http://127.0.0.1:{rport}/stats", timeout=30).json()
-    committed = asyncio.run(succeeded_at(database_url, done_before + args.events, deadline))
+    states = ThreadStates(server_pid) if args.thread_states else contextlib.nullcontext()
+    with states:
+        start = asyncio.run(ingest(int(base.rsplit(":", 1)[1]), auth, sims, args.events,
+                                   args.batch))
+        ingested = time.time()
+        wait_count(rport, args.events, deadline)
+        stats: dict[str, object] = httpx.get(f"http://127.0.0.1:{rport}/stats",
+                                             timeout=30).json()
+        committed = asyncio.run(succeeded_at(database_url, done_before + args.events,
+                                             deadline))
     cpu_after = processes_cpu_s([server_pid, *worker_pids])
     sched_after = (sched_s(server_pid), sched_s(receiver_pid))
     workers_after = [sched_s(pid) for pid in worker_pids]
@@ -558,6 +617,7 @@ def run_mode(base: str, auth: tuple[str, str], rport: int, hook: str, database_u
                                        burst_s),
         # The same for each ``ridecast worker`` (``--webhook-workers``).
         "worker_sched": worker_shares,
+        "thread_states": states.shares() if isinstance(states, ThreadStates) else None,
         "idle": idle,
     }
 
@@ -582,6 +642,9 @@ def main() -> None:
                         "from the server itself")
     parser.add_argument("--modes", default="ordered,unordered",
                         help="delivery modes to run, comma-separated (default: both)")
+    parser.add_argument("--thread-states", action="store_true",
+                        help="sample the server's event loop thread's state during each "
+                             "burst (Linux /proc; costs this process CPU)")
     parser.add_argument("--clients-only", action="store_true",
                         help="only the comparison of HTTP clients (http11.py, aiohttp, httpcore)")
     parser.add_argument("--postgres", default="postgresql://postgres@127.0.0.1:5432/postgres",
@@ -711,6 +774,8 @@ def main() -> None:
                 print(f"  webhook worker {n}: event loop ran {shares[0]:.0%}, waited for a "
                       f"core {shares[1]:.0%}; its other threads (SQLite's driver) ran "
                       f"{shares[2]:.0%}")
+        if r["thread_states"] is not None:
+            print(f"server event loop thread, sampled each ms: {r['thread_states']}")
         idle, ref_idle = r["idle"], r["reference_idle"]
         if isinstance(idle, float) and isinstance(ref_idle, tuple) and None not in ref_idle:
             # Idle cores during the burst: something other than the cores' total bounds it.
