@@ -22,7 +22,9 @@ Runs on 127.0.0.1 only, bounded in count and time::
    PostgreSQL database, unless ``--postgres ''``) with a webhook to the
    receiver; events are POSTed in batches; every one is a durable outbox delivery. Reported:
    deliveries/s (first ingest to last receipt, and to the last attempt committed as
-   succeeded), p50/p99 ingest-to-receipt latency, and the ratios to the ceiling and to the
+   succeeded), the deliveries received while the burst was still being ingested and after
+   it (each with its rate: the server's one event loop does both at first), p50/p99
+   ingest-to-receipt latency, and the ratios to the ceiling and to the
    lean reference: the faster of ``http11.py`` and the raw streams client (so that a change
    to our own client can never weaken the reference), measured again just before and just
    after each mode (this VM's speed drifts within a run: the ratio is to the mean of those
@@ -103,6 +105,7 @@ def receiver_child(port: int) -> None:
                              for a, b in itertools.pairwise(seq) if b < a)
             body = json.dumps({"count": len(state["times"]),
                                "last": max(state["times"], default=0.0),
+                               "times": state["times"],
                                "latency": state["latency"],
                                "inversions": inversions}).encode()
             return Reply(200, body)
@@ -600,8 +603,11 @@ def run_mode(base: str, auth: tuple[str, str], rport: int, hook: str, database_u
     count = int(stats.get("count", 0))  # type: ignore[call-overload]
     last = float(stats.get("last", 0.0))  # type: ignore[arg-type]
     return {
-        "mode": mode, "count": count, "start": start, "ingested": ingested,
+        "mode": mode, "count": count, "start": start, "ingested": ingested, "last": last,
         "rate": count / (last - start) if last > start else 0.0,
+        # Deliveries received while the producer was still posting the burst, and after.
+        "during_ingest": sum(1 for t in stats.get("times", [])  # type: ignore[attr-defined]
+                             if t <= ingested),
         "durable": args.events / (committed - start) if committed else None,
         "latency": [float(x) for x in stats.get("latency", [])],  # type: ignore[attr-defined]
         "inversions": stats.get("inversions"),
@@ -736,6 +742,12 @@ def main() -> None:
         print(f"ridecast: {r['count']}/{args.events} delivered, {rate:,.0f} deliveries/s "
               f"(first ingest to last receipt); inversions within a simulation: "
               f"{r['inversions']}")
+        during, ingest_s = int(r["during_ingest"]), r["ingested"] - r["start"]  # type: ignore[call-overload, operator]
+        tail_s = r["last"] - r["ingested"]  # type: ignore[operator]
+        if ingest_s > 0 and tail_s > 0:
+            print(f"  while the burst was being ingested ({ingest_s:.2f} s): {during:,} "
+                  f"delivered, {during / ingest_s:,.0f}/s; after it ({tail_s:.2f} s): "
+                  f"{r['count'] - during:,} delivered, {(r['count'] - during) / tail_s:,.0f}/s")  # type: ignore[operator]
         if r["durable"]:
             print(f"ridecast durable: {float(r['durable']):,.0f} deliveries/s "  # type: ignore[arg-type]
                   "(first ingest to last attempt committed as succeeded)")
