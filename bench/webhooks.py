@@ -438,7 +438,7 @@ class ThreadStates:
 
         self._pid = pid
         self._interval_s = interval_s
-        self.counts: dict[str, int] = {}
+        self.samples: list[tuple[float, str]] = []
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
 
@@ -464,14 +464,19 @@ class ThreadStates:
                     "asleep in epoll_wait" if "epoll" in where else
                     "asleep on a futex (the GIL, a lock)" if "futex" in where else
                     "asleep elsewhere")
-            self.counts[kind] = self.counts.get(kind, 0) + 1
+            self.samples.append((time.time(), kind))
 
-    def shares(self) -> str:
-        total = sum(self.counts.values())
+    def shares(self, since: float = 0.0, until: float = float("inf")) -> str:
+        """The share of each state among the samples taken from ``since`` to ``until``."""
+        counts: dict[str, int] = {}
+        for at, kind in self.samples:
+            if since <= at <= until:
+                counts[kind] = counts.get(kind, 0) + 1
+        total = sum(counts.values())
         if not total:
             return "no samples (not Linux?)"
         return "; ".join(f"{kind} {count / total:.0%}" for kind, count
-                         in sorted(self.counts.items(), key=lambda kv: -kv[1])) + (
+                         in sorted(counts.items(), key=lambda kv: -kv[1])) + (
             f" ({total:,} samples)")
 
 
@@ -623,7 +628,8 @@ def run_mode(base: str, auth: tuple[str, str], rport: int, hook: str, database_u
                                        burst_s),
         # The same for each ``ridecast worker`` (``--webhook-workers``).
         "worker_sched": worker_shares,
-        "thread_states": states.shares() if isinstance(states, ThreadStates) else None,
+        "thread_states": ((states.shares(until=ingested), states.shares(since=ingested))
+                          if isinstance(states, ThreadStates) else None),
         "idle": idle,
     }
 
@@ -787,7 +793,9 @@ def main() -> None:
                       f"core {shares[1]:.0%}; its other threads (SQLite's driver) ran "
                       f"{shares[2]:.0%}")
         if r["thread_states"] is not None:
-            print(f"server event loop thread, sampled each ms: {r['thread_states']}")
+            during_states, after_states = r["thread_states"]  # type: ignore[misc]
+            print(f"server event loop thread, sampled each ms, while ingesting: "
+                  f"{during_states}; after: {after_states}")
         idle, ref_idle = r["idle"], r["reference_idle"]
         if isinstance(idle, float) and isinstance(ref_idle, tuple) and None not in ref_idle:
             # Idle cores during the burst: something other than the cores' total bounds it.
