@@ -628,7 +628,9 @@ def run_mode(base: str, auth: tuple[str, str], rport: int, hook: str, database_u
                                        burst_s),
         # The same for each ``ridecast worker`` (``--webhook-workers``).
         "worker_sched": worker_shares,
-        "thread_states": ((states.shares(until=ingested), states.shares(since=ingested))
+        # Up to the last receipt (not the last commit the bench then waits for).
+        "thread_states": ((states.shares(since=start, until=ingested),
+                           states.shares(since=ingested, until=last))
                           if isinstance(states, ThreadStates) else None),
         "idle": idle,
     }
