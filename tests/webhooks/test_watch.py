@@ -18,6 +18,7 @@ from ridecast.webhooks.watch import (
     PostgresNewestId,
     SqliteNewestId,
     newest_id_reader,
+    retry_wait,
 )
 
 
@@ -98,19 +99,27 @@ async def test_a_failing_read_is_retried_and_the_watch_keeps_running() -> None:
     async def newest_id() -> int:
         nonlocal reads
         reads += 1
-        if reads <= 2:
+        if reads <= 3:
             raise OSError("store unreachable")
         return reads
 
     woken = asyncio.Event()
     task = asyncio.create_task(OutboxWatch(newest_id, woken.set, interval_s=0.001).run())
     try:
-        await asyncio.wait_for(woken.wait(), timeout=10)  # read 3 sets the mark, 4 grew
+        await asyncio.wait_for(woken.wait(), timeout=10)  # read 4 sets the mark, 5 changed
     finally:
         task.cancel()
         with pytest.raises(asyncio.CancelledError):
             await task
-    assert reads >= 4
+    assert reads >= 5
+
+
+def test_after_failed_reads_the_watch_waits_twice_as_long_each_time_up_to_the_poll() -> None:
+    waits = [0.01]
+    for _ in range(9):
+        waits.append(retry_wait(waits[-1]))
+    assert waits == [0.01, 0.02, 0.04, 0.08, 0.16, 0.32, 0.64, 1.0, 1.0, 1.0]
+    assert retry_wait(0.3, cap_s=0.5) == 0.5
 
 
 def test_the_interval_must_be_positive() -> None:

@@ -29,6 +29,8 @@ log = logging.getLogger(__name__)
 
 # At most one warning per this many seconds while the store cannot be read.
 WARN_EVERY_S = 60.0
+# After failed reads, the watch waits twice as long each time, up to this (the poll's period).
+MAX_RETRY_S = 1.0
 
 
 NEWEST_SQL = "SELECT max(id) FROM webhook_deliveries"
@@ -104,6 +106,12 @@ def newest_id_reader(outbox: Outbox) -> Callable[[], Awaitable[int]]:
     return outbox.newest_id
 
 
+def retry_wait(previous_s: float, *, cap_s: float | None = None) -> float:
+    """The wait before the next read after a failed one: twice the previous wait, up to
+    ``cap_s`` (``MAX_RETRY_S``)."""
+    return min(MAX_RETRY_S if cap_s is None else cap_s, previous_s * 2)
+
+
 class OutboxWatch:
     """Calls ``on_new`` once per ``interval_s`` in which the newest delivery id changed."""
 
@@ -129,20 +137,27 @@ class OutboxWatch:
         return changed
 
     async def run(self) -> None:
-        """``check`` every ``interval_s`` until cancelled; a failed read is retried on the
-        next tick (the poll still finds the rows), with a warning at most once a minute."""
+        """``check`` every ``interval_s`` until cancelled. A failed read (the store
+        unreachable, or refusing the watch's own connection) is retried after twice the
+        wait of the one before, up to ``MAX_RETRY_S``, so that a store that is down is not
+        asked 100 times a second; the poll still finds the rows meanwhile. It warns at most
+        once a minute."""
+        wait = self._interval_s
         while True:
             try:
                 await self.check()
             except asyncio.CancelledError:
                 raise
             except Exception:
+                wait = retry_wait(wait)
                 now = time.monotonic()
                 if now - self._warned_at >= WARN_EVERY_S:
                     self._warned_at = now
-                    log.warning("reading the outbox's newest delivery failed; retrying",
-                                exc_info=True)
-            await asyncio.sleep(self._interval_s)
+                    log.warning("reading the outbox's newest delivery failed; retrying in "
+                                "up to %.0f s", MAX_RETRY_S, exc_info=True)
+            else:
+                wait = self._interval_s
+            await asyncio.sleep(wait)
 
     async def close(self) -> None:
         """Close the reader's own connection, if it has one."""
