@@ -5,13 +5,16 @@ hears nothing of the rows ``ridecast serve`` commits. Without this watch it foun
 its poll, once a second, so each delivery waited up to a second after its event was
 committed. The watch reads the outbox's newest delivery id every ``interval_s`` (one read
 of the primary key's last entry: no write, no lock a writer waits for, in SQLite's WAL mode
-or on PostgreSQL) and calls ``on_new`` when it has changed. On SQLite it reads on a stdlib
-``sqlite3`` connection of its own, on the event loop's thread (``SqliteNewestId``): a read
-through the pool and aiosqlite's thread cost an idle worker about a tenth of a core at 100
-reads a second. Changed, not grown: SQLite gives
-the ids of purged rows at the top of the table out again. A change the watch misses (the
-newest row purged and its id given to a new row between two reads) leaves that row to the
-poll, as rows that come due later (retries, leases running out) are.
+or on PostgreSQL) and calls ``on_new`` when it has changed.
+
+Changed, not grown: SQLite gives the ids of purged rows at the top of the table out again.
+A change the watch misses (the newest row purged and its id given to a new row between two
+reads) leaves that row to the poll, as rows that come due later (retries, leases running
+out) are.
+
+Each store is read on a connection of the watch's own: through the pool (SQLAlchemy's
+checkout, aiosqlite's thread) a read cost an idle worker about 12% of a core on SQLite and
+8% on PostgreSQL at 100 reads a second; on its own connection, 1.6% and 2.8%.
 """
 
 from __future__ import annotations
@@ -67,9 +70,8 @@ class SqliteNewestId:
 
 
 class PostgresNewestId:
-    """The newest delivery id on PostgreSQL, read on an asyncpg connection of its own with
-    a prepared statement: through the pool, a read cost an idle worker 8% of a core at 100
-    reads a second. A broken connection is dropped; the next read opens another."""
+    """The newest delivery id on PostgreSQL, read on an asyncpg connection of its own (its
+    statement prepared once). A broken connection is dropped; the next read opens another."""
 
     def __init__(self, dsn: str) -> None:
         self._dsn = dsn
