@@ -158,3 +158,19 @@ async def test_the_postgres_reader_opens_a_new_connection_after_losing_one(pg_ur
     finally:
         await reader.aclose()
         await writer.dispose()
+
+
+async def test_the_postgres_reader_connects_as_the_engine_does(pg_url: str) -> None:
+    """A URL option of SQLAlchemy's asyncpg dialect, which asyncpg itself would send to the
+    server as an unknown setting, reaches neither: the reader connects as the pool does."""
+    url = f"{pg_url}?prepared_statement_cache_size=50"
+    await upgrade(url)
+    engine = create_engine(url)
+    reader = newest_id_reader(Outbox(engine))
+    assert isinstance(reader, PostgresNewestId)
+    try:
+        newest = await _add_delivery(engine)
+        assert await reader() == newest
+    finally:
+        await reader.aclose()
+        await engine.dispose()

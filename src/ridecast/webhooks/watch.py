@@ -73,15 +73,15 @@ class PostgresNewestId:
     """The newest delivery id on PostgreSQL, read on an asyncpg connection of its own (its
     statement prepared once). A broken connection is dropped; the next read opens another."""
 
-    def __init__(self, dsn: str) -> None:
-        self._dsn = dsn
+    def __init__(self, connect_kwargs: dict[str, Any]) -> None:
+        self._connect_kwargs = connect_kwargs
         self._conn: Any = None
 
     async def __call__(self) -> int:
         import asyncpg  # type: ignore[import-untyped]  # the postgres extra; no stubs
 
         if self._conn is None:
-            self._conn = await asyncpg.connect(self._dsn, timeout=5)
+            self._conn = await asyncpg.connect(**self._connect_kwargs, timeout=5)
         try:
             newest = await self._conn.fetchval(NEWEST_SQL, timeout=5)
         except BaseException:
@@ -103,8 +103,13 @@ def newest_id_reader(outbox: Outbox) -> Callable[[], Awaitable[int]]:
     if backend == "sqlite" and url.database not in (None, "", ":memory:"):
         return SqliteNewestId(str(url.database))
     if backend == "postgresql" and url.get_driver_name() == "asyncpg":
-        return PostgresNewestId(
-            url.set(drivername="postgresql").render_as_string(hide_password=False))
+        # What the engine's own connections get: SQLAlchemy's dialect turns the URL (and
+        # its query options) into asyncpg's arguments, less the options its adapter keeps.
+        _args, kwargs = outbox.engine.dialect.create_connect_args(url)
+        for adapter_only in ("prepared_statement_cache_size", "prepared_statement_name_func",
+                             "async_creator_fn"):
+            kwargs.pop(adapter_only, None)
+        return PostgresNewestId(dict(kwargs))
     return outbox.newest_id
 
 
