@@ -162,10 +162,15 @@ class Settings(BaseSettings):
         True, description="Run webhook delivery in the serve process (off when `ridecast worker` "
         "processes do it)."
     )
+    webhook_poll_interval_s: float = Field(
+        1.0, gt=0, description="How often a process that delivers webhooks looks for "
+        "deliveries nothing announced: retries coming due, leases that ran out, rows of "
+        "another process when neither the bus nor the outbox watch tells it."
+    )
     webhook_watch_interval_s: float = Field(
         0.01, ge=0, description="How often a `ridecast worker` without `RIDECAST_BUS_URL` reads "
         "the outbox's newest delivery id to hear of new deliveries (0: not at all, then it "
-        "finds them by its poll, once a second)."
+        "finds them by its poll, `RIDECAST_WEBHOOK_POLL_INTERVAL_S`)."
     )
     simulator_lease_s: float = Field(
         15.0, gt=0, description="Lease of a node on the simulator runs it owns, renewed every "

@@ -4,8 +4,8 @@ Two tasks and one task per claimed unit:
 
 * the cycle loop wakes on a bus batch holding a ``StoredEvent`` with ``has_webhook`` (this
   process appended it; its body is kept in memory for the first attempt, see ``Bodies``),
-  on a finished attempt, or every ``POLL_INTERVAL_S`` (rows written by another process,
-  retries coming due, leases of a dead process running out). Each cycle is one
+  on a finished attempt, or every ``RIDECAST_WEBHOOK_POLL_INTERVAL_S`` (1 s: rows written
+  by another process, retries coming due, leases of a dead process running out). Each cycle is one
   transaction: it records the finished attempts gathered since the last one (in batches),
   then claims units (``claims.plan_units``): an ordered lane of one simulation, or an
   unordered chunk of one URL; the store counts units in flight per URL, so
@@ -54,7 +54,6 @@ from .watch import OutboxWatch, newest_id_reader
 
 log = logging.getLogger(__name__)
 
-POLL_INTERVAL_S = 1.0
 MAX_IN_MEMORY = 8192
 UNIT_ROWS = 64  # deliveries per ordered lane's unit: one claim feeds a lane for this many
 CHUNK_ROWS = 256  # at most, per unordered chunk (``claims``: a URL's backlog, in long chunks)
@@ -247,6 +246,9 @@ class Dispatcher:
 
     def start(self) -> None:
         self._unsubscribe = self._bus.subscribe(self._on_bus)
+        # The first cycle at once: what is due already (a restart's backlog, the rows a
+        # worker started beside) does not wait for the poll.
+        self._wake.set()
         self._tasks = [
             asyncio.create_task(self._cycle_loop(), name="ridecast-webhook-cycle"),
             asyncio.create_task(self._maintenance_loop(), name="ridecast-webhook-maintenance"),
@@ -277,7 +279,8 @@ class Dispatcher:
     async def _cycle_loop(self) -> None:
         while True:
             try:
-                await asyncio.wait_for(self._wake.wait(), timeout=POLL_INTERVAL_S)
+                await asyncio.wait_for(self._wake.wait(),
+                                       timeout=self._settings.webhook_poll_interval_s)
             except TimeoutError:
                 self._claim_due = True  # rows of other processes, retries coming due
                 self._stale_due = True  # and unordered rows whose lease ran out
@@ -293,7 +296,7 @@ class Dispatcher:
                 # Not recorded: the rows stay leased and are sent again when the lease runs
                 # out (at least once), unless a later cycle records them first.
                 log.exception("recording or claiming webhook deliveries failed; retrying")
-                await asyncio.sleep(POLL_INTERVAL_S)
+                await asyncio.sleep(self._settings.webhook_poll_interval_s)
 
     async def _cycle(self) -> None:
         """Record what finished, then claim, in one transaction; again while it fills up."""
