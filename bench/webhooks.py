@@ -65,6 +65,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Sequence
 from datetime import datetime
@@ -434,8 +435,6 @@ class ThreadStates:
     thread costs this process some CPU, on the same two cores."""
 
     def __init__(self, pid: int, interval_s: float = 0.001) -> None:
-        import threading
-
         self._pid = pid
         self._interval_s = interval_s
         self.samples: list[tuple[float, str]] = []

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import asyncio
+import sqlite3
 import time
 from collections.abc import AsyncIterator
+from pathlib import Path
 
 import pytest
 from sqlalchemy import delete, insert, text
@@ -174,3 +176,25 @@ async def test_the_postgres_reader_connects_as_the_engine_does(pg_url: str) -> N
     finally:
         await reader.aclose()
         await engine.dispose()
+
+
+async def test_the_sqlite_reader_answers_its_last_id_while_the_file_is_locked(
+    tmp_path: Path,
+) -> None:
+    """A file another connection holds exclusively (rollback journal: no WAL) cannot be
+    read: the reader does not wait on the event loop's thread, it answers the last id."""
+    path = tmp_path / "locked.db"
+    holder = sqlite3.connect(path, isolation_level=None)
+    holder.execute("CREATE TABLE webhook_deliveries (id INTEGER PRIMARY KEY)")
+    holder.execute("INSERT INTO webhook_deliveries (id) VALUES (7)")
+    reader = SqliteNewestId(str(path))
+    try:
+        assert await reader() == 7
+        holder.execute("BEGIN EXCLUSIVE")
+        holder.execute("INSERT INTO webhook_deliveries (id) VALUES (8)")
+        assert await reader() == 7  # locked: the last id, at once
+        holder.execute("COMMIT")
+        assert await reader() == 8
+    finally:
+        await reader.aclose()
+        holder.close()

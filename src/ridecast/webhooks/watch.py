@@ -57,13 +57,13 @@ class SqliteNewestId:
         try:
             row = self._db.execute(NEWEST_SQL).fetchone()
         except sqlite3.OperationalError as exc:
-            if "locked" not in str(exc) and "busy" not in str(exc):
+            if exc.sqlite_errorname not in ("SQLITE_BUSY", "SQLITE_LOCKED"):
                 raise
             return self._last
         self._last = int(row[0] or 0)
         return self._last
 
-    def close(self) -> None:
+    async def aclose(self) -> None:
         if self._db is not None:
             self._db.close()
             self._db = None
@@ -167,10 +167,7 @@ class OutboxWatch:
             await asyncio.sleep(wait)
 
     async def close(self) -> None:
-        """Close the reader's own connection, if it has one."""
-        close = getattr(self._newest_id, "close", None)
-        if close is not None:
-            close()
+        """Close the reader's own connection, if it has one (the pool's reader has none)."""
         aclose = getattr(self._newest_id, "aclose", None)
         if aclose is not None:
             await aclose()
