@@ -18,7 +18,15 @@ Runs on 127.0.0.1 only, bounded in count and time::
 3. Ceiling: a plain keep-alive httpx client, then a raw keep-alive asyncio client, each with
    ``--concurrency`` connections, blast the receiver with the same body; the higher rate is
    the ceiling (the most requests/s this receiver takes from one Python process).
-4. ridecast: a ``ridecast serve`` process (its own SQLite file; then the same on a fresh
+4. The naive durable pipeline (``bench/_webhook_naive.py``; ``--no-naive`` skips it): the
+   same burst, ingested and delivered durably the way a first version would (json +
+   aiosqlite, a commit per ingest request with the events and their delivery rows, claims
+   of 256 rows, a commit per recorded attempt, ``--concurrency`` senders on the same
+   ``http11.py`` pool), on its own SQLite file; deliveries/s as ridecast's below, its CPU
+   per delivery, and its ratio to the lean reference. The lean reference does half the
+   job (no ingest, nothing durable); this one does all of it, as ridecast does, and each
+   SQLite mode below gives its ratio to it.
+5. ridecast: a ``ridecast serve`` process (its own SQLite file; then the same on a fresh
    PostgreSQL database, unless ``--postgres ''``) with a webhook to the
    receiver; events are POSTed in batches; every one is a durable outbox delivery. Reported:
    deliveries/s (first ingest to last receipt, and to the last attempt committed as
@@ -29,11 +37,11 @@ Runs on 127.0.0.1 only, bounded in count and time::
    to our own client can never weaken the reference), measured again just before and just
    after each mode (this VM's speed drifts within a run: the ratio is to the mean of those
    two).
-5. Step 4 runs twice on each store, in the same server, side by side: ``ordered`` (the default: one
+6. Step 5 runs twice on each store, in the same server, side by side: ``ordered`` (the default: one
    request in flight per simulation, so ``--sims`` lanes run in parallel) and ``unordered``
    (``messaging_webhook_ordering: "unordered"``: chunks of one URL in parallel). The
    receiver counts inversions of event order within each simulation.
-6. Where each burst's wall time went (Linux's schedstat): the share in which the server's
+7. Where each burst's wall time went (Linux's schedstat): the share in which the server's
    event loop ran, or was ready but waited for one of the two cores (the receiver, the load
    generator and SQLite's driver threads share them), the share its other threads ran
    (aiosqlite's; none on PostgreSQL, whose work is in its own processes), and the same for
@@ -42,10 +50,10 @@ Runs on 127.0.0.1 only, bounded in count and time::
    runs just before and after it. Cores left idle during a burst say that the two cores'
    total is not what bounds the rate: a process is waiting for another, or one thread is
    (the server's event loop, whose Python work no second core can share under the GIL).
-7. ``--thread-states``: what the server's event loop thread was doing through each burst,
+8. ``--thread-states``: what the server's event loop thread was doing through each burst,
    sampled each millisecond from /proc: on a core or ready for one, asleep in
    ``epoll_wait`` (nothing to do), asleep on a futex (the GIL) or elsewhere.
-8. ``--webhook-workers N``: the server runs with ``RIDECAST_WEBHOOK_WORKERS=false`` and N
+9. ``--webhook-workers N``: the server runs with ``RIDECAST_WEBHOOK_WORKERS=false`` and N
    ``ridecast worker`` processes on the same store deliver (docs/deployment.md); the
    server CPU line then sums the server and the workers, and each worker's share of the
    burst on the cores is printed too. With the embedded in-process bus the workers hear of
@@ -70,6 +78,7 @@ import time
 from collections.abc import Sequence
 from datetime import datetime
 from pathlib import Path
+from typing import Any
 
 import httpx
 from _load import basic_auth, create_pg_database, drop_pg_database, make_user
@@ -635,6 +644,49 @@ def run_mode(base: str, auth: tuple[str, str], rport: int, hook: str, database_u
     }
 
 
+def run_naive(args: argparse.Namespace, rport: int, hook: str, tmp: Path) -> dict[str, object]:
+    """The same burst through the naive durable pipeline (``_webhook_naive.py``, its own
+    SQLite file, ``--concurrency`` senders): deliveries/s from the first ingest to the last
+    receipt, as ``run_mode`` measures ridecast, and its CPU per delivery."""
+    port = free_port()
+    with (tmp / "naive.log").open("wb") as log:  # the child keeps its own descriptor
+        naive = subprocess.Popen(
+            [sys.executable, str(Path(__file__).with_name("_webhook_naive.py")), str(port),
+             str(tmp / "naive.db"), hook, str(args.concurrency)],
+            stdout=subprocess.DEVNULL, stderr=log)
+    try:
+        wait_http(f"http://127.0.0.1:{port}/healthz")
+        httpx.post(f"http://127.0.0.1:{rport}/reset")
+        cpu_before, idle_before = process_cpu_s(naive.pid), cpu_idle()
+        start = asyncio.run(ingest(port, ("naive", "naive"), list(range(1, args.sims + 1)),
+                                   args.events, args.batch))
+        ingested = time.time()
+        wait_count(rport, args.events, time.time() + args.timeout)
+        stats: dict[str, Any] = httpx.get(f"http://127.0.0.1:{rport}/stats", timeout=30).json()
+        cpu_after, idle = process_cpu_s(naive.pid), idle_share(idle_before, cpu_idle())
+    finally:
+        stop_all([naive])
+    httpx.post(f"http://127.0.0.1:{rport}/reset")
+    count, last = int(stats["count"]), float(stats["last"])
+    return {
+        "count": count, "start": start, "ingested": ingested, "last": last,
+        "rate": count / (last - start) if last > start else 0.0,
+        "during_ingest": sum(1 for t in stats["times"] if t <= ingested),
+        "cpu_s": (cpu_after - cpu_before
+                  if cpu_before is not None and cpu_after is not None else None),
+        "idle": idle,
+    }
+
+
+def print_phases(count: int, during: int, start: float, ingested: float, last: float) -> None:
+    """The deliveries received while the burst was being ingested, and after it."""
+    ingest_s, tail_s = ingested - start, last - ingested
+    if ingest_s > 0 and tail_s > 0:
+        print(f"  while the burst was being ingested ({ingest_s:.2f} s): {during:,} "
+              f"delivered, {during / ingest_s:,.0f}/s; after it ({tail_s:.2f} s): "
+              f"{count - during:,} delivered, {(count - during) / tail_s:,.0f}/s")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--events", type=int, default=20000)
@@ -658,6 +710,9 @@ def main() -> None:
     parser.add_argument("--thread-states", action="store_true",
                         help="sample the server's event loop thread's state during each "
                              "burst (Linux /proc; costs this process CPU)")
+    parser.add_argument("--naive", action=argparse.BooleanOptionalAction, default=True,
+                        help="also run the burst through the naive durable pipeline "
+                        "(bench/_webhook_naive.py), SQLite, before ridecast's modes")
     parser.add_argument("--clients-only", action="store_true",
                         help="only the comparison of HTTP clients (http11.py, aiohttp, httpcore)")
     parser.add_argument("--postgres", default="postgresql://postgres@127.0.0.1:5432/postgres",
@@ -697,6 +752,13 @@ def main() -> None:
         if args.clients_only:
             print_clients(clients, args.clients_events, args.clients_connections)
             return
+
+        naive: dict[str, object] | None = None
+        if args.naive:
+            before = reference_rate(rport, body, args)
+            naive = run_naive(args, rport, hook, tmp)
+            after = reference_rate(rport, body, args)
+            naive["reference"] = (before[0], after[0])
 
         stores = [("SQLite", database_url)]
         if pg_url is not None:
@@ -741,6 +803,22 @@ def main() -> None:
     print(f"receiver ceiling, plain keep-alive httpx client: {httpx_rps:,.0f} req/s")
     print(f"receiver ceiling, raw keep-alive asyncio client: {raw_rps:,.0f} req/s")
     print_clients(clients, args.clients_events, args.clients_connections)
+    if naive is not None:
+        print("--- naive durable pipeline, SQLite (bench/_webhook_naive.py: json + aiosqlite, "
+              "a commit per ingest request, claims of 256, a commit per recorded attempt, "
+              f"{args.concurrency} senders on the same http11.py pool) ---")
+        naive_rate = float(naive["rate"])  # type: ignore[arg-type]
+        print(f"naive: {naive['count']}/{args.events} delivered, {naive_rate:,.0f} "
+              "deliveries/s (first ingest to last receipt)")
+        print_phases(int(naive["count"]), int(naive["during_ingest"]),  # type: ignore[call-overload]
+                     float(naive["start"]), float(naive["ingested"]),  # type: ignore[arg-type]
+                     float(naive["last"]))  # type: ignore[arg-type]
+        if naive["cpu_s"] is not None:
+            print(f"naive CPU: {float(naive['cpu_s']) * 1e6 / args.events:,.0f} µs per "  # type: ignore[arg-type]
+                  f"delivery (ingest included); cores idle: {naive['idle']:.0%} of the burst")
+        before, after = naive["reference"]  # type: ignore[misc]
+        print(f"naive / lean reference (measured just before and after: {before:,.0f} and "
+              f"{after:,.0f}/s): {naive_rate / ((before + after) / 2):.2f}")
     for r in results:
         print(f"--- {r['mode']} ---")
         start, ingested = float(r["start"]), float(r["ingested"])  # type: ignore[arg-type]
@@ -749,12 +827,8 @@ def main() -> None:
         print(f"ridecast: {r['count']}/{args.events} delivered, {rate:,.0f} deliveries/s "
               f"(first ingest to last receipt); inversions within a simulation: "
               f"{r['inversions']}")
-        during, ingest_s = int(r["during_ingest"]), r["ingested"] - r["start"]  # type: ignore[call-overload, operator]
-        tail_s = r["last"] - r["ingested"]  # type: ignore[operator]
-        if ingest_s > 0 and tail_s > 0:
-            print(f"  while the burst was being ingested ({ingest_s:.2f} s): {during:,} "
-                  f"delivered, {during / ingest_s:,.0f}/s; after it ({tail_s:.2f} s): "
-                  f"{r['count'] - during:,} delivered, {(r['count'] - during) / tail_s:,.0f}/s")  # type: ignore[operator]
+        print_phases(int(r["count"]), int(r["during_ingest"]), start, ingested,  # type: ignore[call-overload]
+                     float(r["last"]))  # type: ignore[arg-type]
         if r["durable"]:
             print(f"ridecast durable: {float(r['durable']):,.0f} deliveries/s "  # type: ignore[arg-type]
                   "(first ingest to last attempt committed as succeeded)")
@@ -810,6 +884,9 @@ def main() -> None:
               f"and after this mode ({before:,.0f} and {after:,.0f}/s): {rate / adjacent:.2f}; "
               f"to its rate at the start of the run: {rate / start_rate:.2f}")
         print(f"ratio to ceiling (the higher of the two): {rate / ceiling_rps:.2f}")
+        if naive is not None and str(r["mode"]).startswith("SQLite") and naive["rate"]:
+            print(f"ratio to the naive durable pipeline (above, same burst, same receiver): "
+                  f"{rate / float(naive['rate']):.2f}")  # type: ignore[arg-type]
 
 
 if __name__ == "__main__":

@@ -36,7 +36,7 @@ CASES = [
     ("connections.py", ["-n", "20"], "bare websockets"),
     ("webhooks.py", ["--events", "100", "--sims", "2", "--batch", "50", "--concurrency", "2",
                      "--paced-rate", "40", "--paced-s", "0.3", "--clients-events", "200"],
-     "http11.py / aiohttp"),
+     "ratio to the naive durable pipeline"),
     # The server with `ridecast worker` processes delivering (the deployment the docs give).
     ("webhooks.py", ["--events", "40", "--sims", "2", "--batch", "20", "--concurrency", "2",
                      "--paced-rate", "40", "--paced-s", "0.3", "--clients-events", "100",
