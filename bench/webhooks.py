@@ -58,6 +58,9 @@ Runs on 127.0.0.1 only, bounded in count and time::
    server CPU line then sums the server and the workers, and each worker's share of the
    burst on the cores is printed too. With the embedded in-process bus the workers hear of
    new rows through their outbox watch (the newest delivery id, read every 10 ms).
+10. On PostgreSQL, the CPU its own processes (the server and the backends) spent through
+    each burst, per delivery, beside the server's: the store's work is theirs there, where
+    on SQLite it runs in the server's threads.
 """
 
 from __future__ import annotations
@@ -518,6 +521,26 @@ def cpu_idle() -> tuple[int, int] | None:
     return ticks[3] + ticks[4], sum(ticks)
 
 
+def postgres_cpu() -> dict[int, float]:
+    """CPU seconds so far of every process named ``postgres`` on this machine (the server
+    and its backends; Linux /proc, empty elsewhere). A backend that exits between two
+    readings is missed, one that starts between them counts from zero; the bench's
+    connections stay open through a burst."""
+    out: dict[int, float] = {}
+    for entry in Path("/proc").iterdir() if Path("/proc/self").exists() else ():
+        if not entry.name.isdigit():
+            continue
+        try:
+            if (entry / "comm").read_text().strip() != "postgres":
+                continue
+        except OSError:
+            continue
+        cpu = process_cpu_s(int(entry.name))
+        if cpu is not None:
+            out[int(entry.name)] = cpu
+    return out
+
+
 def idle_share(before: tuple[int, int] | None, after: tuple[int, int] | None) -> float | None:
     """The share of the cores' time idle between two ``cpu_idle`` readings."""
     if before is None or after is None or after[1] <= before[1]:
@@ -588,6 +611,7 @@ def run_mode(base: str, auth: tuple[str, str], rport: int, hook: str, database_u
     httpx.post(f"http://127.0.0.1:{rport}/reset")
     deadline = time.time() + args.timeout
     cpu_before = processes_cpu_s([server_pid, *worker_pids])
+    pg_before = postgres_cpu() if database_url.startswith("postgresql") else None
     sched_before = (sched_s(server_pid), sched_s(receiver_pid))
     workers_before = [sched_s(pid) for pid in worker_pids]
     idle_before = cpu_idle()
@@ -602,6 +626,7 @@ def run_mode(base: str, auth: tuple[str, str], rport: int, hook: str, database_u
         committed = asyncio.run(succeeded_at(database_url, done_before + args.events,
                                              deadline))
     cpu_after = processes_cpu_s([server_pid, *worker_pids])
+    pg_after = postgres_cpu() if pg_before is not None else {}
     sched_after = (sched_s(server_pid), sched_s(receiver_pid))
     workers_after = [sched_s(pid) for pid in worker_pids]
     idle = idle_share(idle_before, cpu_idle())
@@ -630,6 +655,10 @@ def run_mode(base: str, auth: tuple[str, str], rport: int, hook: str, database_u
         # store for the last commit runs in this process, not the server's).
         "server_cpu_s": (cpu_after - cpu_before
                          if cpu_before is not None and cpu_after is not None else None),
+        # PostgreSQL's own processes over the same burst (None on SQLite, whose work is in
+        # the server's threads).
+        "postgres_cpu_s": (sum(cpu - pg_before.get(pid, 0.0) for pid, cpu in pg_after.items())
+                           if pg_before else None),
         # Where the burst's wall time went on the 2 cores (``print_sched``).
         "server_sched": sched_shares(server_pid, sched_before[0], sched_after[0], burst_s),
         "receiver_sched": sched_shares(receiver_pid, sched_before[1], sched_after[1],
@@ -853,6 +882,9 @@ def main() -> None:
                    "included" if n else "ingest included")
             print(f"server CPU: {float(cpu_s) * 1e6 / args.events:,.0f} µs per delivery "  # type: ignore[arg-type]
                   f"({who}; the lean clients' CPU per delivery is above)")
+        if r["postgres_cpu_s"] is not None:
+            print(f"PostgreSQL's processes: {float(r['postgres_cpu_s']) * 1e6 / args.events:,.0f} "  # type: ignore[arg-type]
+                  "µs of CPU per delivery, beside the server's")
         server_sched, receiver_sched = r["server_sched"], r["receiver_sched"]
         if isinstance(server_sched, tuple) and isinstance(receiver_sched, tuple):
             # The share of the burst each was on a core, or ready but waiting for one: time
