@@ -684,7 +684,10 @@ def run_naive(args: argparse.Namespace, rport: int, hook: str, tmp: Path) -> dic
              str(tmp / "naive.db"), hook, str(args.concurrency)],
             stdout=subprocess.DEVNULL, stderr=log)
     try:
-        wait_http(f"http://127.0.0.1:{port}/healthz")
+        try:
+            wait_http(f"http://127.0.0.1:{port}/healthz")
+        except RuntimeError as exc:
+            raise RuntimeError(f"{exc}: {(tmp / 'naive.log').read_text()[-2000:]}") from None
         httpx.post(f"http://127.0.0.1:{rport}/reset")
         cpu_before, idle_before = process_cpu_s(naive.pid), cpu_idle()
         start = asyncio.run(ingest(port, ("naive", "naive"), list(range(1, args.sims + 1)),
