@@ -527,7 +527,9 @@ def postgres_cpu() -> dict[int, float]:
     readings is missed, one that starts between them counts from zero; the bench's
     connections stay open through a burst."""
     out: dict[int, float] = {}
-    for entry in Path("/proc").iterdir() if Path("/proc/self").exists() else ():
+    if not Path("/proc/self").exists():
+        return out
+    for entry in Path("/proc").iterdir():
         if not entry.name.isdigit():
             continue
         try:
@@ -621,8 +623,8 @@ def run_mode(base: str, auth: tuple[str, str], rport: int, hook: str, database_u
                                    args.batch))
         ingested = time.time()
         wait_count(rport, args.events, deadline)
-        stats: dict[str, object] = httpx.get(f"http://127.0.0.1:{rport}/stats",
-                                             timeout=30).json()
+        stats: dict[str, Any] = httpx.get(f"http://127.0.0.1:{rport}/stats",
+                                          timeout=30).json()
         committed = asyncio.run(succeeded_at(database_url, done_before + args.events,
                                              deadline))
     cpu_after = processes_cpu_s([server_pid, *worker_pids])
@@ -638,16 +640,11 @@ def run_mode(base: str, auth: tuple[str, str], rport: int, hook: str, database_u
     wait_count(rport, paced_sent, deadline + 30)
     paced_stats: dict[str, object] = httpx.get(f"http://127.0.0.1:{rport}/stats",
                                                timeout=30).json()
-    count = int(stats.get("count", 0))  # type: ignore[call-overload]
-    last = float(stats.get("last", 0.0))  # type: ignore[arg-type]
+    received = receipts(stats, start, ingested)
     return {
-        "mode": mode, "count": count, "start": start, "ingested": ingested, "last": last,
-        "rate": count / (last - start) if last > start else 0.0,
-        # Deliveries received while the producer was still posting the burst, and after.
-        "during_ingest": sum(1 for t in stats.get("times", [])  # type: ignore[attr-defined]
-                             if t <= ingested),
+        "mode": mode, **received,
         "durable": args.events / (committed - start) if committed else None,
-        "latency": [float(x) for x in stats.get("latency", [])],  # type: ignore[attr-defined]
+        "latency": [float(x) for x in stats.get("latency", [])],
         "inversions": stats.get("inversions"),
         "paced": [float(x) for x in paced_stats.get("latency", [])],  # type: ignore[attr-defined]
         "paced_inversions": paced_stats.get("inversions"),
@@ -667,7 +664,7 @@ def run_mode(base: str, auth: tuple[str, str], rport: int, hook: str, database_u
         "worker_sched": worker_shares,
         # Up to the last receipt (not the last commit the bench then waits for).
         "thread_states": ((states.shares(since=start, until=ingested),
-                           states.shares(since=ingested, until=last))
+                           states.shares(since=ingested, until=received["last"]))
                           if isinstance(states, ThreadStates) else None),
         "idle": idle,
     }
@@ -699,15 +696,23 @@ def run_naive(args: argparse.Namespace, rport: int, hook: str, tmp: Path) -> dic
     finally:
         stop_all([naive])
     httpx.post(f"http://127.0.0.1:{rport}/reset")
-    count, last = int(stats["count"]), float(stats["last"])
     return {
-        "count": count, "start": start, "ingested": ingested, "last": last,
-        "rate": count / (last - start) if last > start else 0.0,
-        "during_ingest": sum(1 for t in stats["times"] if t <= ingested),
+        **receipts(stats, start, ingested),
         "cpu_s": (cpu_after - cpu_before
                   if cpu_before is not None and cpu_after is not None else None),
         "idle": idle,
     }
+
+
+def receipts(stats: dict[str, Any], start: float, ingested: float) -> dict[str, Any]:
+    """What the receiver's ``/stats`` says of a burst that started at ``start`` and was all
+    posted by ``ingested``: deliveries, the last receipt, deliveries/s from the first
+    ingest to the last receipt, and the deliveries received while the producer was still
+    posting (the rest came after)."""
+    count, last = int(stats.get("count", 0)), float(stats.get("last", 0.0))
+    return {"count": count, "start": start, "ingested": ingested, "last": last,
+            "rate": count / (last - start) if last > start else 0.0,
+            "during_ingest": sum(1 for t in stats.get("times", []) if t <= ingested)}
 
 
 def print_phases(count: int, during: int, start: float, ingested: float, last: float) -> None:
