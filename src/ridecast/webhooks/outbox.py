@@ -129,6 +129,9 @@ _IN_FLIGHT_SQL = (
     "FROM webhook_deliveries{hint} WHERE status = 'delivering' AND claim_token IS NULL "
     "AND lease_until >= :now"
 )
+# The newest delivery id: the last entry of the primary key (``newest_id``, and the outbox
+# watch's readers on connections of their own, ``watch``).
+NEWEST_ID_SQL = "SELECT max(id) FROM webhook_deliveries"
 BODY_READ_CHUNK = 500  # event ids per read of bodies (well under SQLite's variable limit)
 _SUCCESS_COLUMNS = ("success_started_at", "success_latency_ms", "success_status_code",
                     "success_response_body")
@@ -670,7 +673,7 @@ class Outbox:
         primary key. A new row raises it, unless purges have emptied the top of the table
         (SQLite then gives those ids out again)."""
         async with self._engine.connect() as conn:
-            newest = await conn.scalar(select(func.max(webhook_deliveries.c.id)))
+            newest = await conn.scalar(text(NEWEST_ID_SQL))
         return int(newest or 0)
 
     async def depth(self) -> int:

@@ -26,7 +26,7 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from .outbox import Outbox
+from .outbox import NEWEST_ID_SQL, Outbox
 
 log = logging.getLogger(__name__)
 
@@ -34,9 +34,6 @@ log = logging.getLogger(__name__)
 WARN_EVERY_S = 60.0
 # After failed reads, the watch waits twice as long each time, up to this (the poll's period).
 MAX_RETRY_S = 1.0
-
-
-NEWEST_SQL = "SELECT max(id) FROM webhook_deliveries"
 
 
 class SqliteNewestId:
@@ -55,7 +52,7 @@ class SqliteNewestId:
             self._db = sqlite3.connect(self._path, timeout=0, isolation_level=None)
             self._db.execute("PRAGMA query_only = 1")
         try:
-            row = self._db.execute(NEWEST_SQL).fetchone()
+            row = self._db.execute(NEWEST_ID_SQL).fetchone()
         except sqlite3.OperationalError as exc:
             if exc.sqlite_errorname not in ("SQLITE_BUSY", "SQLITE_LOCKED"):
                 raise
@@ -83,7 +80,7 @@ class PostgresNewestId:
         if self._conn is None:
             self._conn = await asyncpg.connect(**self._connect_kwargs, timeout=5)
         try:
-            newest = await self._conn.fetchval(NEWEST_SQL, timeout=5)
+            newest = await self._conn.fetchval(NEWEST_ID_SQL, timeout=5)
         except BaseException:
             await self.aclose()
             raise
