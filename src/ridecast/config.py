@@ -67,6 +67,12 @@ class Settings(BaseSettings):
     max_batch_events: int = Field(
         1000, gt=0, description="Most events accepted in one POST .../events batch."
     )
+    max_page_bytes: int = Field(
+        4 * 1024 * 1024, gt=0, description="Byte budget of one page of a listing whose items "
+        "can be large (event history, simulations, templates, the webhook delivery log): a "
+        "page stops before the item that would pass it and meta.next_after says where to go "
+        "on; an item larger than the budget still comes, alone on its page.",
+    )
     auth_failures_per_user: int = Field(
         20, gt=0, description="Failed authentications of one user name per window; beyond "
         "it, that name's requests are answered 429 with Retry-After until the window ends.",
