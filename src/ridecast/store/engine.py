@@ -12,6 +12,8 @@ from sqlalchemy.engine import make_url
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 from sqlalchemy.pool import PoolResetState
 
+from . import outage
+
 MIGRATIONS_DIR = Path(__file__).parent / "migrations"
 
 
@@ -21,6 +23,9 @@ def is_sqlite(url: str) -> bool:
 
 def create_engine(url: str) -> AsyncEngine:
     """An async engine for ``url``; SQLite gets WAL and a busy timeout.
+
+    A store outage (a dead or refused connection, a locked SQLite file) is raised as
+    ``ServiceUnavailable`` by every use of the engine (``store/outage.py``).
 
     WAL with ``synchronous=NORMAL`` survives a killed process (kill -9) without losing a
     committed transaction; only an OS crash or power loss can lose the last commits.
@@ -34,6 +39,7 @@ def create_engine(url: str) -> AsyncEngine:
         kwargs["connect_args"] = {"timeout": 30}
         kwargs["pool_reset_on_return"] = None
     engine = create_async_engine(url, **kwargs)
+    outage.install(engine)
     if is_sqlite(url):
         _require_sqlite_json()
         _ensure_sqlite_dir(url)

@@ -1,0 +1,97 @@
+"""A store that does not answer reaches clients as 503 ``service_unavailable``, once for all.
+
+Every route, the websocket hub and the background loops reach the database through one
+engine, so the engine is where a driver's error is translated (STYLE habit 8): a
+connection that died (``pg_terminate_backend``, a restarted or failed-over PostgreSQL), a
+connection that cannot be opened (refused, unreachable, too many clients, the database not
+accepting connections), or an SQLite file that is locked, full or unreadable becomes
+``ServiceUnavailable`` with ``Retry-After``. SQLAlchemy has already invalidated the dead
+connection (and the pool's other connections of its generation) when the error is raised,
+so the client's retry gets a fresh one.
+
+Errors that say the request or the schema is wrong (a constraint, a syntax error, a missing
+table) are not outages: they stay SQLAlchemy's, for the code that expects them (an
+``IntegrityError`` caught by its caller) or as a logged 500 that points at the bug.
+
+``is_outage`` is the rule, pure; ``install`` hooks it into an engine.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sqlalchemy import event
+from sqlalchemy.engine import Dialect, ExceptionContext
+from sqlalchemy.exc import OperationalError
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+from ..errors import ServiceUnavailable
+
+RETRY_AFTER_S = 1.0
+"""The ``Retry-After`` of the 503: the pool opens a fresh connection on the next request."""
+
+# PostgreSQL SQLSTATE classes that mean "the server or the connection", not "the request":
+# 08 connection exception, 53 insufficient resources (too many connections, disk full),
+# 58 system error (I/O), 57P01-57P03 admin or crash shutdown, cannot connect now.
+_PG_OUTAGE_CLASSES = ("08", "53", "58")
+_PG_OUTAGE_PREFIXES = ("57P",)
+
+# SQLite primary result codes of a file that cannot be used now: BUSY, LOCKED, NOMEM,
+# READONLY, IOERR, FULL, CANTOPEN, PROTOCOL. SQLITE_ERROR (a missing table, a syntax
+# error) is a bug, not an outage.
+_SQLITE_OUTAGE_CODES = frozenset({5, 6, 7, 8, 10, 13, 14, 15})
+
+
+def is_outage(orig: BaseException | None, *, disconnect: bool, connecting: bool,
+              operational: bool) -> bool:
+    """Whether a driver error means the store is unavailable (a 503), not a bug (a 500).
+
+    ``orig`` is the driver's exception; ``disconnect``: SQLAlchemy found the connection
+    dead; ``connecting``: no connection could be opened; ``operational``: SQLAlchemy
+    classed it as ``OperationalError`` (what psycopg raises for a lost server).
+    """
+    if disconnect or connecting:
+        return True
+    sqlite_code = getattr(orig, "sqlite_errorcode", None)
+    if isinstance(sqlite_code, int):
+        return sqlite_code & 0xFF in _SQLITE_OUTAGE_CODES
+    sqlstate = getattr(orig, "sqlstate", None) or getattr(orig, "pgcode", None)
+    if isinstance(sqlstate, str) and sqlstate:
+        return sqlstate[:2] in _PG_OUTAGE_CLASSES or sqlstate.startswith(_PG_OUTAGE_PREFIXES)
+    return operational
+
+
+def unavailable(exc: BaseException) -> ServiceUnavailable:
+    """The error clients get for a store outage caused by ``exc`` (503, close 4101)."""
+    cause = exc
+    while getattr(cause, "orig", None) is not None:  # SQLAlchemy's wrapper, then the driver's
+        cause = cause.orig  # type: ignore[attr-defined]
+    return ServiceUnavailable(
+        f"the store did not answer ({type(cause).__name__}); retry after Retry-After seconds",
+        retry_after=RETRY_AFTER_S,
+    )
+
+
+def _handle_error(context: ExceptionContext) -> None:
+    if context.is_pre_ping:  # the pool is testing a connection: let it judge
+        return
+    if is_outage(context.original_exception, disconnect=context.is_disconnect,
+                 connecting=context.connection is None,
+                 operational=isinstance(context.sqlalchemy_exception, OperationalError)):
+        # Raised here, after SQLAlchemy's clean-up (the dead connection is invalidated).
+        raise unavailable(context.original_exception)
+
+
+def _connect(dialect: Dialect, _record: Any, cargs: Any, cparams: Any) -> Any:
+    try:
+        return dialect.connect(*cargs, **cparams)
+    except OSError as exc:
+        # Refused, unreachable or timed out: asyncpg raises these unwrapped, so they never
+        # reach ``handle_error``.
+        raise unavailable(exc) from exc
+
+
+def install(engine: AsyncEngine) -> None:
+    """Translate ``engine``'s outage errors into ``ServiceUnavailable`` from now on."""
+    event.listen(engine.sync_engine, "handle_error", _handle_error)
+    event.listen(engine.sync_engine, "do_connect", _connect)
