@@ -39,8 +39,9 @@ class ErrorSpec:
 _ROWS: tuple[ErrorSpec, ...] = (
     ErrorSpec("invalid_json", 400, None, "The request body is not valid JSON."),
     ErrorSpec("validation_error", 400, None,
-              "The body parsed but a field is missing, of the wrong type or out of range; "
-              "details lists each problem with its location."),
+              "The body parsed but a field is missing, of the wrong type or out of range, "
+              "or a path id is not a signed 64-bit integer; details lists each problem with "
+              "its location."),
     ErrorSpec("unknown_message_type", 400, None,
               "message_type is not one of the 18 event types."),
     ErrorSpec("simulation_id_mismatch", 400, None,
@@ -51,7 +52,10 @@ _ROWS: tuple[ErrorSpec, ...] = (
               "messaging_webhook_url resolves to a refused address (link-local, metadata, "
               "reserved; loopback/private unless RIDECAST_WEBHOOK_ALLOW_PRIVATE)."),
     ErrorSpec("invalid_cursor", 400, 4008, "after= or since= is not an event_id."),
-    ErrorSpec("invalid_query", 400, None, "A query parameter has a wrong value."),
+    ErrorSpec("invalid_query", 400, None,
+              "A query parameter has a wrong value (not a number, out of its range, not one "
+              "of its values: limit=abc, limit=0, status=nope); details name each one as "
+              "query.<name>."),
     ErrorSpec("json_limit_exceeded", 400, None,
               "A JSON body is nested too deep, holds too long a string or too many values, or "
               "an integer outside the signed 64-bit range (RIDECAST_MAX_JSON_*); details name "

@@ -157,7 +157,7 @@ def test_bad_cursor_and_unknown_type_filter(world: World) -> None:
     base = f"/api/v2/simulation/{world.sim}/events"
     _error(world.http.get(base, params={"after": "abc"}), 400, "invalid_cursor")
     _error(world.http.get(base, params={"message_type": "nope"}), 400, "unknown_message_type")
-    _error(world.http.get(base, params={"limit": 0}), 400, "validation_error")
+    _error(world.http.get(base, params={"limit": 0}), 400, "invalid_query")
 
 
 def test_unknown_path_and_method(world: World) -> None:

@@ -61,6 +61,12 @@ def _from_request_validation(exc: RequestValidationError) -> RidecastError:
          "type": err.get("type", "")}
         for err in errors
     ]
+    # docs/errors.md keeps the two apart: a wrong query parameter is ``invalid_query``, a
+    # wrong body (or path id) ``validation_error``; a request wrong in both gets the latter.
+    if errors and all(tuple(err.get("loc", ()))[:1] == ("query",) for err in errors):
+        names = ", ".join(str(detail["field"]).removeprefix("query.") for detail in details)
+        return BadRequest(f"invalid query parameter(s): {names}", code="invalid_query",
+                          details=details)
     return BadRequest(f"{len(details)} invalid field(s) in the request", details=details)
 
 

@@ -33,12 +33,13 @@ async def list_deliveries(
     if status is not None and status not in STATES:
         raise BadRequest(
             f"unknown status {status!r}; valid values: {', '.join(STATES)}",
-            code="invalid_query", details=[{"field": "status", "value": status}],
+            code="invalid_query", details=[{"field": "query.status", "value": status}],
         )
     if message_type is not None and message_type not in ALL_TYPES:
         raise BadRequest(
             f"unknown message_type {message_type!r}; valid values: {', '.join(sorted(ALL_TYPES))}",
-            code="invalid_query", details=[{"field": "message_type", "value": message_type}],
+            code="unknown_message_type",
+            details=[{"field": "query.message_type", "value": message_type}],
         )
     objects, total = await runtime.webhooks.list(
         simulation_id, status=status, message_type=message_type, limit=limit, offset=offset
