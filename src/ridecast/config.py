@@ -208,7 +208,8 @@ class Settings(BaseSettings):
         "as a slow consumer."
     )
     log_level: Literal["debug", "info", "warning", "error"] = Field(
-        "info", description="Log level."
+        "info", description="Log level. At info, `ridecast serve` prints at start only the "
+        "store it uses and its URLs; debug adds uvicorn's and alembic's start-up lines."
     )
     tile_url: str = Field(
         "https://tile.openstreetmap.org/{z}/{x}/{y}.png",

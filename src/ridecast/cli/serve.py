@@ -105,9 +105,10 @@ def run_server(
 
     # After uvicorn.Config, which installs uvicorn's logging configuration.
     from .. import logredact
-    from . import fdlimit, gctuning
+    from . import fdlimit, gctuning, startlog
 
     logredact.install()
+    startlog.install(settings.log_level)
     fdlimit.raise_to_hard()
     gctuning.tune()
     AnnouncingServer(config, app).run()

@@ -143,17 +143,18 @@ def upgrade_sync(url: str) -> None:
 
 
 def _quiet_upgrade(url: str) -> None:
-    from alembic import command
-
-    # Alembic logs a line per step at INFO; start-up says it once, below.
+    # Alembic logs a line per plugin when it is first imported and one per step at INFO;
+    # none of them tells a user anything (the store in use is printed at start).
     alembic_log = logging.getLogger("alembic")
     level = alembic_log.level
     alembic_log.setLevel(max(level, logging.WARNING))
     try:
+        from alembic import command
+
         command.upgrade(_alembic_config(url), "head")
     finally:
         alembic_log.setLevel(level)
-    logging.getLogger(__name__).info("database schema migrated to the latest revision")
+    logging.getLogger(__name__).debug("database schema migrated to the latest revision")
 
 
 async def upgrade(url: str) -> None:
