@@ -31,6 +31,7 @@ from .world import (
     CHANGE,
     CONGESTION,
     DEMAND,
+    END,
     EXPIRE,
     GPS,
     REBALANCE,
@@ -69,6 +70,9 @@ class Engine(Operations):
             if u < s.vehicle_break_probability:
                 self.at((0.1 + 0.6 * when) * s.duration_s, BREAK, vid)
         self.at(0.0, SNAPSHOT)
+        # The end of demand is a timer: a run with nothing open then finishes at that
+        # instant, not wherever the runner's step happened to end (see ``advance``).
+        self.at(s.duration_s, END)
         if s.kpi_warmup_s > 0:
             self.at(s.kpi_warmup_s, WARMUP)
         # Congestion (road network only): one factor per clock hour, changed on the hour.
@@ -87,7 +91,7 @@ class Engine(Operations):
             TRACKER: self._on_tracker, CANCEL: self._on_cancel, CHANGE: self._on_change,
             BREAK: self._on_break, UNBREAK: self._on_unbreak, WARMUP: self._on_warmup,
             REBALANCE: self._on_rebalance, RELOCATED: self._on_relocated,
-            CONGESTION: self._on_congestion,
+            CONGESTION: self._on_congestion, END: self._on_end,
         }
 
     # ---- running ---------------------------------------------------------------------
@@ -105,7 +109,13 @@ class Engine(Operations):
         return self._heap[0][0] if self._heap else None
 
     def advance(self, until: float) -> list[Event]:
-        """Run every timer due up to ``until`` and return the events, in order."""
+        """Run every timer due up to ``until`` and return the events, in order.
+
+        The events do not depend on how time is cut into calls: ``advance(a)`` then
+        ``advance(b)`` gives what ``advance(b)`` gives (tests/simulator/test_steps.py). The
+        clock only moves to ``until`` between timers, and whether the run has finished is
+        decided when a timer runs (the end of demand is one), never by where ``until`` fell.
+        """
         heap = self._heap
         handlers = self._handlers
         duration = self.settings.duration_s
@@ -222,6 +232,10 @@ class Engine(Operations):
         if booking.status is BookingStatus.ASSIGNED and not self.change_demand(
                 booking, booking.passengers + direction):
             self.change_demand(booking, booking.passengers - direction)
+
+    def _on_end(self, _target: int, _version: int) -> None:
+        # No event: demand is over; ``finished`` is looked at before the next timer.
+        pass
 
     def _on_warmup(self, _target: int, _version: int) -> None:
         # No event: the KPIs measure driving from here on (see kpis.py).

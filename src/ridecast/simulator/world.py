@@ -34,7 +34,7 @@ from .travel import TravelModel
 
 # Timer kinds; a heap entry is (time, seq, kind, target id, version).
 (DEMAND, RESPOND, EXPIRE, ARRIVE, GPS, SNAPSHOT, TRACKER, CANCEL, CHANGE, BREAK, UNBREAK,
- WARMUP, REBALANCE, RELOCATED, CONGESTION) = range(15)
+ WARMUP, REBALANCE, RELOCATED, CONGESTION, END) = range(16)
 
 ENCODED_LEGS = 20_000
 
