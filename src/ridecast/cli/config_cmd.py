@@ -7,8 +7,9 @@ import os
 from typing import Annotated
 
 import typer
-from rich.console import Console
 from rich.table import Table
+
+from .output import console, print_table
 
 app = typer.Typer(help="Configuration (RIDECAST_* environment variables).", no_args_is_help=True)
 
@@ -28,4 +29,4 @@ def show(as_json: Annotated[bool, typer.Option("--json")] = False) -> None:
         env = f"RIDECAST_{name.upper()}"
         table.add_row(env, json.dumps(values[name]), "env" if env in os.environ else "default",
                       field.description or "")
-    Console().print(table)
+    print_table(console(), table)

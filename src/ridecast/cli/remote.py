@@ -14,16 +14,16 @@ from contextlib import contextmanager
 from typing import Annotated, Any, TypeVar
 
 import typer
-from rich.console import Console
 
 from ..client import AuthenticationError, Client, ClientError
 from ..client.errors import APIError, TransportError
 from ..client.models import DEFAULT_URL, ENV_KEY, ENV_URL, ENV_USER
+from .output import console
 
 T = TypeVar("T")
 
-err = Console(stderr=True, highlight=False)
-out = Console(highlight=False)
+err = console(stderr=True)
+out = console()
 
 UrlOption = Annotated[str, typer.Option(
     "--url", "--server", envvar=ENV_URL, show_envvar=True,

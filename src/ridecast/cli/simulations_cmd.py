@@ -9,6 +9,7 @@ import typer
 from rich.table import Table
 
 from ..client import Simulation
+from .output import print_table
 from .remote import (
     DEFAULT,
     JsonOption,
@@ -50,7 +51,7 @@ def list_simulations(
     table = Table("id", "name", "webhook", "types")
     for sim in sims:
         table.add_row(str(sim.id), sim.name, webhook_cell(sim), ",".join(sim.webhook_types))
-    out.print(table)
+    print_table(out, table)
 
 
 def parse_data(text: str | None) -> dict[str, Any] | None:
@@ -150,7 +151,7 @@ def print_status(simulation_id: int, status: dict[str, Any]) -> None:
         if name in kpis:
             value = kpis[name]
             table.add_row(name, "" if value is None else str(value), label)
-    out.print(table)
+    print_table(out, table)
 
 
 @app.command("status")

@@ -9,7 +9,6 @@ from datetime import UTC, datetime
 from typing import Annotated, TypeVar
 
 import typer
-from rich.console import Console
 from rich.table import Table
 
 from ..config import get_settings
@@ -17,9 +16,10 @@ from ..errors import RidecastError
 from ..store.accounts import AccountStore
 from ..store.engine import create_engine, upgrade
 from .datadir import prepare_store
+from .output import console, print_table
 
 app = typer.Typer(help="Users, organisations and API keys.", no_args_is_help=True)
-err = Console(stderr=True)
+err = console(stderr=True)
 T = TypeVar("T")
 
 
@@ -107,7 +107,7 @@ def list_keys(
     for k in keys:
         table.add_row(str(k.id), k.prefix, _when(k.created_at), _when(k.last_used_at) or "never",
                       "revoked" if k.revoked_at else "active")
-    Console().print(table)
+    print_table(console(), table)
 
 
 @app.command("list")
@@ -129,4 +129,4 @@ def list_users(
             datetime.fromtimestamp(u.created_at, UTC).strftime("%Y-%m-%d %H:%M"),
             "revoked" if u.revoked_at else "active",
         )
-    Console().print(table)
+    print_table(console(), table)

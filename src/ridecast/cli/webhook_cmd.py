@@ -17,6 +17,7 @@ from rich.table import Table
 
 from ..client import Client, Simulation
 from ..client.protocol import split_types
+from .output import print_table
 from .remote import (
     DEFAULT,
     JsonOption,
@@ -237,6 +238,6 @@ def deliveries(
             f"{last.get('status_code') or last.get('error_class') or ''}",
             str(row.get("last_error") or "")[:60],
         )
-    out.print(table)
+    print_table(out, table)
     out.print(f"[dim]{len(page.get('objects', []))} of "
               f"{page.get('meta', {}).get('total_count')}[/dim]")
