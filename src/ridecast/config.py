@@ -41,6 +41,21 @@ class Settings(BaseSettings):
         1.0, gt=0, description="How often each node compares the log's newest event id with "
         "the last it delivered and fills any gap from the log (Redis bus only).",
     )
+    bus_timeout_s: float = Field(
+        2.0, gt=0, le=60, description="Longest wait for Redis to answer one publish or ping; "
+        "beyond it the publish fails (the event is committed and reaches consumers from the "
+        "log) and the bus counts as unreachable (Redis bus only).",
+    )
+    bus_error_log_interval_s: float = Field(
+        30.0, gt=0, description="While Redis is unreachable, a node logs one line when the link "
+        "breaks, one when it is back, and between the two a summary of the failures at most "
+        "this often, in seconds (Redis bus only).",
+    )
+    ready_timeout_s: float = Field(
+        1.0, gt=0, le=30, description="Longest wait of /readyz for each of its checks (store, "
+        "bus), run side by side; a part that does not answer in time reads as unavailable, so "
+        "a load balancer's probe gets its 503 within about this time.",
+    )
     token_ttl_s: int = Field(
         24 * 3600, gt=0, description="Lifetime of a websocket token, in seconds."
     )

@@ -9,7 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import REDIS_URL, Server, launch_server, redis_answers
+from tests.cluster.privateredis import PrivateRedis
+from tests.conftest import REDIS_URL, Server, free_port, launch_server, redis_answers
 
 
 @pytest.fixture
@@ -34,3 +35,12 @@ def cluster(tmp_path: Path, pg_url: str) -> Iterator[Callable[..., Server]]:
     import redis
 
     redis.Redis.from_url(REDIS_URL).delete(f"{prefix}:bus")
+
+
+@pytest.fixture
+def private_redis(tmp_path: Path) -> Iterator[PrivateRedis]:
+    """A ``redis-server`` of the test's own, to kill, restart or pause (never 6379's)."""
+    server = PrivateRedis(free_port(), tmp_path)
+    server.start()
+    yield server
+    server.kill()

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+from collections.abc import Awaitable
 from typing import Any
 
 from fastapi import APIRouter, Response
@@ -10,8 +12,10 @@ from sqlalchemy import text
 from starlette.responses import JSONResponse
 
 from .. import __version__
+from ..errors import ServiceUnavailable
 from ..events.schema import asyncapi_document
 from ..metrics import REGISTRY
+from ..runtime import Runtime
 from .deps import RuntimeDep
 
 router = APIRouter(tags=["operations"])
@@ -39,25 +43,38 @@ async def readyz(runtime: RuntimeDep) -> Response:
     """200 when this node can take traffic: its store and its bus answer; 503 otherwise.
 
     Point a load balancer's health check here (``/healthz`` says only that the process
-    lives and its store answers).
+    lives and its store answers). Both checks run side by side, each given at most
+    ``RIDECAST_READY_TIMEOUT_S``: a part that hangs reads as ``unavailable: timeout``.
     """
-    checks: dict[str, str] = {}
-    try:
-        async with runtime.engine.connect() as conn:
-            await conn.execute(text("SELECT 1"))
-        checks["store"] = "ok"
-    except Exception as exc:
-        checks["store"] = f"unavailable: {type(exc).__name__}"
+    timeout = runtime.settings.ready_timeout_s
+    names = ["store"]
+    checks = [_check(_store_answers(runtime), timeout)]
     ping = getattr(runtime.bus, "ping", None)
     if ping is not None:
-        try:
-            await ping()
-            checks["bus"] = "ok"
-        except Exception as exc:
-            checks["bus"] = f"unavailable: {type(exc).__name__}"
-    ready = all(value == "ok" for value in checks.values())
-    return JSONResponse({"status": "ready" if ready else "unavailable", **checks},
+        names.append("bus")
+        checks.append(_check(ping(), timeout))
+    results = dict(zip(names, await asyncio.gather(*checks), strict=True))
+    ready = all(value == "ok" for value in results.values())
+    return JSONResponse({"status": "ready" if ready else "unavailable", **results},
                         200 if ready else 503, headers=None if ready else {"Retry-After": "1"})
+
+
+async def _store_answers(runtime: Runtime) -> None:
+    async with runtime.engine.connect() as conn:
+        await conn.execute(text("SELECT 1"))
+
+
+async def _check(probe: Awaitable[Any], timeout_s: float) -> str:
+    """``"ok"`` when ``probe`` completes within ``timeout_s``, else what went wrong."""
+    try:
+        async with asyncio.timeout(timeout_s):
+            await probe
+    except TimeoutError:
+        return f"unavailable: timeout after {timeout_s:g} s"
+    except Exception as exc:
+        cause = exc.__cause__ if isinstance(exc, ServiceUnavailable) and exc.__cause__ else exc
+        return f"unavailable: {type(cause).__name__}"
+    return "ok"
 
 
 @router.get("/metrics")

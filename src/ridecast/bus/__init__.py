@@ -17,9 +17,14 @@ from .memory import MemoryBus
 
 def create_bus(
     url: str, *, prefix: str = "ridecast", maxlen: int = 100_000,
-    catch_up_interval_s: float = 1.0,
+    catch_up_interval_s: float = 1.0, timeout_s: float = 2.0,
+    error_log_interval_s: float = 30.0,
 ) -> Bus:
-    """The bus for ``RIDECAST_BUS_URL``: ``memory://`` or ``redis://...``."""
+    """The bus for ``RIDECAST_BUS_URL``: ``memory://`` or ``redis://...``.
+
+    ``timeout_s`` bounds each publish and ping to Redis; ``error_log_interval_s`` spaces the
+    log's reports while Redis is unreachable (``bus/connectivity.py``).
+    """
     if url.startswith("memory:"):
         return MemoryBus()
     if url.startswith(("redis://", "rediss://", "unix://")):
@@ -30,7 +35,8 @@ def create_bus(
                 f"the Redis bus needs redis-py: pip install 'ridecast[redis]' ({exc})"
             ) from exc
         bus: Bus = RedisBus(url, prefix=prefix, maxlen=maxlen,
-                            catch_up_interval_s=catch_up_interval_s)
+                            catch_up_interval_s=catch_up_interval_s, timeout_s=timeout_s,
+                            error_log_interval_s=error_log_interval_s)
         return bus
     raise ValueError(f"unsupported RIDECAST_BUS_URL {url!r} (memory:// or redis://)")
 

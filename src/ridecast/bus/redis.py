@@ -18,6 +18,12 @@ So the reader keeps the last ``event_id`` it delivered:
 
 After a dropped connection or a restarted Redis the reader reconnects with back-off and
 resumes from its last stream id; anything it missed comes from the log.
+
+A Redis that does not answer is never waited on for long and never shown raw: each publish
+and ping gives up after ``timeout_s`` and raises ``ServiceUnavailable`` (the event log
+then counts on the catch-up, a simulation change on the caches' time-to-live), and the
+log gets one line when the link breaks, one when it is back and a summary at most every
+``error_log_interval_s`` between the two (``bus/connectivity.py``).
 """
 
 from __future__ import annotations
@@ -26,6 +32,7 @@ import asyncio
 import contextlib
 import dataclasses
 import logging
+import time
 from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any
@@ -34,6 +41,7 @@ import orjson
 from redis.asyncio import Redis
 from redis.exceptions import RedisError
 
+from ..errors import ServiceUnavailable
 from .base import (
     BusMessage,
     Handler,
@@ -45,6 +53,7 @@ from .base import (
     StoredEvent,
     Unsubscribe,
 )
+from .connectivity import Connectivity
 
 log = logging.getLogger(__name__)
 
@@ -90,9 +99,12 @@ class RedisBus:
 
     def __init__(
         self, url: str, *, prefix: str = "ridecast", maxlen: int = 100_000,
-        catch_up_interval_s: float = 1.0,
+        catch_up_interval_s: float = 1.0, timeout_s: float = 2.0,
+        error_log_interval_s: float = 30.0,
     ) -> None:
         self._url = url
+        self._timeout_s = timeout_s
+        self.link = Connectivity("Redis bus", error_log_interval_s)
         self.stream = prefix + STREAM_SUFFIX
         self._maxlen = maxlen
         self._interval_s = catch_up_interval_s
@@ -111,7 +123,10 @@ class RedisBus:
         self._log = reader
 
     async def start(self) -> None:
-        self._redis = Redis.from_url(self._url)
+        # Publishes and pings: bounded, so a Redis that hangs (stopped, a dead network)
+        # costs a publish ``timeout_s``, not forever.
+        self._redis = Redis.from_url(self._url, socket_timeout=self._timeout_s,
+                                     socket_connect_timeout=self._timeout_s)
         # The reader blocks in XREAD: a connection of its own, with a read timeout above
         # the block time so a silent network is noticed.
         self._reader = Redis.from_url(self._url, socket_timeout=10, socket_connect_timeout=5)
@@ -145,19 +160,34 @@ class RedisBus:
                     await conn.aclose()
 
     async def ping(self) -> None:
-        """Raises when Redis does not answer (readiness)."""
+        """Raises when Redis does not answer within ``timeout_s`` (readiness)."""
         assert self._redis is not None
         await self._redis.ping()
 
     async def publish(self, messages: Sequence[BusMessage]) -> None:
+        """Add ``messages`` to the stream; ``ServiceUnavailable`` when Redis does not take
+        them (counted and reported by ``link``, not logged here)."""
         if not messages:
             return
         assert self._redis is not None, "publish before start"
-        async with self._redis.pipeline(transaction=False) as pipe:
-            for message in messages:
-                pipe.xadd(self.stream, encode(message),  # type: ignore[arg-type]
-                          maxlen=self._maxlen, approximate=True)
-            await pipe.execute()
+        try:
+            async with self._redis.pipeline(transaction=False) as pipe:
+                for message in messages:
+                    pipe.xadd(self.stream, encode(message),  # type: ignore[arg-type]
+                              maxlen=self._maxlen, approximate=True)
+                await pipe.execute()
+        except (RedisError, OSError) as exc:
+            self._report(self.link.failed("publish", exc, time.monotonic()))
+            raise ServiceUnavailable(
+                f"the bus (Redis) did not take the message ({type(exc).__name__})",
+                retry_after=1,
+            ) from exc
+        self._report(self.link.succeeded(time.monotonic()))
+
+    @staticmethod
+    def _report(line: str | None) -> None:
+        if line is not None:
+            log.warning("%s", line)
 
     def subscribe(self, handler: Handler) -> Unsubscribe:
         return self._handlers.subscribe(handler)
@@ -200,10 +230,11 @@ class RedisBus:
                 delay = _BACKOFF_S[min(failures, len(_BACKOFF_S) - 1)]
                 failures += 1
                 self.reconnects += 1
-                log.warning("Redis bus read failed (%s); retrying in %.1f s", exc, delay)
+                self._report(self.link.failed("read", exc, time.monotonic()))
                 await asyncio.sleep(delay)
                 continue
             failures = 0
+            self._report(self.link.succeeded(time.monotonic()))
             messages: list[BusMessage] = []
             for _stream, entries in answer or ():
                 for entry_id, fields in entries:

@@ -67,9 +67,12 @@ class SimulationCatalog:
     def _on_bus(self, messages: Sequence[BusMessage]) -> None:
         for message in messages:
             if isinstance(message, SimulationChanged):
-                sim = message.simulation_id
-                self._cache.pop(sim, None)
-                self._generation += 1
+                self.forget(message.simulation_id)
+
+    def forget(self, simulation_id: int) -> None:
+        """Drop the entry of a simulation that changed: the next lookup reads the store."""
+        self._cache.pop(simulation_id, None)
+        self._generation += 1
 
     def cached(self, simulation_id: int) -> SimulationMeta | None:
         """The simulation's meta when a live cache entry holds it, else None (a miss, an

@@ -12,7 +12,7 @@ from typing import Any
 
 from ..auth.visibility import Principal, can_see
 from ..bus import Bus, SimulationChanged
-from ..errors import NotFound, PreconditionFailed
+from ..errors import NotFound, PreconditionFailed, ServiceUnavailable
 from ..events.webhook_settings import validate_simulation_data, webhook_settings
 from ..store.simulations import SimulationRecord, SimulationStore, TemplateRecord
 from .catalog import SimulationCatalog, SimulationMeta
@@ -41,9 +41,15 @@ class SimulationService:
         return checked
 
     async def _changed(self, record: SimulationRecord, *, deleted: bool = False) -> None:
-        await self._bus.publish(
-            [SimulationChanged(record.id, record.org_id, record.owner_id, deleted=deleted)]
-        )
+        try:
+            await self._bus.publish(
+                [SimulationChanged(record.id, record.org_id, record.owner_id, deleted=deleted)]
+            )
+        except ServiceUnavailable:
+            # The change is committed: answering 503 would invite a second create. This
+            # node forgets its cached copy now; the others re-read it when their entry
+            # expires (RIDECAST_SIMULATION_CACHE_TTL_S). The bus has logged that it is down.
+            self._catalog.forget(record.id)
 
     async def get(self, principal: Principal, simulation_id: int) -> SimulationRecord:
         """The simulation if ``principal`` can see it; otherwise 404, whether it exists or not."""

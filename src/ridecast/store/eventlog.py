@@ -292,6 +292,10 @@ class EventLog:
                     flat.extend(self._outgoing.popleft())
                 try:
                     await self._bus.publish(flat)
+                except ServiceUnavailable:
+                    # The bus is down and has said so in the log (once, not per batch):
+                    # stored is stored, consumers catch up from the log.
+                    pass
                 except Exception:  # stored is stored: consumers catch up from the log
                     log.exception("bus publish failed after commit of %d events", len(flat))
                 finally:

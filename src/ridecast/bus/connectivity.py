@@ -1,0 +1,67 @@
+"""What a node says about its link to Redis: a line when the link breaks, a line when it
+comes back, and between the two at most one summary every ``summary_interval_s``.
+
+While Redis is down every publish after a commit and every read of the bus fails, tens of
+times a second under load; logging each (with its traceback) buried everything else in
+the log. Here the failures are counted instead, and the summary says how many and what the
+last one was. Pure: the bus calls it with the time and logs the line it returns.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+
+@dataclass
+class Connectivity:
+    """Up/down state of one link, and the lines that report it (``None``: log nothing).
+
+    ``name`` begins each line (``"Redis bus"``); ``summary_interval_s`` is the least time
+    between two lines while the link stays down (``RIDECAST_BUS_ERROR_LOG_INTERVAL_S``).
+    """
+
+    name: str
+    summary_interval_s: float
+    up: bool = True
+    down_since: float = 0.0
+    failures: int = 0  # since the last line
+    total_failures: int = 0  # since the link went down
+    last_error: str = ""
+    _last_line: float = field(default=0.0, repr=False)
+
+    def failed(self, what: str, error: BaseException | str, now: float) -> str | None:
+        """Count one failure of ``what`` (``"publish"``, ``"read"``); the line to log, if any."""
+        self.last_error = f"{what}: {_describe(error)}"
+        self.failures += 1
+        self.total_failures += 1
+        if self.up:
+            self.up = False
+            self.down_since = self._last_line = now
+            self.failures = 0
+            return (f"{self.name} unreachable ({self.last_error}); events are still committed "
+                    "and reach streams and webhooks from the log; retrying with back-off")
+        if now - self._last_line < self.summary_interval_s:
+            return None
+        line = (f"{self.name} still unreachable after {now - self.down_since:.0f} s: "
+                f"{self.failures} more failures since the last report "
+                f"(last {self.last_error})")
+        self.failures = 0
+        self._last_line = now
+        return line
+
+    def succeeded(self, now: float) -> str | None:
+        """Record that the link answered; the line to log when it was down."""
+        if self.up:
+            return None
+        self.up = True
+        line = (f"{self.name} reachable again after {now - self.down_since:.1f} s "
+                f"({self.total_failures} failed operations meanwhile)")
+        self.failures = self.total_failures = 0
+        return line
+
+
+def _describe(error: BaseException | str) -> str:
+    if isinstance(error, str):
+        return error
+    text = str(error).strip()
+    return f"{type(error).__name__}: {text}" if text else type(error).__name__

@@ -1,0 +1,112 @@
+"""What a node does while its Redis hangs or is down: ``/readyz`` answers within its bound,
+ingest still commits, and the log says what happened in a few lines, not a traceback per
+failed publish. A real node on PostgreSQL and a private ``redis-server`` (paused with
+SIGSTOP or killed), never the machine's Redis."""
+
+from __future__ import annotations
+
+import re
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import httpx
+
+from tests.cluster.privateredis import PrivateRedis
+from tests.conftest import Server, launch_server
+from tests.hub.wsutil import envelope
+
+PROBE_TIMEOUT_S = 3.0
+"""A load balancer's usual health-probe time-out: /readyz must answer well within it."""
+
+
+def _wait_for(condition: Callable[[], bool], timeout: float = 30, what: str = "") -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.1)
+
+
+def _ready(srv: Server) -> httpx.Response:
+    return httpx.get(f"{srv.base_url}/readyz", timeout=PROBE_TIMEOUT_S)
+
+
+def test_readyz_answers_in_time_while_redis_hangs(tmp_path: Path, pg_url: str,
+                                                  private_redis: PrivateRedis) -> None:
+    """Redis stopped (SIGSTOP: connections accepted, nothing answered): /readyz answers 503
+    naming the bus, within a 3 s probe (RIDECAST_READY_TIMEOUT_S is 1 s), while ingest still
+    commits; once Redis runs again /readyz is 200."""
+    srv = launch_server(tmp_path, {"RIDECAST_BUS_URL": private_redis.url},
+                        database_url=pg_url)
+    try:
+        user = srv.create_user()
+        sim = srv.create_simulation(user)
+        assert _ready(srv).status_code == 200
+        private_redis.pause()
+        try:
+            for _probe in range(3):
+                answer = _ready(srv)  # raises ReadTimeout if it takes longer than the probe
+                assert answer.status_code == 503, answer.text
+                assert answer.json()["bus"] == "unavailable: timeout after 1 s"
+                assert answer.json()["store"] == "ok"
+                assert answer.headers["Retry-After"] == "1"
+            with srv.client(user) as http:
+                posted = http.post(f"/api/v2/simulation/{sim}/events",
+                                   json=[envelope(sim, "vehicle_use", n) for n in range(3)])
+                assert posted.status_code == 201, posted.text
+        finally:
+            private_redis.resume()
+        _wait_for(lambda: _ready(srv).status_code == 200, what="/readyz to be 200 again")
+    finally:
+        srv.stop()
+
+
+_LINE = re.compile(r"^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d")
+
+
+def _log_lines(srv: Server) -> list[str]:
+    """The log's records (a traceback's lines belong to the record above them)."""
+    return [line for line in srv.logs().splitlines() if _LINE.match(line)]
+
+
+def test_a_redis_outage_is_a_few_log_lines(tmp_path: Path, pg_url: str,
+                                           private_redis: PrivateRedis) -> None:
+    """Redis killed while events keep coming (every commit's publish fails): the node logs
+    one line when the link breaks, then at most one summary per
+    RIDECAST_BUS_ERROR_LOG_INTERVAL_S, no traceback, and one line when Redis is back."""
+    interval_s = 1.0
+    srv = launch_server(tmp_path, {"RIDECAST_BUS_URL": private_redis.url,
+                                   "RIDECAST_BUS_ERROR_LOG_INTERVAL_S": str(interval_s)},
+                        database_url=pg_url)
+    try:
+        user = srv.create_user()
+        sim = srv.create_simulation(user)
+        before = len(srv.logs().splitlines())
+        private_redis.kill()
+        began = time.monotonic()
+        with srv.client(user) as http:
+            for n in range(60):  # 60 commits, so 60 failed publishes
+                posted = http.post(f"/api/v2/simulation/{sim}/events",
+                                   json=[envelope(sim, "vehicle_use", n * 5 + k)
+                                         for k in range(5)])
+                assert posted.status_code == 201, posted.text
+            # A change of a simulation while the bus is down: committed and answered.
+            assert http.patch(f"/api/v2/simulation/{sim}",
+                              json={"name": "renamed"}).status_code == 200
+            assert http.get(f"/api/v2/simulation/{sim}").json()["name"] == "renamed"
+        window_s = time.monotonic() - began
+        during = srv.logs().splitlines()[before:]
+        assert not any("Traceback" in line for line in during), "\n".join(during)
+        records = [line for line in during if _LINE.match(line)]
+        assert sum("Redis bus unreachable" in line for line in records) == 1, records
+        summaries = sum("Redis bus still unreachable" in line for line in records)
+        assert summaries <= window_s / interval_s + 1, records
+        # Nothing else is logged per failure: the whole outage fits in a few lines.
+        assert len(records) <= 2 + window_s / interval_s, records
+
+        private_redis.start()
+        _wait_for(lambda: any("Redis bus reachable again" in line for line in _log_lines(srv)),
+                  what="the line saying Redis is back")
+        assert sum("Redis bus reachable again" in line for line in _log_lines(srv)) == 1
+    finally:
+        srv.stop()
