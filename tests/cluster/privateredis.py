@@ -13,7 +13,6 @@ import pytest
 import redis
 
 
-
 class PrivateRedis:
     """A ``redis-server`` that keeps nothing on disk, on ``port``; killed and restarted at will."""
 
