@@ -10,8 +10,8 @@ store and migrations, bus, event log, caches, webhooks, simulator host, websocke
 from __future__ import annotations
 
 import logging
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import AsyncExitStack, asynccontextmanager
 from typing import Any
 
 from fastapi import FastAPI
@@ -61,9 +61,28 @@ async def open_runtime(
     ``run_dispatcher``: deliver webhooks here (default ``RIDECAST_WEBHOOK_WORKERS``).
     ``watch_outbox``: this process appends no events, so its dispatcher watches the outbox
     for other processes' rows when the bus does not bring them (the in-process bus).
+
+    Each part's stop is pushed on an exit stack before it starts, so a start that fails
+    at any step (the websocket port taken, Redis refusing) stops, in reverse order,
+    everything started before it, then raises; ``Runtime.close`` unwinds the same stack.
     """
+    stack = AsyncExitStack()
+    try:
+        return await _start(stack, settings, serve_streams=serve_streams,
+                            run_simulator=run_simulator, run_dispatcher=run_dispatcher,
+                            watch_outbox=watch_outbox)
+    except BaseException:
+        await stack.aclose()
+        raise
+
+
+async def _start(
+    stack: AsyncExitStack, settings: Settings, *, serve_streams: bool, run_simulator: bool,
+    run_dispatcher: bool | None, watch_outbox: bool,
+) -> Runtime:
     await upgrade(settings.database_url)
     engine = create_engine(settings.database_url)
+    stack.push_async_callback(engine.dispose)
     bus = create_bus(settings.bus_url, prefix=settings.bus_prefix,
                      maxlen=settings.bus_stream_maxlen,
                      catch_up_interval_s=settings.bus_catch_up_interval_s,
@@ -72,14 +91,18 @@ async def open_runtime(
     event_log = EventLog(engine, bus, max_batch=settings.group_commit_max_events,
                          max_pending=settings.ingest_max_pending_events)
     bus.attach_log(event_log)
+    stack.push_async_callback(bus.close)
     await bus.start()
+    stack.push_async_callback(event_log.close)
     await event_log.start()
     sim_store = SimulationStore(engine)
     catalog = SimulationCatalog(sim_store, bus, max_size=settings.simulation_cache_size,
                                 ttl_s=settings.simulation_cache_ttl_s)
+    stack.callback(catalog.close)
     simulations_service = SimulationService(sim_store, bus, catalog)
     accounts = AccountStore(engine)
     revocations = RevocationWatcher(accounts, interval_s=settings.revocation_poll_s)
+    stack.push_async_callback(revocations.close)
     await revocations.start()
     ingest = Ingest(catalog, event_log, max_batch=settings.max_batch_events)
 
@@ -88,17 +111,20 @@ async def open_runtime(
                               run_dispatcher=dispatch,
                               watch_outbox=watch_outbox and isinstance(bus, MemoryBus))
     simulations_service.add_data_check(webhooks.check_data)
+    stack.push_async_callback(_logging_failure, "webhooks", webhooks.close)
     webhooks.start()
 
     simulator: SimulatorHost | None = None
     if run_simulator:
         simulator = _simulator_host(settings, engine, bus, ingest)
+        stack.push_async_callback(_logging_failure, "simulator", simulator.close)
         simulations_service.add_data_check(_check_simulator_settings)
 
     hub: Hub | None = None
     if serve_streams:
         hub = Hub(settings, bus=bus, tokens=accounts, directory=catalog, events=event_log,
                   revocations=revocations)
+        stack.push_async_callback(_logging_failure, "hub", hub.close)
         await open_dedicated_listener(hub, settings)
 
     runtime = Runtime(
@@ -119,9 +145,18 @@ async def open_runtime(
         webhooks=webhooks,
         hub=hub,
         simulator=simulator,
+        stack=stack,
     )
     runtime.start_retention()
     return runtime
+
+
+async def _logging_failure(name: str, stop: Callable[[], Awaitable[None]]) -> None:
+    """``stop()``; a failure is logged, so that the parts stopped after it still stop."""
+    try:
+        await stop()
+    except Exception:
+        log.exception("closing %s failed", name)
 
 
 def _simulator_host(settings: Settings, engine: AsyncEngine, bus: Bus,

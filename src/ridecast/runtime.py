@@ -1,8 +1,9 @@
 """The running parts of one ridecast process, as named, typed fields.
 
-``Runtime`` only holds the parts and stops them in order; ``app.open_runtime`` is where they
-are built and wired. The HTTP routes reach the parts through it (``api/deps.py``); no part
-below the HTTP surface imports it: each gets its collaborators in its constructor.
+``Runtime`` only holds the parts and the exit stack that stops them; ``app.open_runtime`` is
+where they are built, wired, started, and their stops pushed on that stack. The HTTP routes
+reach the parts through it (``api/deps.py``); no part below the HTTP surface imports it:
+each gets its collaborators in its constructor.
 """
 
 from __future__ import annotations
@@ -11,7 +12,6 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 
 from sqlalchemy.ext.asyncio import AsyncEngine
@@ -53,12 +53,13 @@ class Runtime:
     webhooks: WebhookService
     hub: Hub | None = None
     simulator: SimulatorHost | None = None
-    _tasks: list[asyncio.Task[None]] = field(default_factory=list)
+    stack: contextlib.AsyncExitStack = field(default_factory=contextlib.AsyncExitStack)
     started_at: float = field(default_factory=time.time)
 
     def start_retention(self) -> None:
         """Start the periodic retention sweep (``RIDECAST_EVENT_RETENTION_S``)."""
-        self._tasks.append(asyncio.create_task(self._retention_loop()))
+        task = asyncio.create_task(self._retention_loop(), name="ridecast-retention")
+        self.stack.push_async_callback(_cancel, task)
 
     async def _retention_loop(self) -> None:
         while True:
@@ -73,26 +74,12 @@ class Runtime:
                 log.exception("retention sweep failed")
 
     async def close(self) -> None:
-        """Stop in reverse order of dependency: consumers, then the log, then the bus."""
-        await self.revocations.close()
-        for task in self._tasks:
-            task.cancel()
-        for task in self._tasks:
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
-        consumers: list[tuple[str, Callable[[], Awaitable[None]] | None]] = [
-            ("hub", self.hub.close if self.hub else None),
-            ("webhooks", self.webhooks.close),
-            ("simulator", self.simulator.close if self.simulator else None),
-        ]
-        for name, stop in consumers:
-            if stop is None:
-                continue
-            try:
-                await stop()
-            except Exception:
-                log.exception("closing %s failed", name)
-        await self.log.close()
-        self.catalog.close()
-        await self.bus.close()
-        await self.engine.dispose()
+        """Stop every part, in the reverse order of their start: the retention sweep and
+        the consumers (hub, simulator, webhooks), then the log, the bus and the engine."""
+        await self.stack.aclose()
+
+
+async def _cancel(task: asyncio.Task[None]) -> None:
+    task.cancel()
+    with contextlib.suppress(asyncio.CancelledError):
+        await task

@@ -83,6 +83,11 @@ def run_server(
             f"ridecast serve: {host}:{port} is in use (another ridecast?); "
             "stop it or pick another port with --port"
         )
+    if settings.ws_port is not None and not port_free(settings.ws_host, settings.ws_port):
+        raise SystemExit(
+            f"ridecast serve: {settings.ws_host}:{settings.ws_port} (RIDECAST_WS_PORT) is in "
+            "use; stop what holds it or set another RIDECAST_WS_PORT"
+        )
     prepare_store(settings)
     logging.basicConfig(
         level=settings.log_level.upper(),

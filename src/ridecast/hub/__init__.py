@@ -24,7 +24,15 @@ async def open_dedicated_listener(hub: Hub, settings: Settings) -> None:
     if settings.tls_cert_file and settings.tls_key_file:
         tls = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
         tls.load_cert_chain(settings.tls_cert_file, settings.tls_key_file)
-    hub.listener = await start_listener(hub, settings.ws_host, settings.ws_port, tls=tls)
+    try:
+        hub.listener = await start_listener(hub, settings.ws_host, settings.ws_port, tls=tls)
+    except OSError as exc:
+        # The port is the operator's to fix: say which setting, not only asyncio's words.
+        raise OSError(
+            exc.errno, f"cannot listen for websockets on {settings.ws_host}:{settings.ws_port} "
+            f"(RIDECAST_WS_HOST, RIDECAST_WS_PORT): {exc.strerror or exc}; stop what holds "
+            "the port or choose another",
+        ) from exc
 
 
 __all__ = [

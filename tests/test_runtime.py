@@ -1,0 +1,164 @@
+"""Starting and stopping one process's parts (``app.open_runtime``, ``Runtime.close``): a
+start that fails at its last step (the dedicated websocket port taken) stops everything it
+had started, and leaves no task, thread, database or Redis connection behind; so does a
+clean close. Run in this process, on SQLite with the in-process bus and on PostgreSQL with
+a private ``redis-server``, with every part on (hub, simulator, webhook dispatcher)."""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+import redis
+
+from ridecast.app import open_runtime
+from ridecast.config import Settings
+from tests.cluster.privateredis import PrivateRedis
+from tests.conftest import free_port
+
+
+def _held_port() -> socket.socket:
+    """A port some other program listens on."""
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    sock.listen()
+    return sock
+
+
+def _eventually(condition: Callable[[], bool], timeout: float = 10) -> bool:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.05)
+    return True
+
+
+class Backend:
+    """Where the runtime under test keeps its state, and how to count what it holds open."""
+
+    def __init__(self, database_url: str, bus_url: str, redis: PrivateRedis | None) -> None:
+        self.database_url = database_url
+        self.bus_url = bus_url
+        self.redis = redis
+
+    def open_connections(self) -> int:
+        """Connections held to this backend's database and Redis (but ours counting)."""
+        count = 0
+        if self.database_url.startswith("postgresql"):
+            name = self.database_url.rsplit("/", 1)[1]
+
+            async def backends() -> int:
+                import asyncpg
+
+                conn = await asyncpg.connect("postgresql://postgres@127.0.0.1:5432/postgres")
+                try:
+                    return int(await conn.fetchval(
+                        "SELECT count(*) FROM pg_stat_activity WHERE datname = $1", name))
+                finally:
+                    await conn.close()
+
+            count += asyncio.run(backends())
+        if self.redis is not None:
+            client = redis.Redis.from_url(self.redis.url)
+            try:
+                count += int(client.info("clients")["connected_clients"]) - 1  # less ours
+            finally:
+                client.close()
+        return count
+
+
+@pytest.fixture(params=["embedded", "cluster"])
+def backend(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Backend]:
+    if request.param == "embedded":
+        yield Backend(f"sqlite+aiosqlite:///{tmp_path / 'ridecast.db'}", "memory://", None)
+        return
+    pg_url = request.getfixturevalue("pg_url")
+    private = PrivateRedis(free_port(), tmp_path)
+    private.start()
+    try:
+        yield Backend(pg_url, private.url, private)
+    finally:
+        private.kill()
+
+
+def _settings(backend: Backend, ws_port: int) -> Settings:
+    return Settings(database_url=backend.database_url, bus_url=backend.bus_url,
+                    ws_port=ws_port, webhook_workers=True, revocation_poll_s=0.05,
+                    bus_catch_up_interval_s=0.05)
+
+
+def _leftover_tasks() -> list[asyncio.Task[object]]:
+    return [task for task in asyncio.all_tasks() if task is not asyncio.current_task()]
+
+
+def test_a_failed_start_stops_everything_it_started(backend: Backend) -> None:
+    """The websocket port is taken: open_runtime raises an error naming RIDECAST_WS_PORT,
+    after having stopped the bus, the event log's writer and publisher, the revocation
+    watcher, the webhook dispatcher, the simulator's lease renewer and the hub; no task,
+    thread or connection survives it."""
+    threads_before = set(threading.enumerate())
+    holder = _held_port()
+    port = holder.getsockname()[1]
+
+    async def attempt() -> list[asyncio.Task[object]]:
+        with pytest.raises(OSError, match="RIDECAST_WS_PORT") as failure:
+            await asyncio.wait_for(open_runtime(_settings(backend, port)), 60)
+        assert f"127.0.0.1:{port}" in str(failure.value)
+        return _leftover_tasks()
+
+    try:
+        assert asyncio.run(attempt()) == []
+    finally:
+        holder.close()
+    assert _eventually(lambda: set(threading.enumerate()) <= threads_before), (
+        set(threading.enumerate()) - threads_before)
+    assert _eventually(lambda: backend.open_connections() == 0)
+
+
+def test_a_clean_close_leaves_nothing_behind(backend: Backend) -> None:
+    """The same runtime started whole and closed: its websocket port is free again and no
+    task, thread or connection is left."""
+    threads_before = set(threading.enumerate())
+    port = free_port()
+
+    async def run() -> list[asyncio.Task[object]]:
+        runtime = await asyncio.wait_for(open_runtime(_settings(backend, port)), 60)
+        assert runtime.hub is not None and runtime.hub.listener is not None
+        await asyncio.wait_for(runtime.close(), 30)
+        return _leftover_tasks()
+
+    assert asyncio.run(run()) == []
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", port))  # free again
+    assert _eventually(lambda: set(threading.enumerate()) <= threads_before), (
+        set(threading.enumerate()) - threads_before)
+    assert _eventually(lambda: backend.open_connections() == 0)
+
+
+def test_serve_with_its_websocket_port_taken_exits_with_one_line(tmp_path: Path) -> None:
+    """``ridecast serve`` whose RIDECAST_WS_PORT is taken exits at once, non-zero, with one
+    line naming the setting, and leaves its main port free."""
+    holder = _held_port()
+    ws_port, port = holder.getsockname()[1], free_port()
+    try:
+        done = subprocess.run(
+            [sys.executable, "-m", "ridecast.cli.main", "serve", "--port", str(port)],
+            env={"PATH": "/usr/bin:/bin", "RIDECAST_WS_PORT": str(ws_port),
+                 "RIDECAST_DATABASE_URL": f"sqlite+aiosqlite:///{tmp_path / 'r.db'}"},
+            capture_output=True, text=True, timeout=60, cwd=tmp_path,
+        )
+    finally:
+        holder.close()
+    assert done.returncode != 0
+    assert f"127.0.0.1:{ws_port} (RIDECAST_WS_PORT) is in use" in done.stderr
+    assert "Traceback" not in done.stderr
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", port))
