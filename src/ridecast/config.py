@@ -222,6 +222,11 @@ class Settings(BaseSettings):
         1024, gt=0, description="Frames buffered per websocket connection before it is closed "
         "as a slow consumer."
     )
+    ws_send_queue_bytes: int = Field(
+        8 * 1024 * 1024, gt=0, description="Bytes of frames buffered per websocket connection "
+        "(on top of RIDECAST_WS_SEND_QUEUE frames) before it is closed with 4100 "
+        "slow_consumer; a stream holds at most this plus one bus batch.",
+    )
     log_level: Literal["debug", "info", "warning", "error"] = Field(
         "info", description="Log level. At info, `ridecast serve` prints at start only the "
         "store it uses and its URLs; debug adds uvicorn's and alembic's start-up lines."

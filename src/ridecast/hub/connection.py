@@ -3,9 +3,10 @@
 A ``Stream`` never blocks the publisher. ``take`` is synchronous: when nothing is queued
 and the socket can take data, the frames of a bus batch are written at once, in one write;
 otherwise they are queued and a short-lived writer task drains the queue as the socket
-allows. A queue that reaches its limit closes the stream with 4100
-(``slow_consumer``): nothing is dropped silently, and the client resumes with
-``since=<last event_id>``.
+allows. A queue that reaches its limit, in frames (``RIDECAST_WS_SEND_QUEUE``) or in bytes
+(``RIDECAST_WS_SEND_QUEUE_BYTES``), closes the stream with 4100 (``slow_consumer``):
+nothing is dropped silently, and the client resumes with ``since=<last event_id>``. A
+closed stream lets go of its queue at once, not when its connection finally ends.
 
 The transport under a stream is a ``Sink``: ``StreamProtocol`` (``protocol.py``) on both
 ports, or an ASGI websocket under another server (``asgi.py``).
@@ -32,6 +33,8 @@ log = logging.getLogger(__name__)
 _FLUSH_BYTES = 256 * 1024
 """A backlog is written in joined chunks of about this size (``writable`` is looked at
 again after each, when the transport may have paused)."""
+
+_SLOW_REASON = "the send queue is full (RIDECAST_WS_SEND_QUEUE frames or _BYTES)"
 
 # A close reason is at most 123 bytes on the wire (RFC 6455 section 5.5).
 _MAX_REASON = 123
@@ -90,9 +93,10 @@ class Stream:
     """
 
     __slots__ = (
-        "__weakref__", "_backlog", "_batch", "_closed", "_floor", "_on_close", "_pending",
-        "_queue", "_queued", "_raw", "_sending", "_writer", "closing", "overflowed",
-        "principal", "queue_limit", "route", "sent", "sink", "token_hash",
+        "__weakref__", "_backlog", "_backlog_bytes", "_batch", "_closed", "_floor",
+        "_on_close", "_pending", "_pending_bytes", "_queue", "_queued", "_queued_bytes",
+        "_raw", "_sending", "_writer", "closing", "overflowed", "principal", "queue_bytes",
+        "queue_limit", "route", "sent", "sink", "token_hash",
     )
 
     def __init__(
@@ -104,11 +108,13 @@ class Stream:
         queue_limit: int,
         on_close: Callable[[Stream], None],
         token_hash: str = "",
+        queue_bytes: int = 8 * 1024 * 1024,
     ) -> None:
         self.sink = sink
         self.principal = principal
         self.route = route
         self.queue_limit = queue_limit
+        self.queue_bytes = queue_bytes
         self.token_hash = token_hash
         self.sent = 0
         self.overflowed = False
@@ -117,12 +123,15 @@ class Stream:
         # (data, frames) chunks waiting for the socket; None while nothing waits.
         self._queue: deque[tuple[bytes, int]] | None = None
         self._queued = 0
+        self._queued_bytes = 0
         self._pending: list[StoredEvent] | None = None
+        self._pending_bytes = 0
         # After a replay: live events at or below this id were sent by the replay (0: none).
         self._floor = 0
         self._sending = False
         self._batch = 0
         self._backlog = 0
+        self._backlog_bytes = 0
         self._closed = False
         self._writer: asyncio.Task[None] | None = None
         self.closing: asyncio.Task[None] | None = None
@@ -134,6 +143,11 @@ class Stream:
     @property
     def queued(self) -> int:
         return self._queued
+
+    @property
+    def queued_bytes(self) -> int:
+        """Bytes of frames waiting for the socket."""
+        return self._queued_bytes
 
     # ---- live delivery (synchronous, called from the bus handler) ---------------------
 
@@ -152,10 +166,14 @@ class Stream:
             # dropped rather than fatal, since every one of its events is in the log and
             # the replay reads the log again (see ``Hub._replay``).
             for event in events:
-                if len(pending) >= self.queue_limit:
+                size = len(event.frame)
+                if (len(pending) >= self.queue_limit
+                        or self._pending_bytes + size > self.queue_bytes):
                     pending.clear()
+                    self._pending_bytes = 0
                     self.overflowed = True
                 pending.append(event)
+                self._pending_bytes += size
             return
         floor = self._floor
         if floor:
@@ -190,17 +208,21 @@ class Stream:
         if batch != self._batch:
             self._batch = batch
             self._backlog = self._queued
-        if self._sending and self._backlog >= self.queue_limit:
-            # Slow means: a new batch finds queue_limit frames still waiting while the
-            # socket refuses data (the writer is parked). One batch (at most
-            # RIDECAST_GROUP_COMMIT_MAX_EVENTS frames) is always accepted whole, so a
-            # healthy client is never cut off by a burst.
-            self.abort("slow_consumer")
+            self._backlog_bytes = self._queued_bytes
+        if self._sending and (self._backlog >= self.queue_limit
+                              or self._backlog_bytes >= self.queue_bytes):
+            # Slow means: a new batch finds queue_limit frames, or queue_bytes bytes, still
+            # waiting while the socket refuses data (the writer is parked). One batch (at
+            # most RIDECAST_GROUP_COMMIT_MAX_EVENTS frames) is always accepted whole, so a
+            # healthy client is never cut off by a burst: a stream holds at most its limits
+            # plus one batch.
+            self.abort("slow_consumer", _SLOW_REASON)
             return
         if self._queue is None:
             self._queue = deque()
         self._queue.append((data, count))
         self._queued += count
+        self._queued_bytes += len(data)
         if self._writer is None:
             # A writer task exists only while there is a backlog, so that 10,000 idle
             # streams cost no task each.
@@ -219,6 +241,7 @@ class Stream:
                         size += len(data)
                         count += frames
                     self._queued -= count
+                    self._queued_bytes -= size
                     sink.write_raw(b"".join(chunks))
                     self.sent += count
                     continue
@@ -231,6 +254,7 @@ class Stream:
                     else:
                         data, frames = queue.popleft()
                         self._queued -= frames
+                        self._queued_bytes -= len(data)
                         await sink.send(data)
                         self.sent += frames
                 finally:
@@ -243,7 +267,7 @@ class Stream:
             self._writer = None
             if not self._queue:
                 self._queue = None
-                self._queued = 0
+                self._queued = self._queued_bytes = 0
 
     # ---- replay (called from the stream's own task) -----------------------------------
 
@@ -270,6 +294,7 @@ class Stream:
         Synchronous, so no live event can slip in between the held ones and the next.
         """
         pending, self._pending = self._pending or [], None
+        self._pending_bytes = 0
         held = [event for event in pending if event.event_id > last_replayed]
         # An event the replay read may still come from the bus after this (committed before
         # the read, handed to this process after it: another node's, or a slow publisher):
@@ -286,9 +311,7 @@ class Stream:
         if self._closed:
             return
         self._closed = True
-        self._queue = None
-        self._queued = 0
-        self._pending = None
+        self._release()
         WS_CLOSED.labels(code).inc()
         ws_code, reason = close_reason(code, message)
         loop = asyncio.get_running_loop()
@@ -305,9 +328,17 @@ class Stream:
         """The connection ended on its own: stop writes."""
         if not self._closed:
             self._closed = True
-            self._queue = None
-            self._queued = 0
-            self._pending = None
+            self._release()
             self._on_close(self)
         if self._writer is not None:
             self._writer.cancel()
+
+    def _release(self) -> None:
+        """Let go of every queued frame now: the parked writer holds the deque itself, and
+        would otherwise keep it until the connection ends (up to the linger time-out)."""
+        if self._queue is not None:
+            self._queue.clear()
+        self._queue = None
+        self._queued = self._queued_bytes = 0
+        self._pending = None
+        self._pending_bytes = 0

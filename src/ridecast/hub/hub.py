@@ -255,7 +255,7 @@ class Hub:
                 f"_PER_TOKEN={settings.ws_max_streams_per_token})", code="too_many_streams"))
         stream = Stream(
             sink, principal, route, queue_limit=self._queue_limit, on_close=self._forget,
-            token_hash=token_hash,
+            token_hash=token_hash, queue_bytes=settings.ws_send_queue_bytes,
         )
         self._per_user[principal.user_id] += 1
         self._per_token[token_hash] += 1
