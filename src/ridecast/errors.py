@@ -98,8 +98,12 @@ _ROWS: tuple[ErrorSpec, ...] = (
               "The user or token has as many open streams as RIDECAST_WS_MAX_STREAMS_PER_USER "
               "or _PER_TOKEN allow; close one, then reconnect with back-off."),
     ErrorSpec("slow_consumer", None, 4100,
-              "The client did not read fast enough and its send queue filled; "
+              "The client did not read fast enough and its send queue filled "
+              "(RIDECAST_WS_SEND_QUEUE frames or RIDECAST_WS_SEND_QUEUE_BYTES bytes); "
               "reconnect with since=<last event_id> to resume without loss."),
+    ErrorSpec("invalid_utf8", None, 1007,
+              "The client sent a text message that is not valid UTF-8 (RFC 6455 section "
+              "8.1); streams read nothing a client sends, but text must be UTF-8."),
     ErrorSpec("server_going_away", None, 1001,
               "The server is shutting down; reconnect (to it or another node) with "
               "since=<last event_id>."),

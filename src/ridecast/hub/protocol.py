@@ -2,12 +2,14 @@
 
 ``StreamProtocol`` takes a connection from its HTTP upgrade request to its end with
 callbacks only: the ``websockets`` sans-I/O ``ServerProtocol`` parses the handshake and the
-client's frames (pings answered, closes honoured, anything else ignored), and frames go out
-with ``transport.write``. While a stream is open there is no task, no coroutine, no timer
-and no queue per connection: a short task runs the handshake (the token check, then the
-replay of ``since=``) and ends once the stream is live; keepalive pings and token expiry
-are swept hub-wide (``keepalive.py``, ``expiry.py``); the send queue exists only while the
-socket refuses data (``connection.py``).
+client's frames (pings answered, closes honoured, TEXT checked for UTF-8 by ``incoming.py``
+and otherwise ignored), and frames go out with ``transport.write``. While the socket refuses
+our writes, the connection stops reading: a client that sends pings and never reads cannot
+pile up pongs, since it is not heard until it reads. While a stream is open there is no
+task, no coroutine, no timer and no queue per connection: a short task runs the handshake
+(the token check, then the replay of ``since=``) and ends once the stream is live;
+keepalive pings and token expiry are swept hub-wide (``keepalive.py``, ``expiry.py``); the
+send queue exists only while the socket refuses data (``connection.py``).
 
 The dedicated port is an asyncio server of this protocol (``listener.py``). On the main HTTP
 port, uvicorn hands over the connection at the upgrade (``asgi.direct_protocol``); a
@@ -29,8 +31,10 @@ from websockets.server import ServerProtocol
 
 from ..errors import RidecastError
 from ..metrics import WS_DIRECT_STREAMS
+from .connection import close_reason
 from .frames import text_frame
 from .hub import Hub, Prepared
+from .incoming import TextCheck
 
 log = logging.getLogger(__name__)
 
@@ -71,7 +75,7 @@ class StreamProtocol(asyncio.Protocol):
 
     __slots__ = (
         "_conn", "_fallback", "_hub", "_paused", "_pinged", "_registry", "_state",
-        "_stream", "_task", "_timer", "_transport", "_waiter",
+        "_stream", "_task", "_text", "_timer", "_transport", "_waiter",
     )
 
     raw = True
@@ -87,6 +91,8 @@ class StreamProtocol(asyncio.Protocol):
         self._state = _HANDSHAKE
         self._paused = False
         self._pinged = False
+        # Made at the first TEXT frame: most clients send none.
+        self._text: TextCheck | None = None
         self._stream: Any = None
         self._task: asyncio.Task[None] | None = None
         self._timer: asyncio.TimerHandle | None = None
@@ -114,9 +120,16 @@ class StreamProtocol(asyncio.Protocol):
             return
         for event in conn.events_received():
             if isinstance(event, Frame):
-                if event.opcode is Opcode.PONG:
+                opcode = event.opcode
+                if opcode is Opcode.PONG:
                     self._pinged = False
-                # TEXT and BINARY are ignored; PING and CLOSE are answered by ``conn``.
+                elif opcode is Opcode.TEXT or opcode is Opcode.CONT:
+                    if self._text is None:
+                        self._text = TextCheck()
+                    if not self._text.accepts(event) and conn.state is State.OPEN:
+                        conn.fail(*close_reason("invalid_utf8"))
+                        break
+                # Messages are otherwise ignored; PING and CLOSE are answered by ``conn``.
             elif isinstance(event, Request) and self._task is None:
                 self._on_request(event, data)
                 if self._delegate is not None:
@@ -135,12 +148,20 @@ class StreamProtocol(asyncio.Protocol):
             self._delegate.pause_writing()
             return
         self._paused = True
+        # Stop hearing the client while it does not read: what it sends (pings above all)
+        # would make answers we could only buffer. TCP's flow control then slows it down.
+        transport = self._transport
+        if transport is not None and self._state is not _GONE and not transport.is_closing():
+            transport.pause_reading()
 
     def resume_writing(self) -> None:
         if self._delegate is not None:
             self._delegate.resume_writing()
             return
         self._paused = False
+        transport = self._transport
+        if transport is not None and self._state is not _GONE and not transport.is_closing():
+            transport.resume_reading()
         self._wake()
 
     def connection_lost(self, exc: Exception | None) -> None:
