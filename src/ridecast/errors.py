@@ -37,7 +37,11 @@ class ErrorSpec:
 
 
 _ROWS: tuple[ErrorSpec, ...] = (
-    ErrorSpec("invalid_json", 400, None, "The request body is not valid JSON."),
+    ErrorSpec("invalid_json", 400, None,
+              "The request body is not strict JSON: not JSON at all, invalid UTF-8, NaN or "
+              "an infinity, or a lone surrogate escape such as \\ud800 (a pair is one "
+              "character and is fine); the message gives the reason. Same on every route; "
+              "nothing was stored."),
     ErrorSpec("validation_error", 400, None,
               "The body parsed but a field is missing, of the wrong type or out of range, "
               "or a path id is not a signed 64-bit integer; details lists each problem with "

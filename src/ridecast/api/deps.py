@@ -6,13 +6,13 @@ import math
 import time
 from typing import Annotated, Any
 
-import orjson
 from fastapi import Depends, Request
 
 from ..auth.credentials import BasicCredentials, TokenCredentials, parse_authorization
 from ..auth.visibility import Principal
 from ..errors import BadRequest, TooManyRequests, Unauthorized
 from ..runtime import Runtime
+from .jsondecode import DecodeError, loads
 
 
 async def get_runtime(request: Request) -> Runtime:
@@ -87,8 +87,8 @@ async def json_body(request: Request) -> Any:
     if not raw.strip():
         raise BadRequest("the request body is empty; send JSON", code="invalid_json")
     try:
-        return orjson.loads(raw)
-    except orjson.JSONDecodeError as exc:
+        return loads(raw)
+    except DecodeError as exc:
         raise BadRequest(
             f"the request body is not valid JSON: {exc}", code="invalid_json"
         ) from None

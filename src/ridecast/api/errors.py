@@ -9,13 +9,11 @@ traceback, and keeps the keep-alive connection usable.
 
 from __future__ import annotations
 
-import json
 import logging
 import math
 import uuid
 from typing import Any
 
-import orjson
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from starlette.exceptions import HTTPException as StarletteHTTPException
@@ -25,7 +23,8 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from ..errors import BadRequest, NotFound, PayloadTooLarge, RidecastError
 from ..metrics import INGEST_REJECTED
-from .jsonlimits import JsonLimits, Violation, find_violation
+from .jsondecode import DecodeError, decode
+from .jsonlimits import JsonLimits
 
 log = logging.getLogger(__name__)
 _MISSING = object()
@@ -54,8 +53,11 @@ def _loc(loc: tuple[Any, ...]) -> str:
 
 def _from_request_validation(exc: RequestValidationError) -> RidecastError:
     errors = exc.errors()
-    if any(err.get("type") == "json_invalid" for err in errors):
-        return BadRequest("the request body is not valid JSON", code="invalid_json")
+    for err in errors:
+        if err.get("type") == "json_invalid":
+            reason = (err.get("ctx") or {}).get("error")
+            return BadRequest("the request body is not valid JSON"
+                              + (f": {reason}" if reason else ""), code="invalid_json")
     details = [
         {"field": _loc(tuple(err.get("loc", ()))), "message": err.get("msg", ""),
          "type": err.get("type", "")}
@@ -205,27 +207,20 @@ def replaying(body: bytes, receive: Receive) -> Receive:
     return replay
 
 
-def parse_json_body(body: bytes, limits: JsonLimits, *, ingest: bool
-                    ) -> tuple[Any, RidecastError | None]:
-    """``body`` parsed as its handler will parse it, checked against ``limits``.
+def parse_json_body(body: bytes, limits: JsonLimits) -> tuple[Any, RidecastError | None]:
+    """``body`` parsed by the one strict decoder (``jsondecode``), checked against ``limits``.
 
     Returns ``(parsed, None)``; ``(_MISSING, error)`` when it breaks a limit; and
-    ``(_MISSING, None)`` when it is not JSON at all (the handler says so precisely).
-    Ingest parses with orjson (the hot path; it stores what orjson parsed), every other
-    route with the standard library, as FastAPI does, so both see the same integers.
+    ``(_MISSING, None)`` when it is not strict JSON (the handler, decoding it with the same
+    decoder, says so precisely). Every route parses alike, so all see the same integers.
     """
-    violation: Violation | None
     try:
-        parsed = orjson.loads(body) if ingest else json.loads(body)
-    except RecursionError:
-        parsed, violation = _MISSING, Violation("", "nested too deep to parse")
-    except ValueError:
+        parsed, violation = decode(body, limits)
+    except DecodeError:
         return _MISSING, None
-    else:
-        violation = find_violation(parsed, limits, size=len(body))
     if violation is None:
         return parsed, None
-    field = f"body.{violation.field}" if violation.field else "body"
+    field = "body" + ("" if violation.field[:1] in ("", "[") else ".") + violation.field
     return _MISSING, BadRequest(
         f"{field}: {violation.reason} (limits: RIDECAST_MAX_JSON_DEPTH, "
         "RIDECAST_MAX_JSON_STRING, RIDECAST_MAX_JSON_ITEMS; integers are 64-bit)",
@@ -263,9 +258,7 @@ class BodyGuard:
             return
         if body:
             scope = _as_json(scope)
-            ingest = scope.get("method") == "POST" and scope.get(
-                "path", "").rstrip("/").endswith("/events")
-            parsed, refused = parse_json_body(body, self.limits, ingest=ingest)
+            parsed, refused = parse_json_body(body, self.limits)
             if refused is not None:
                 await error_response(refused)(scope, receive, send)
                 return

@@ -144,7 +144,7 @@ class IngestFastPath:
                 return
             parsed = None
             if body and runtime is not None:
-                parsed, _refused = parse_json_body(body, self.limits, ingest=True)
+                parsed, _refused = parse_json_body(body, self.limits)
             if runtime is None or parsed is None or is_missing(parsed):
                 await stack(scope, replaying(body, receive), tracking_send)
                 return

@@ -14,6 +14,11 @@ from typing import Any
 
 INT64_MIN = -(2**63)
 INT64_MAX = 2**63 - 1
+_WIDE = float(2**63)
+
+WIDENED_FLOAT = "a number of 2**63 or more that may have been an integer literal"
+"""The reason of a ``find_violation(..., widened_floats=True)`` violation: the caller reads
+the text again with exact integers (``jsondecode``) and checks that value instead."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -46,8 +51,9 @@ def _path(parts: tuple[str | int, ...]) -> str:
 _SCALARS = (str, float, bool, type(None))
 
 
-def _within_limits(value: Any, limits: JsonLimits, *, strings: bool) -> bool:
-    """True when ``value`` breaks none of ``limits`` (string lengths only when ``strings``).
+def _within_limits(value: Any, limits: JsonLimits, *, strings: bool, floats: bool) -> bool:
+    """True when ``value`` breaks none of ``limits`` (string lengths only when ``strings``;
+    floats of 2**63 or more are a doubt only when ``floats``).
 
     The cheap half of ``find_violation``: only containers are pushed, no path is built.
     False also for any type JSON does not produce (the full walk then decides).
@@ -56,6 +62,8 @@ def _within_limits(value: Any, limits: JsonLimits, *, strings: bool) -> bool:
     if type(value) is not dict and type(value) is not list:
         if type(value) is str:
             return not strings or len(value) <= max_string
+        if type(value) is float and floats:
+            return -_WIDE < value < _WIDE
         return type(value) in _SCALARS or (type(value) is int and INT64_MIN <= value <= INT64_MAX)
     seen = 1  # values counted so far: the root, then each container's children
     stack: list[tuple[Any, int]] = [(value, 1)]
@@ -84,12 +92,16 @@ def _within_limits(value: Any, limits: JsonLimits, *, strings: bool) -> bool:
             elif kind is int:
                 if not INT64_MIN <= child <= INT64_MAX:
                     return False
+            elif kind is float:
+                if floats and not -_WIDE < child < _WIDE:
+                    return False
             elif kind not in _SCALARS:
                 return False
     return True
 
 
-def find_violation(value: Any, limits: JsonLimits, *, size: int | None = None) -> Violation | None:
+def find_violation(value: Any, limits: JsonLimits, *, size: int | None = None,
+                   widened_floats: bool = False) -> Violation | None:
     """The first place where ``value`` (parsed JSON) breaks ``limits``, or None.
 
     Depth counts containers: ``{}`` is depth 1, ``{"a": []}`` depth 2. Integers must fit in
@@ -101,11 +113,17 @@ def find_violation(value: Any, limits: JsonLimits, *, size: int | None = None) -
     which finds the path to report. ``size``, the length in bytes of the JSON text
     ``value`` was parsed from, spares the string lengths when it is within their limit (no
     string of the text can be longer than the text).
+
+    ``widened_floats`` says that ``value`` comes from a parser that turns an integer beyond
+    64 bits into a float (orjson): a float of magnitude 2**63 or more is then reported with
+    the reason ``WIDENED_FLOAT``, when nothing else is wrong before it.
     """
-    if _within_limits(value, limits, strings=size is None or size > limits.max_string):
+    if _within_limits(value, limits, strings=size is None or size > limits.max_string,
+                      floats=widened_floats):
         return None
     stack: list[tuple[Any, tuple[str | int, ...], int]] = [(value, (), 0)]
     seen = 0
+    widened: Violation | None = None
     while stack:
         item, path, depth = stack.pop()
         seen += 1
@@ -133,4 +151,7 @@ def find_violation(value: Any, limits: JsonLimits, *, size: int | None = None) -
             and not INT64_MIN <= item <= INT64_MAX
         ):
             return Violation(_path(path), "an integer outside the signed 64-bit range")
-    return None
+        elif (widened_floats and widened is None and isinstance(item, float)
+              and not -_WIDE < item < _WIDE):
+            widened = Violation(_path(path), WIDENED_FLOAT)
+    return widened
