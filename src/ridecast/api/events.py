@@ -170,7 +170,7 @@ class IngestFastPath:
         started = time.perf_counter()
         if not body:
             return None
-        parsed, refused = parse_json_body(body, self.limits, ingest=True)
+        parsed, refused = parse_json_body(body, self.limits)
         if refused is not None or is_missing(parsed):
             return None
         items = parsed if isinstance(parsed, list) else [parsed]
@@ -306,18 +306,30 @@ async def get_events(
     )] = None,
     limit: Annotated[int, Query(ge=1, le=1000)] = 100,
 ) -> Response:
-    """The simulation's events in order, after the cursor; page with ``meta.next_after``."""
+    """The simulation's events in order, after the cursor; page with ``meta.next_after``.
+
+    A page ends after ``limit`` events or before the event that would take its frames past
+    ``RIDECAST_MAX_PAGE_BYTES`` (``meta.truncated`` is then true: more events follow
+    although ``count`` is below ``limit``); an event larger than that budget comes alone on
+    its page. Passing ``meta.next_after`` as ``after=`` reaches every event.
+    """
     await runtime.simulations.visible_meta(user, simulation_id)
     cursor = parse_cursor(after, "after")
-    events = await runtime.log.read(
-        after=cursor, limit=limit, simulation_id=simulation_id,
-        message_types=parse_types(message_type),
+    types = parse_types(message_type)
+    upto, truncated = await runtime.log.page_end(
+        after=cursor, limit=limit, max_bytes=runtime.settings.max_page_bytes,
+        simulation_id=simulation_id, message_types=types,
+    )
+    events = [] if upto is None else await runtime.log.read(
+        after=cursor, limit=limit, simulation_id=simulation_id, message_types=types,
+        upto=upto,
     )
     meta = {
         "after": str(cursor),
         "limit": limit,
         "count": len(events),
         "next_after": str(events[-1].event_id) if events else None,
+        "truncated": truncated,
     }
     # The frames are stored JSON already: splice them instead of parsing and re-encoding.
     body = b'{"objects":[%s],"meta":%s}' % (

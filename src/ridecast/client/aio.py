@@ -160,7 +160,8 @@ class AsyncClient:
             )
             for event in page.events:
                 yield event
-            if page.next_after is None or len(page.events) < page_size:
+            if page.next_after is None or (len(page.events) < page_size
+                                           and not page.meta.get("truncated")):
                 return
             after = page.next_after
 

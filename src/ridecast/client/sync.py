@@ -159,7 +159,8 @@ class Client:
             page = self.events(simulation_id, after=after, message_type=message_type,
                                limit=page_size)
             yield from page.events
-            if page.next_after is None or len(page.events) < page_size:
+            if page.next_after is None or (len(page.events) < page_size
+                                           and not page.meta.get("truncated")):
                 return
             after = page.next_after
 

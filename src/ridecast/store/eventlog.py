@@ -24,6 +24,7 @@ import time
 from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from sqlalchemy import and_, delete, func, select, text, union_all
 from sqlalchemy.exc import SQLAlchemyError
@@ -74,6 +75,25 @@ class NewEvent:
     body: bytes
     webhook_url: str | None = None
     webhook_ordered: bool = True
+
+
+# Bytes a page adds to each stored body: the frame's ``"event_id"`` and the separator.
+FRAME_OVERHEAD = 40
+
+
+def _read_conds(after: int, upto: int | None, simulation_id: int | None,
+                message_types: Sequence[str] | None, org_id: int | None) -> list[Any]:
+    """The WHERE clauses of a read of the log (``EventLog.read``, ``EventLog.page_end``)."""
+    conds: list[Any] = [events.c.id > after, simulations.c.deleted_at.is_(None)]
+    if upto is not None:
+        conds.append(events.c.id <= upto)
+    if simulation_id is not None:
+        conds.append(events.c.simulation_id == simulation_id)
+    if message_types:
+        conds.append(events.c.message_type.in_(list(message_types)))
+    if org_id is not None:
+        conds.append(simulations.c.org_id == org_id)
+    return conds
 
 
 def _unavailable(what: str, exc: Exception) -> ServiceUnavailable:
@@ -396,15 +416,7 @@ class EventLog:
         ``org_id`` limits to simulations of that organisation (the visibility rule for a
         non-admin); deleted simulations are never returned.
         """
-        conds = [events.c.id > after, simulations.c.deleted_at.is_(None)]
-        if upto is not None:
-            conds.append(events.c.id <= upto)
-        if simulation_id is not None:
-            conds.append(events.c.simulation_id == simulation_id)
-        if message_types:
-            conds.append(events.c.message_type.in_(list(message_types)))
-        if org_id is not None:
-            conds.append(simulations.c.org_id == org_id)
+        conds = _read_conds(after, upto, simulation_id, message_types, org_id)
         query = (
             select(
                 events.c.id,
@@ -435,6 +447,43 @@ class EventLog:
             )
             for row in rows
         ]
+
+    async def page_end(
+        self,
+        *,
+        after: int,
+        limit: int,
+        max_bytes: int,
+        simulation_id: int | None = None,
+        message_types: Sequence[str] | None = None,
+    ) -> tuple[int | None, bool]:
+        """The last ``event_id`` of the page ``read(after=, limit=, ...)`` would return,
+        cut so that its frames hold at most ``max_bytes`` (at least one event, however
+        large), and whether the budget cut it; None when no event follows ``after``.
+
+        It reads ids and body lengths only, so a history of large events is sized without
+        being loaded; ``read(..., upto=)`` then loads just the page.
+        """
+        conds = _read_conds(after, None, simulation_id, message_types, None)
+        query = (
+            select(events.c.id, func.length(events.c.body))
+            .join(simulations, simulations.c.id == events.c.simulation_id)
+            .where(and_(*conds))
+            .order_by(events.c.id)
+            .limit(limit)
+        )
+        try:
+            async with self._engine.connect() as conn:
+                rows = (await conn.execute(query)).all()
+        except SQLAlchemyError as exc:
+            raise _unavailable("read", exc) from exc
+        end, used = None, 0
+        for event_id, size in rows:
+            used += int(size or 0) + FRAME_OVERHEAD
+            if end is not None and used > max_bytes:
+                return end, True
+            end = event_id
+        return end, False
 
     async def newest_id(self) -> int:
         """The newest committed event id: the counter row, as committed (0 when none)."""
