@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 from ridecast.cli.listen import COLOURS, event_line, parse_target, summarise
 from ridecast.events import ALL_TYPES
 from ridecast.events.examples import all_examples
-from tests.conftest import Server
+from tests.conftest import Server, free_port
 
 
 @pytest.mark.parametrize(
@@ -89,3 +89,23 @@ def test_listen_command_resumes_across_a_server_restart(
     assert listen.returncode == 0, err
     assert [json.loads(line)["event_id"] for line in lines if line.strip()] == before + after
     assert "reconnecting" in err
+
+
+def test_listen_takes_several_urls_and_uses_the_one_that_answers(server: Server) -> None:
+    """RIDECAST_URL naming a node that is down, then one that is up: listen gets its token
+    and its stream from the second, and prints the events."""
+    user = server.create_user()
+    sim = server.create_simulation(user)
+    with server.client(user) as http:
+        ids = http.post(f"/api/v2/simulation/{sim}/events",
+                        json=[all_examples(sim)[0]] * 2).json()["event_ids"]
+    down = f"http://127.0.0.1:{free_port()}"
+    env = {**os.environ, "RIDECAST_URL": f"{down},{server.base_url}",
+           "RIDECAST_USER": user.name, "RIDECAST_API_KEY": user.key}
+    done = subprocess.run(
+        [sys.executable, "-m", "ridecast.cli.main", "listen", str(sim), "--since", "0",
+         "--json", "--count", "2"],
+        env=env, capture_output=True, text=True, timeout=60,
+    )
+    assert done.returncode == 0, done.stderr
+    assert [json.loads(line)["event_id"] for line in done.stdout.splitlines()] == ids

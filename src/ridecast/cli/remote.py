@@ -27,7 +27,8 @@ out = console()
 
 UrlOption = Annotated[str, typer.Option(
     "--url", "--server", envvar=ENV_URL, show_envvar=True,
-    help="Base URL of the ridecast server.")]
+    help="Base URL of the ridecast server; the nodes of a cluster comma-separated "
+    "(the client fails over between them).")]
 # For commands whose --url names something else (webhook set: the receiver).
 ServerOption = Annotated[str, typer.Option(
     "--server", envvar=ENV_URL, show_envvar=True, help="Base URL of the ridecast server.")]

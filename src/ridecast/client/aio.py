@@ -11,7 +11,7 @@ Example::
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Callable, Iterable, Mapping
+from collections.abc import AsyncIterator, Callable, Iterable, Mapping, Sequence
 from types import TracebackType
 from typing import Any, TypeVar
 
@@ -22,7 +22,8 @@ from . import calls
 from .backoff import Backoff
 from .errors import PreconditionFailedError
 from .models import Connection, EventPage, Simulation
-from .protocol import http_to_ws, merge_webhook, plan_channel, without_webhook
+from .nodes import Nodes
+from .protocol import merge_webhook, plan_channel, without_webhook
 from .stream import EventStream, StreamStatus
 
 T = TypeVar("T")
@@ -36,17 +37,17 @@ class AsyncClient:
 
     def __init__(
         self,
-        url: str | None = None,
+        url: str | Sequence[str] | None = None,
         *,
         user: str | None = None,
         key: str | None = None,
-        ws_url: str | None = None,
+        ws_url: str | Sequence[str] | None = None,
         timeout: float = 30.0,
         transport: httpx.AsyncBaseTransport | None = None,
     ) -> None:
         self.connection = Connection.resolve(url, user, key, ws_url)
+        self._nodes = Nodes(self.connection.urls)
         self._http = httpx.AsyncClient(
-            base_url=self.connection.url,
             headers={**self.connection.auth_headers(), "User-Agent": "ridecast-client"},
             timeout=timeout,
             transport=transport,
@@ -66,11 +67,24 @@ class AsyncClient:
         await self._http.aclose()
 
     async def _do(self, call: calls.Call[T]) -> T:
-        try:
-            response = await self._http.request(call.method, call.path, **call.request_kwargs())
-        except httpx.HTTPError as exc:
-            raise calls.transport_error(exc) from exc
-        return call.parse(calls.check(response))
+        # The node that answered last first; the others when it cannot be reached
+        # (client/nodes.py).
+        failure: httpx.HTTPError | None = None
+        for index in self._nodes.order():
+            try:
+                response = await self._http.request(
+                    call.method, self._nodes.urls[index] + call.path, **call.request_kwargs()
+                )
+            except httpx.HTTPError as exc:
+                if not calls.try_next_node(call.method, exc):
+                    raise calls.transport_error(exc) from exc
+                self._nodes.failed(index)
+                failure = exc
+                continue
+            self._nodes.answered(index)
+            return call.parse(calls.check(response))
+        assert failure is not None
+        raise calls.transport_error(failure) from failure
 
     async def token(self) -> str:
         """A fresh websocket token (``GET /api/v2/user/token/``)."""
@@ -205,8 +219,8 @@ class AsyncClient:
         (one cursor, event_id order kept). Drops reconnect with back-off and resume from the
         last event_id; ``since`` resumes from an earlier one.
         """
-        ws_base = http_to_ws(self.connection.ws_url or self.connection.url)
+        ws_bases = self.connection.stream_bases()
         return EventStream(
-            ws_base, self.token, plan_channel(simulation_id, types),
+            ws_bases, self.token, plan_channel(simulation_id, types),
             since=since, backoff=backoff, on_status=on_status,
         )

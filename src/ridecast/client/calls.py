@@ -55,6 +55,17 @@ def check(response: httpx.Response) -> httpx.Response:
     raise api_error(response.status_code, body)
 
 
+_SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
+
+
+def try_next_node(method: str, exc: httpx.HTTPError) -> bool:
+    """Whether a call that failed with ``exc`` may be sent to another node of the cluster:
+    when it never left (no connection), or when it is safe to send twice (a GET)."""
+    if isinstance(exc, httpx.ConnectError | httpx.ConnectTimeout):
+        return True
+    return method.upper() in _SAFE_METHODS and isinstance(exc, httpx.TransportError)
+
+
 def transport_error(exc: httpx.HTTPError) -> ClientError:
     """The SDK exception for an httpx failure that has no response."""
     return TransportError(f"{type(exc).__name__}: {exc}")

@@ -4,11 +4,14 @@ from __future__ import annotations
 
 import base64
 import os
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from ..events import Envelope
 from ..events.webhook_settings import SECRET_KEY, TYPES_KEY, URL_KEY
+from .nodes import split_urls
+from .protocol import http_to_ws
 
 DEFAULT_URL = "http://127.0.0.1:8000"
 ENV_URL = "RIDECAST_URL"
@@ -25,27 +28,42 @@ class Connection:
     when websockets are served on another address) to ``$RIDECAST_WS_URL`` or the same host,
     ``user`` to ``$RIDECAST_USER`` and ``key`` to ``$RIDECAST_API_KEY``. With a user name the
     SDK sends HTTP Basic (user, key); with a key alone, ``Authorization: Token <key>``.
+
+    Either address may name several nodes of one cluster, as a list or one comma-separated
+    string: ``urls`` and ``ws_urls`` hold them all (``client/nodes.py`` says how the SDK
+    fails over between them), ``url`` and ``ws_url`` the first.
     """
 
     url: str
     ws_url: str | None
     user: str | None
     key: str | None
+    urls: tuple[str, ...] = ()
+    ws_urls: tuple[str, ...] = ()
 
     @classmethod
     def resolve(
         cls,
-        url: str | None = None,
+        url: str | Sequence[str] | None = None,
         user: str | None = None,
         key: str | None = None,
-        ws_url: str | None = None,
+        ws_url: str | Sequence[str] | None = None,
     ) -> Connection:
+        urls = split_urls(url or os.environ.get(ENV_URL) or DEFAULT_URL)
+        ws_given = ws_url or os.environ.get(ENV_WS_URL)
+        ws_urls = split_urls(ws_given) if ws_given else ()
         return cls(
-            url=(url or os.environ.get(ENV_URL) or DEFAULT_URL).rstrip("/"),
-            ws_url=ws_url or os.environ.get(ENV_WS_URL) or None,
+            url=urls[0],
+            ws_url=ws_urls[0] if ws_urls else None,
             user=user or os.environ.get(ENV_USER) or None,
             key=key or os.environ.get(ENV_KEY) or None,
+            urls=urls,
+            ws_urls=ws_urls,
         )
+
+    def stream_bases(self) -> tuple[str, ...]:
+        """The websocket base address of every node (``ws_urls``, else from ``urls``)."""
+        return tuple(http_to_ws(url) for url in (self.ws_urls or self.urls or (self.url,)))
 
     def auth_headers(self) -> dict[str, str]:
         """The ``Authorization`` header for the REST API (empty without a key)."""

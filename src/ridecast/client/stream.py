@@ -5,7 +5,9 @@ connect with ``?token=`` (and ``since=<last event_id>`` after the first event), 
 frame on, and when the connection ends ask ``classify_close`` what to do:
 
 - reconnect: wait ``Backoff.delay(attempt)`` (exponential, with jitter) and connect again,
-  resuming from the last event_id, so no event is lost or repeated;
+  resuming from the last event_id, so no event is lost or repeated; given several nodes of
+  a cluster, connect to the next one at once instead, and wait only once every node has
+  failed in a row (``nodes``);
 - refresh the token (4003 unknown, 4004 expired, or a 401 upgrade): get a fresh one at once;
 - stop: raise a ``StreamClosed`` subclass (bad path, invisible simulation, expired cursor).
 """
@@ -16,7 +18,7 @@ import asyncio
 import contextlib
 import logging
 import random
-from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from types import TracebackType
 
@@ -27,6 +29,7 @@ from websockets.exceptions import ConnectionClosed, InvalidHandshake, InvalidSta
 from ..events import Envelope, parse_event
 from .backoff import Action, Backoff, classify_close, classify_handshake
 from .errors import ServerError, StreamAuthError, TransportError, stream_error
+from .nodes import Nodes, split_urls, stream_wait
 from .protocol import Channel, read_frame, stream_url
 
 log = logging.getLogger(__name__)
@@ -57,6 +60,7 @@ class StreamStatus:
 
     ``kind`` is ``"connected"``, ``"closed"`` (with ``close_code``/``reason``; ``None`` code
     for a network error) or ``"waiting"`` (``delay`` seconds before retry ``attempt``).
+    ``node`` is the websocket base address of the node concerned.
     """
 
     kind: str
@@ -66,6 +70,7 @@ class StreamStatus:
     reason: str = ""
     attempt: int = 0
     delay: float = 0.0
+    node: str = ""
 
 
 class EventStream:
@@ -74,11 +79,12 @@ class EventStream:
     Iterate it (``async for event in stream``) for typed event models, or ``stream.frames()``
     for the raw frames. ``last_event_id`` is the cursor to resume from later (``since=``).
     Use ``async with`` (or ``aclose()``) to close the connection when you stop early.
+    ``ws_base`` is one websocket base address, or those of every node of a cluster.
     """
 
     def __init__(
         self,
-        ws_base: str,
+        ws_base: str | Sequence[str],
         token_source: TokenSource,
         channel: Channel,
         *,
@@ -87,7 +93,7 @@ class EventStream:
         on_status: Callable[[StreamStatus], None] | None = None,
         rand: Callable[[], float] = random.random,
     ) -> None:
-        self._ws_base = ws_base
+        self._nodes = Nodes(split_urls(ws_base))
         self._token_source = token_source
         self.channel = channel
         self.last_event_id = since
@@ -159,15 +165,19 @@ class EventStream:
             healthy = token_proven = False
             code: int | None = None
             reason = ""
+            node = self._nodes.current
+            base = self._nodes.url
             try:
                 if token is None:
                     token = await self._token_source()
-                url = stream_url(self._ws_base, self.channel, token, self.last_event_id)
+                url = stream_url(base, self.channel, token, self.last_event_id)
                 async with connect(url, max_size=MAX_FRAME_BYTES, open_timeout=10,
                                    ping_interval=20, close_timeout=5) as ws:
                     self._ws = ws
                     opened = loop.time()
-                    self._status(StreamStatus("connected", path, since=self.last_event_id))
+                    self._nodes.answered(node)
+                    self._status(StreamStatus("connected", path, since=self.last_event_id,
+                                              node=base))
                     try:
                         async for message in ws:
                             raw = message if isinstance(message, str) else message.decode()
@@ -197,7 +207,8 @@ class EventStream:
                 action, reason = Action.RECONNECT, f"{type(exc).__name__}: {exc}"
             if self._closed:
                 return
-            self._status(StreamStatus("closed", path, self.last_event_id, code, reason))
+            self._status(StreamStatus("closed", path, self.last_event_id, code, reason,
+                                      node=base))
             if healthy:
                 attempt = 0
             if token_proven:
@@ -210,10 +221,12 @@ class EventStream:
                     raise StreamAuthError(code or 4003, f"a fresh token was refused too: {reason}")
                 token = None
                 continue
-            delay = self._backoff.delay(attempt, self._rand())
+            # The next node, resuming with since=: at once while this round has one left.
+            self._nodes.failed(node)
+            delay = stream_wait(self._backoff, attempt, len(self._nodes.urls), self._rand())
             attempt += 1
             self._status(StreamStatus("waiting", path, self.last_event_id, code, reason,
-                                      attempt, delay))
+                                      attempt, delay, node=self._nodes.url))
             # Sleep, but wake at once if aclose() is called meanwhile.
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._stop.wait(), delay)

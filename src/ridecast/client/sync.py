@@ -12,7 +12,7 @@ Example::
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from types import TracebackType
 from typing import Any, TypeVar
 
@@ -23,7 +23,8 @@ from . import calls
 from .backoff import Backoff
 from .errors import PreconditionFailedError
 from .models import Connection, EventPage, Simulation
-from .protocol import http_to_ws, merge_webhook, plan_channel, without_webhook
+from .nodes import Nodes
+from .protocol import merge_webhook, plan_channel, without_webhook
 from .stream import EventStream, StreamStatus
 
 T = TypeVar("T")
@@ -37,17 +38,17 @@ class Client:
 
     def __init__(
         self,
-        url: str | None = None,
+        url: str | Sequence[str] | None = None,
         *,
         user: str | None = None,
         key: str | None = None,
-        ws_url: str | None = None,
+        ws_url: str | Sequence[str] | None = None,
         timeout: float = 30.0,
         transport: httpx.BaseTransport | None = None,
     ) -> None:
         self.connection = Connection.resolve(url, user, key, ws_url)
+        self._nodes = Nodes(self.connection.urls)
         self._http = httpx.Client(
-            base_url=self.connection.url,
             headers={**self.connection.auth_headers(), "User-Agent": "ridecast-client"},
             timeout=timeout,
             transport=transport,
@@ -67,11 +68,24 @@ class Client:
         self._http.close()
 
     def _do(self, call: calls.Call[T]) -> T:
-        try:
-            response = self._http.request(call.method, call.path, **call.request_kwargs())
-        except httpx.HTTPError as exc:
-            raise calls.transport_error(exc) from exc
-        return call.parse(calls.check(response))
+        # The node that answered last first; the others when it cannot be reached
+        # (client/nodes.py).
+        failure: httpx.HTTPError | None = None
+        for index in self._nodes.order():
+            try:
+                response = self._http.request(
+                    call.method, self._nodes.urls[index] + call.path, **call.request_kwargs()
+                )
+            except httpx.HTTPError as exc:
+                if not calls.try_next_node(call.method, exc):
+                    raise calls.transport_error(exc) from exc
+                self._nodes.failed(index)
+                failure = exc
+                continue
+            self._nodes.answered(index)
+            return call.parse(calls.check(response))
+        assert failure is not None
+        raise calls.transport_error(failure) from failure
 
     def token(self) -> str:
         """A fresh websocket token (``GET /api/v2/user/token/``)."""
@@ -204,9 +218,9 @@ class Client:
         async def token() -> str:
             return self.token()
 
-        ws_base = http_to_ws(self.connection.ws_url or self.connection.url)
+        ws_bases = self.connection.stream_bases()
         stream = EventStream(
-            ws_base, token, plan_channel(simulation_id, types),
+            ws_bases, token, plan_channel(simulation_id, types),
             since=since, backoff=backoff, on_status=on_status,
         )
         with asyncio.Runner() as runner:
