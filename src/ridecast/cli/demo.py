@@ -39,6 +39,7 @@ from ..auth.credentials import BasicCredentials
 from ..config import Settings, get_settings
 from ..errors import RidecastError, Unauthorized
 from .netcheck import port_free
+from .simulations_cmd import run_identity
 
 DEMO_ORG = "demo"
 DEMO_USER = "demo"
@@ -283,8 +284,10 @@ async def prepare_simulation(base_url: str, creds: DemoCredentials,
 
 
 def print_instructions(console: Console, creds: DemoCredentials, token: str,
-                       info: Instructions, data_dir: Path, speed: float) -> None:
-    """The block a new user reads; commands go on lines of their own, unwrapped."""
+                       info: Instructions, data_dir: Path, speed: float,
+                       run: str | None = None) -> None:
+    """The block a new user reads; commands go on lines of their own, unwrapped. ``run``
+    is the run's seed and start (what reproduces it)."""
     grid = Table.grid(padding=(0, 2))
     grid.add_column(style="bold cyan", no_wrap=True)
     grid.add_column(overflow="fold")
@@ -294,6 +297,8 @@ def print_instructions(console: Console, creds: DemoCredentials, token: str,
     grid.add_row("token", token)
     grid.add_row("simulation", f"#{creds.simulation_id} · {DEMO_SIMULATOR['vehicles']} vehicles, "
                  f"{DEMO_SIMULATOR['bookings_per_hour']} bookings/h, {pace}")
+    if run is not None:
+        grid.add_row("run", run)
     grid.add_row("data", str(data_dir))
     console.print(Panel(grid, title="[bold]ridecast demo[/bold] is running",
                         border_style="green", expand=False))
@@ -357,12 +362,12 @@ async def serve_demo(settings: Settings, host: str, port: int, creds: DemoCreden
             await serving
             return 1
         else:
-            creds, token, _status = setup.result()
+            creds, token, status = setup.result()
             write_credentials(data_dir / CREDENTIALS_FILE, creds)
             assert creds.simulation_id is not None
             info = instructions(base_url, creds.user, creds.api_key, creds.simulation_id, token,
                                 launcher_command())
-            print_instructions(out, creds, token, info, data_dir, speed)
+            print_instructions(out, creds, token, info, data_dir, speed, run_identity(status))
         await serving
     finally:
         for sig, handler in previous.items():

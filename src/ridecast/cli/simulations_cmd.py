@@ -136,11 +136,25 @@ KPI_LABELS: dict[str, str] = {
 SimId = Annotated[int, typer.Argument(help="Simulation id.", show_default=False)]
 
 
+def run_identity(status: dict[str, Any]) -> str | None:
+    """``seed N · start TS``: what reproduces the run (docs/simulator.md), or None before
+    the first start. The start is the run's own (``started_sim_ts``), set or not."""
+    settings = status.get("settings")
+    started = status.get("started_sim_ts")
+    if not isinstance(settings, dict) or not started:
+        return None
+    return f"seed {settings.get('seed')} · start {started}"
+
+
 def print_status(simulation_id: int, status: dict[str, Any]) -> None:
     state = str(status.get("status"))
     colour = {"running": "green", "paused": "yellow", "finished": "blue"}.get(state, "red")
     clock = f" at {status['sim_ts']}" if status.get("sim_ts") else ""
     out.print(f"simulation {simulation_id}: simulator [{colour}]{state}[/{colour}]{clock}")
+    run = run_identity(status)
+    if run is not None:
+        out.print(f"run: {run} (set data.simulator.start_ts to this start to run it again)",
+                  markup=False, highlight=False)
     if status.get("error"):
         out.print(f"[red]error: {status['error']}[/red]")
     kpis = status.get("kpis") or {}
