@@ -31,11 +31,12 @@ from .errors import (
 )
 from .jsonlimits import INT64_MAX, JsonLimits
 from .params import Id
+from .responses import EventPage, IngestResult, answers
 from .routing import SlashRouter
 
 router = SlashRouter(tags=["events"])
 
-_EVENT_SCHEMA_REF = {"$ref": "#/components/schemas/Event"}
+_EVENT_SCHEMA_REF = {"$ref": "#/components/schemas/EventIn"}  # api/openapi.py
 _INGEST_BODY = {
     "requestBody": {
         "required": True,
@@ -54,6 +55,7 @@ _INGEST_BODY = {
     "/api/v2/simulation/{simulation_id}/events",
     status_code=status.HTTP_201_CREATED,
     openapi_extra=_INGEST_BODY,
+    **answers(IngestResult, 201),
 )
 async def post_events(
     simulation_id: Id, body: JsonBody, user: CurrentUser, runtime: RuntimeDep
@@ -294,7 +296,7 @@ def parse_types(values: list[str] | None) -> list[str] | None:
     return types
 
 
-@router.get("/api/v2/simulation/{simulation_id}/events")
+@router.get("/api/v2/simulation/{simulation_id}/events", **answers(EventPage))
 async def get_events(
     simulation_id: Id,
     user: CurrentUser,

@@ -17,11 +17,13 @@ from ..events.schema import asyncapi_document
 from ..metrics import REGISTRY
 from ..runtime import Runtime
 from .deps import RuntimeDep
+from .responses import AsyncApiDocument, Health, Readiness, answers
+from .routing import handler_name
 
-router = APIRouter(tags=["operations"])
+router = APIRouter(tags=["operations"], generate_unique_id_function=handler_name)
 
 
-@router.get("/healthz")
+@router.get("/healthz", **answers(Health))
 async def healthz(runtime: RuntimeDep) -> Response:
     """200 when the store answers; 503 otherwise."""
     try:
@@ -38,7 +40,7 @@ async def healthz(runtime: RuntimeDep) -> Response:
     )
 
 
-@router.get("/readyz")
+@router.get("/readyz", **answers(Readiness))
 async def readyz(runtime: RuntimeDep) -> Response:
     """200 when this node can take traffic: its store and its bus answer; 503 otherwise.
 
@@ -83,7 +85,7 @@ async def metrics() -> Response:
     return Response(generate_latest(REGISTRY), media_type=CONTENT_TYPE_LATEST)
 
 
-@router.get("/asyncapi.json")
+@router.get("/asyncapi.json", **answers(AsyncApiDocument))
 async def asyncapi() -> dict[str, Any]:
     """AsyncAPI 2.6 document of the websocket channels and webhook messages."""
     return asyncapi_document()

@@ -10,6 +10,7 @@ hostile input (schemathesis) and fails on any status or body this document does 
 
 from __future__ import annotations
 
+import copy
 from typing import Any
 
 from fastapi import FastAPI
@@ -105,6 +106,7 @@ def build_openapi(app: FastAPI, *, max_batch_events: int) -> dict[str, Any]:
     event = event_json_schema()
     schemas.update(event.pop("$defs", {}))
     schemas["Event"] = event
+    schemas["EventIn"] = _incoming(event, schemas)
     schemas["Error"] = ERROR_SCHEMA
     for unused in ("HTTPValidationError", "ValidationError"):
         schemas.pop(unused, None)
@@ -125,6 +127,36 @@ def build_openapi(app: FastAPI, *, max_batch_events: int) -> dict[str, Any]:
             operation["responses"]["503"] = {"description": "The store (or the bus) does not "
                                                             "answer."}
     return schema
+
+
+def _incoming(event: dict[str, Any], schemas: dict[str, Any]) -> dict[str, Any]:
+    """``Event`` as ingest takes it: ``simulation_id`` may be left out (the path's is used),
+    ``server_ts`` left out or null (the time of receipt is filled in; gps_data keeps none),
+    and ``event_id`` is ignored (the log assigns it). One ``<Variant>In`` per event type."""
+    options, mapping = [], {}
+    for option in event["oneOf"]:
+        name = option["$ref"].rsplit("/", 1)[1]
+        variant = copy.deepcopy(schemas[name])
+        variant["title"] = f"{name}In"
+        variant["required"] = [field for field in variant.get("required", [])
+                               if field not in ("simulation_id", "server_ts")]
+        props = variant["properties"]
+        props["simulation_id"] = {**props["simulation_id"], "description":
+                                  "Optional: the path's; a different one is a 400."}
+        props["server_ts"] = {
+            "anyOf": [{"type": "string", "format": "date-time"}, {"type": "null"}],
+            "description": "Filled with the time of receipt when absent or null "
+                           "(except for gps_data).",
+        }
+        props["event_id"] = {"description": "Ignored: the event log assigns event_id."}
+        schemas[f"{name}In"] = variant
+        ref = f"#/components/schemas/{name}In"
+        options.append({"$ref": ref})
+        for value, target in event["discriminator"]["mapping"].items():
+            if target == option["$ref"]:
+                mapping[value] = ref
+    return {"oneOf": options, "discriminator": {
+        "propertyName": event["discriminator"]["propertyName"], "mapping": mapping}}
 
 
 def _ingest_limits(schema: dict[str, Any], max_batch_events: int) -> None:

@@ -1,4 +1,5 @@
-"""The router of every API module: both trailing-slash forms, and the one strict JSON decoder.
+"""The router of every API module: both trailing-slash forms, the one strict JSON decoder,
+and operation ids named after the handlers.
 
 Clients of the original service use both forms (``user/token/``, ``simulation/{id}``); a
 307 redirect would not do, since many clients do not repeat a PATCH body on redirect.
@@ -50,12 +51,21 @@ class StrictJsonRoute(APIRoute):
         return strict
 
 
+def handler_name(route: APIRoute) -> str:
+    """A route's operationId: its handler's name (``create_simulation``, ``get_events``), what
+    a generated client names its functions, rather than FastAPI's path-derived
+    ``create_simulation_api_v2_simulation_post``. tests/api/test_openapi_client.py checks
+    that no two operations share one."""
+    return route.name
+
+
 class SlashRouter(APIRouter):
     """Registers every route twice: as written and with the other trailing-slash form;
     every route parses JSON bodies strictly (``StrictJsonRoute``)."""
 
     def __init__(self, **kwargs: Any) -> None:
         kwargs.setdefault("route_class", StrictJsonRoute)
+        kwargs.setdefault("generate_unique_id_function", handler_name)
         super().__init__(**kwargs)
 
     def add_api_route(self, path: str, endpoint: Callable[..., Any], **kwargs: Any) -> None:

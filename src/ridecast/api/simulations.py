@@ -11,6 +11,7 @@ from ..errors import BadRequest
 from .deps import CurrentUser, RuntimeDep
 from .jsonlimits import INT64_MAX, INT64_MIN
 from .params import Id, Offset
+from .responses import Simulation, SimulationList, Template, TemplateList, answers
 from .routing import SlashRouter
 from .simulation_views import simulation_json, template_json
 
@@ -74,7 +75,8 @@ def _with_etag(response: Response, etag: str) -> None:
     response.headers["ETag"] = etag
 
 
-@router.post("/api/v2/simulation", status_code=status.HTTP_201_CREATED)
+@router.post("/api/v2/simulation", status_code=status.HTTP_201_CREATED,
+             **answers(Simulation, 201, "The new simulation (ETag and Location headers)."))
 async def create_simulation(
     body: SimulationCreate, user: CurrentUser, runtime: RuntimeDep, response: Response
 ) -> dict[str, Any]:
@@ -85,7 +87,7 @@ async def create_simulation(
     return simulation_json(record)
 
 
-@router.get("/api/v2/simulation")
+@router.get("/api/v2/simulation", **answers(SimulationList))
 async def list_simulations(
     user: CurrentUser,
     runtime: RuntimeDep,
@@ -100,7 +102,7 @@ async def list_simulations(
     }
 
 
-@router.get("/api/v2/simulation/{simulation_id}")
+@router.get("/api/v2/simulation/{simulation_id}", **answers(Simulation))
 async def get_simulation(
     simulation_id: Id, user: CurrentUser, runtime: RuntimeDep, response: Response
 ) -> dict[str, Any]:
@@ -110,7 +112,7 @@ async def get_simulation(
     return simulation_json(record)
 
 
-@router.patch("/api/v2/simulation/{simulation_id}")
+@router.patch("/api/v2/simulation/{simulation_id}", **answers(Simulation))
 async def patch_simulation(
     simulation_id: Id,
     body: SimulationPatch,
@@ -149,7 +151,8 @@ async def delete_simulation(simulation_id: Id, user: CurrentUser, runtime: Runti
     return Response(status_code=status.HTTP_204_NO_CONTENT)
 
 
-@router.post("/api/v2/simulation_template", status_code=status.HTTP_201_CREATED)
+@router.post("/api/v2/simulation_template", status_code=status.HTTP_201_CREATED,
+             **answers(Template, 201))
 async def create_template(
     body: TemplateCreate, user: CurrentUser, runtime: RuntimeDep
 ) -> dict[str, Any]:
@@ -157,14 +160,14 @@ async def create_template(
     return template_json(await runtime.simulations.create_template(user, body.name, body.data))
 
 
-@router.get("/api/v2/simulation_template")
+@router.get("/api/v2/simulation_template", **answers(TemplateList))
 async def list_templates(user: CurrentUser, runtime: RuntimeDep) -> dict[str, Any]:
     """The templates visible to you."""
     records = await runtime.simulations.list_templates(user)
     return {"objects": [template_json(r) for r in records], "meta": {"total_count": len(records)}}
 
 
-@router.get("/api/v2/simulation_template/{template_id}")
+@router.get("/api/v2/simulation_template/{template_id}", **answers(Template))
 async def get_template(template_id: Id, user: CurrentUser, runtime: RuntimeDep) -> dict[str, Any]:
     """One template."""
     return template_json(await runtime.simulations.get_template(user, template_id))

@@ -21,6 +21,16 @@ from ..simulator.commands import Command
 from .deps import CurrentUser, RuntimeDep
 from .jsonlimits import INT64_MAX, INT64_MIN
 from .params import Id
+from .responses import (
+    BookingChanged,
+    BookingCreated,
+    NodeCompleted,
+    OfferAccepted,
+    OfferAnswered,
+    SimulatorStatus,
+    VehicleChanged,
+    answers,
+)
 from .routing import SlashRouter
 
 router = SlashRouter(tags=["simulator"])
@@ -81,33 +91,37 @@ async def _operate(runtime: Runtime, user: Any, simulation_id: int, name: str,
     return await host.operate(simulation_id, Command(name, args))
 
 
-@router.post(_SIM + "/simulator/start")
-async def start(simulation_id: Id, user: CurrentUser, runtime: RuntimeDep) -> dict[str, Any]:
+@router.post(_SIM + "/simulator/start", **answers(SimulatorStatus))
+async def start_simulator(simulation_id: Id, user: CurrentUser,
+                          runtime: RuntimeDep) -> dict[str, Any]:
     """Start the simulator with the simulation's ``data.simulator`` settings."""
     record = await runtime.simulations.get(user, simulation_id)
     return await host_of(runtime).start(simulation_id, record.data)
 
 
-@router.post(_SIM + "/simulator/pause")
-async def pause(simulation_id: Id, user: CurrentUser, runtime: RuntimeDep) -> dict[str, Any]:
+@router.post(_SIM + "/simulator/pause", **answers(SimulatorStatus))
+async def pause_simulator(simulation_id: Id, user: CurrentUser,
+                          runtime: RuntimeDep) -> dict[str, Any]:
     """Freeze simulated time; operations still apply at the frozen time."""
     return await (await _control(runtime, user, simulation_id)).pause(simulation_id)
 
 
-@router.post(_SIM + "/simulator/resume")
-async def resume(simulation_id: Id, user: CurrentUser, runtime: RuntimeDep) -> dict[str, Any]:
+@router.post(_SIM + "/simulator/resume", **answers(SimulatorStatus))
+async def resume_simulator(simulation_id: Id, user: CurrentUser,
+                           runtime: RuntimeDep) -> dict[str, Any]:
     """Continue a paused simulator."""
     return await (await _control(runtime, user, simulation_id)).resume(simulation_id)
 
 
-@router.post(_SIM + "/simulator/stop")
-async def stop(simulation_id: Id, user: CurrentUser, runtime: RuntimeDep) -> dict[str, Any]:
+@router.post(_SIM + "/simulator/stop", **answers(SimulatorStatus))
+async def stop_simulator(simulation_id: Id, user: CurrentUser,
+                         runtime: RuntimeDep) -> dict[str, Any]:
     """Stop the simulator for good (start begins a new run)."""
     return await (await _control(runtime, user, simulation_id)).stop(simulation_id)
 
 
-@router.get(_SIM + "/simulator")
-async def get_status(simulation_id: Id, user: CurrentUser,
+@router.get(_SIM + "/simulator", **answers(SimulatorStatus))
+async def get_simulator_status(simulation_id: Id, user: CurrentUser,
                      runtime: RuntimeDep) -> dict[str, Any]:
     """``{"status", "sim_ts", "kpis", ...}``: status is idle, running, paused, finished,
     stopped or interrupted (its node went away: start it again); live on the node that runs
@@ -115,7 +129,8 @@ async def get_status(simulation_id: Id, user: CurrentUser,
     return await (await _control(runtime, user, simulation_id)).status(simulation_id)
 
 
-@router.post(_SIM + "/bookings", status_code=status.HTTP_201_CREATED)
+@router.post(_SIM + "/bookings", status_code=status.HTTP_201_CREATED,
+             **answers(BookingCreated, 201))
 async def create_booking(simulation_id: Id, body: BookingCreate, user: CurrentUser,
                          runtime: RuntimeDep) -> dict[str, Any]:
     """A booking: bookings, calc_started, then scheduler_result and offers, or no_offer."""
@@ -123,28 +138,28 @@ async def create_booking(simulation_id: Id, body: BookingCreate, user: CurrentUs
                           **body.model_dump(mode="json"))
 
 
-@router.post(_SIM + "/bookings/{booking_id}/cancel")
+@router.post(_SIM + "/bookings/{booking_id}/cancel", **answers(BookingChanged))
 async def cancel_booking(simulation_id: Id, booking_id: Id, user: CurrentUser,
                          runtime: RuntimeDep) -> dict[str, Any]:
     """bookings_cancellation, and the new route of the vehicle that was to serve it."""
     return await _operate(runtime, user, simulation_id, "cancel_booking", booking_id=booking_id)
 
 
-@router.post(_SIM + "/offers/{offer_id}/accept")
+@router.post(_SIM + "/offers/{offer_id}/accept", **answers(OfferAccepted))
 async def accept_offer(simulation_id: Id, offer_id: Id, user: CurrentUser,
                        runtime: RuntimeDep) -> dict[str, Any]:
     """offer_accepted, then assignment and vehicle_state_changed."""
     return await _operate(runtime, user, simulation_id, "accept_offer", offer_id=offer_id)
 
 
-@router.post(_SIM + "/offers/{offer_id}/reject")
+@router.post(_SIM + "/offers/{offer_id}/reject", **answers(OfferAnswered))
 async def reject_offer(simulation_id: Id, offer_id: Id, user: CurrentUser,
                        runtime: RuntimeDep) -> dict[str, Any]:
     """offer_rejected."""
     return await _operate(runtime, user, simulation_id, "reject_offer", offer_id=offer_id)
 
 
-@router.post(_SIM + "/vehicles/{vehicle_id}/enable")
+@router.post(_SIM + "/vehicles/{vehicle_id}/enable", **answers(VehicleChanged))
 async def enable_vehicle(simulation_id: Id, vehicle_id: Id, user: CurrentUser,
                          runtime: RuntimeDep) -> dict[str, Any]:
     """vehicle_use (enabled)."""
@@ -152,7 +167,7 @@ async def enable_vehicle(simulation_id: Id, vehicle_id: Id, user: CurrentUser,
                           "set_vehicle_enabled", vehicle_id=vehicle_id, enabled=True)
 
 
-@router.post(_SIM + "/vehicles/{vehicle_id}/disable")
+@router.post(_SIM + "/vehicles/{vehicle_id}/disable", **answers(VehicleChanged))
 async def disable_vehicle(simulation_id: Id, vehicle_id: Id, user: CurrentUser,
                           runtime: RuntimeDep) -> dict[str, Any]:
     """vehicle_use (disabled); its waiting bookings move to other vehicles."""
@@ -160,7 +175,7 @@ async def disable_vehicle(simulation_id: Id, vehicle_id: Id, user: CurrentUser,
                           "set_vehicle_enabled", vehicle_id=vehicle_id, enabled=False)
 
 
-@router.post(_SIM + "/vehicles/{vehicle_id}/position")
+@router.post(_SIM + "/vehicles/{vehicle_id}/position", **answers(VehicleChanged))
 async def push_position(simulation_id: Id, vehicle_id: Id, body: PositionPush,
                         user: CurrentUser, runtime: RuntimeDep) -> dict[str, Any]:
     """A driver app's GPS fix: vehicle_state_changed (new path), gps_data."""
@@ -168,7 +183,7 @@ async def push_position(simulation_id: Id, vehicle_id: Id, body: PositionPush,
                           vehicle_id=vehicle_id, **body.model_dump(mode="json"))
 
 
-@router.post(_SIM + "/nodes/{node_id}/status")
+@router.post(_SIM + "/nodes/{node_id}/status", **answers(NodeCompleted))
 async def node_status(simulation_id: Id, node_id: Id, body: NodeStatusUpdate,
                       user: CurrentUser, runtime: RuntimeDep) -> dict[str, Any]:
     """A driver app at a node: node_status, or fail_to_board for a no-show."""

@@ -11,12 +11,13 @@ from ..events.types import ALL_TYPES
 from ..webhooks.outbox import STATES
 from .deps import CurrentUser, RuntimeDep
 from .params import Id, Offset
+from .responses import Delivery, DeliveryList, RetriedCount, WebhookTestResult, answers
 from .routing import SlashRouter
 
 router = SlashRouter(tags=["webhooks"])
 
 
-@router.get("/api/v2/simulation/{simulation_id}/webhook_deliveries")
+@router.get("/api/v2/simulation/{simulation_id}/webhook_deliveries", **answers(DeliveryList))
 async def list_deliveries(
     simulation_id: Id,
     user: CurrentUser,
@@ -50,7 +51,8 @@ async def list_deliveries(
     }
 
 
-@router.post("/api/v2/simulation/{simulation_id}/webhook_deliveries/retry_failed")
+@router.post("/api/v2/simulation/{simulation_id}/webhook_deliveries/retry_failed",
+             **answers(RetriedCount))
 async def retry_failed(
     simulation_id: Id, user: CurrentUser, runtime: RuntimeDep
 ) -> dict[str, Any]:
@@ -59,7 +61,8 @@ async def retry_failed(
     return {"retried": await runtime.webhooks.retry_failed(simulation_id)}
 
 
-@router.post("/api/v2/simulation/{simulation_id}/webhook_deliveries/{delivery_id}/retry")
+@router.post("/api/v2/simulation/{simulation_id}/webhook_deliveries/{delivery_id}/retry",
+             **answers(Delivery))
 async def retry_delivery(
     simulation_id: Id, delivery_id: Id, user: CurrentUser, runtime: RuntimeDep
 ) -> dict[str, Any]:
@@ -68,7 +71,7 @@ async def retry_delivery(
     return await runtime.webhooks.retry(simulation_id, delivery_id)
 
 
-@router.post("/api/v2/simulation/{simulation_id}/webhook_test")
+@router.post("/api/v2/simulation/{simulation_id}/webhook_test", **answers(WebhookTestResult))
 async def webhook_test(
     simulation_id: Id, user: CurrentUser, runtime: RuntimeDep
 ) -> dict[str, Any]:

@@ -116,6 +116,8 @@ class SimulationService:
     ) -> SimulationRecord:
         """PATCH: ``data``, when given, replaces the whole object (interface rule 1)."""
         current = await self.get(principal, simulation_id)
+        # A bad body is a 400 whatever the If-Match: the request could never succeed.
+        new_data = await self._validate(data) if data_given else None
         expected = None
         if if_match is not None:
             if if_match.strip() != "*" and current.etag not in _etags(if_match):
@@ -125,7 +127,6 @@ class SimulationService:
                     details=[{"etag": current.etag}],
                 )
             expected = current.version
-        new_data = await self._validate(data) if data_given else None
         # A PATCH of the webhook settings re-enables an endpoint that was disabled.
         reenable = (
             new_data is not None
