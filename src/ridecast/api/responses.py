@@ -112,6 +112,9 @@ class EventPageMeta(BaseModel):
     count: int = Field(description="Events on this page.")
     next_after: str | None = Field(description="The after= of the next page; null when this "
                                                "page is empty.")
+    truncated: bool = Field(description="True when the page stopped at "
+                                        "RIDECAST_MAX_PAGE_BYTES: more events follow although "
+                                        "count is below limit.")
 
 
 class EventPage(BaseModel):
