@@ -62,6 +62,20 @@ class Settings(BaseSettings):
     max_body_bytes: int = Field(
         1024 * 1024, gt=0, description="Largest accepted HTTP request body; larger is a 413."
     )
+    max_header_bytes: int = Field(
+        64 * 1024, ge=1024, description="Largest request line plus headers of one HTTP "
+        "request, in bytes; larger is answered 431 headers_too_large and the connection "
+        "closed.",
+    )
+    http_header_timeout_s: float = Field(
+        10.0, gt=0, description="Time from the first byte of an HTTP request to the end of "
+        "its headers; a request whose headers are not complete by then has its connection "
+        "closed.",
+    )
+    http_idle_timeout_s: float = Field(
+        5.0, gt=0, description="An HTTP connection with no request in progress (new, or kept "
+        "alive after a response) that begins none within this time is closed.",
+    )
     direct_ingest: bool = Field(
         True, description="Serve plain POST .../events requests (a Content-Length body within "
         "RIDECAST_MAX_BODY_BYTES) without uvicorn's own request cycle, answered in one write "

@@ -94,6 +94,9 @@ _ROWS: tuple[ErrorSpec, ...] = (
     ErrorSpec("precondition_failed", 412, None,
               "If-Match does not match the simulation's current ETag: read it again and retry."),
     ErrorSpec("payload_too_large", 413, None, "The request body exceeds RIDECAST_MAX_BODY_BYTES."),
+    ErrorSpec("headers_too_large", 431, None,
+              "The request line and headers exceed RIDECAST_MAX_HEADER_BYTES; the connection "
+              "is closed."),
     ErrorSpec("too_many_requests", 429, None,
               "Too many failed authentications for this user name or from this address "
               "(RIDECAST_AUTH_FAILURES_*), or more requests per second than the API key may "

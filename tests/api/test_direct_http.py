@@ -162,3 +162,62 @@ def test_a_failed_commit_is_answered_as_the_app_answers_it(
     assert b"nothing of this request was stored" in direct[0]
     assert direct == plain  # the same bytes
     assert "Exception in ASGI application" not in direct_server.logs()
+
+
+_ANY_DATE = re.compile(rb"\r\ndate: [^\r]*", re.IGNORECASE)
+# A masked close frame (code 1000) from the client, mask key zero.
+_CLIENT_CLOSE = b"\x88\x82\x00\x00\x00\x00\x03\xe8"
+
+
+def _upgrade_answers(srv: Server) -> list[bytes]:
+    """Everything ``srv`` sends when a websocket upgrade follows an ingest POST: in the same
+    write, and on a keep-alive connection after the POST's answer; the stream is then
+    closed by the client, so the bytes after the 101 are the server's close frame alone."""
+    user = srv.create_user(org="org-upgrade")
+    sim = srv.create_simulation(user)
+    auth = "Basic " + base64.b64encode(f"{user.name}:{user.key}".encode()).decode()
+    token = srv.token(user)
+    events = f"/api/v2/simulation/{sim}/events"
+    one = orjson.dumps(all_examples(sim)[0])
+    upgrade = (f"GET /simulation_events/{sim}?token={token} HTTP/1.1\r\nHost: test\r\n"
+               "Upgrade: websocket\r\nConnection: Upgrade\r\n"
+               "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n"
+               "Sec-WebSocket-Version: 13\r\n\r\n").encode()
+    answers: list[bytes] = []
+    for together in (True, False):
+        with socket.create_connection(("127.0.0.1", srv.port)) as sock:
+            sock.settimeout(30)
+            buffer = bytearray()
+            if together:
+                sock.sendall(_post(events, one, auth) + upgrade)
+                answers.append(_read_response(sock, buffer))
+            else:
+                sock.sendall(_post(events, one, auth))
+                answers.append(_read_response(sock, buffer))
+                sock.sendall(upgrade)
+            answers.append(_ANY_DATE.sub(b"\r\ndate: -", _read_response(sock, buffer)))
+            sock.sendall(_CLIENT_CLOSE)
+            rest = bytes(buffer)
+            while chunk := sock.recv(65536):
+                rest += chunk
+            answers.append(rest)
+    with srv.client(user) as http:
+        stored = http.get(events).json()["objects"]
+    answers.append(b"%d events stored" % len(stored))
+    return answers
+
+
+def test_an_upgrade_pipelined_after_an_ingest_post_is_answered_as_uvicorn(
+    start_server: Callable[..., Server],
+) -> None:
+    """Issue 32 item 5: the POST is answered once (201, before the 101, never inside the
+    stream) and stored once, whether the upgrade shares its write or follows it."""
+    direct_server = start_server()
+    direct = _upgrade_answers(direct_server)
+    plain = _upgrade_answers(start_server({"RIDECAST_DIRECT_INGEST": "false"}))
+    assert [answer[:12] for answer in direct[:6]] == [
+        b"HTTP/1.1 201", b"HTTP/1.1 101", b"\x88\x02\x03\xe8",
+        b"HTTP/1.1 201", b"HTTP/1.1 101", b"\x88\x02\x03\xe8"]
+    assert direct[6] == b"2 events stored"
+    assert direct == plain  # the same bytes
+    assert "RuntimeError" not in direct_server.logs()

@@ -168,6 +168,8 @@ HTTP_RECIPES: dict[str, Callable[[World], httpx.Response]] = {
     "payload_too_large": lambda w: w.http.post(
         "/api/v2/simulation", content=b" " * (1024 * 1024 + 1),
         headers={"Content-Type": "application/json"}),
+    "headers_too_large": lambda w: w.http.get(
+        "/api/v2/simulation", headers={"X-Big": "a" * (64 * 1024 + 1)}),
     "too_many_requests": _throttled,
     "internal_error": _corrupt,
 }

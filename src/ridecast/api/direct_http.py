@@ -12,8 +12,9 @@ uvicorn would (with uvicorn's proxy-headers middleware, so the client address is
 once the whole body is in, and writes the status line, headers and body in one write.
 Anything else (another path or method, a chunked or oversized body, ``Expect:
 100-continue``, an upgrade, a request pipelined behind one in progress) takes uvicorn's
-own path unchanged. tests/api/test_direct_http.py checks that both paths answer the same
-bytes for the same requests.
+own path unchanged; an upgrade pipelined behind a ``DirectCycle`` waits for its answer.
+tests/api/test_direct_http.py checks that both paths answer the same bytes for the same
+requests.
 
 Most of those requests need no task at all: when the body is complete, ``DirectCycle``
 first asks ``IngestFastPath.start_now`` (api/events.py) to queue the events from the
@@ -49,6 +50,7 @@ except ImportError:  # pragma: no cover - httptools is a pinned dependency
 from ..bus import StoredEvent
 from ..runtime import Runtime
 from .events import CREATED_HEADERS, INGEST_PATH, Accepted, IngestFastPath, answer_failure
+from .http_guard import HttpBounds, guarded
 from .jsonlimits import INT64_MAX
 
 log = logging.getLogger("uvicorn.error")
@@ -345,20 +347,35 @@ class DirectCycle:
         protocol.on_response_complete()
 
 
-def ingest_http_protocol(max_body_bytes: int) -> type[Any] | str:
-    """The protocol class for uvicorn's ``http=``: ingest requests of at most
-    ``max_body_bytes`` take ``DirectCycle``; "auto" (uvicorn's choice) without httptools."""
+def ingest_http_protocol(max_body_bytes: int, bounds: HttpBounds, *,
+                         direct: bool = True) -> type[Any] | str:
+    """The protocol class for uvicorn's ``http=``, every connection under ``bounds``
+    (api/http_guard.py): with ``direct``, ingest requests of at most ``max_body_bytes``
+    take ``DirectCycle``; without it, every request takes uvicorn's own cycle."""
     if not HAVE_HTTPTOOLS:  # pragma: no cover - httptools is a pinned dependency
         return "auto"
+    if not direct:
+        return guarded(HttpToolsProtocol, bounds)
 
     # Per loaded app (each ``serve`` has one; tests start several): its ``NowTarget``.
     _TARGETS: dict[int, tuple[Any, NowTarget | None]] = {}
 
     class IngestHttpProtocol(HttpToolsProtocol):
-        """uvicorn's httptools protocol; plain ingest requests are run by ``DirectCycle``."""
+        """uvicorn's httptools protocol; plain ingest requests are run by ``DirectCycle``.
+
+        ``_direct`` says whether the request being parsed is one: ``self.cycle`` may still
+        be the ``DirectCycle`` of an earlier request (an upgrade makes no new cycle), whose
+        body and start must never be taken for this request's. A websocket upgrade that
+        arrives while a ``DirectCycle`` is answering waits for that answer, so the 201
+        comes before the 101 and never inside the stream.
+        """
+
+        _direct = False
+        _upgrade_pending = False
 
         def on_headers_complete(self) -> None:
             scope = self._direct_scope()
+            self._direct = scope is not None
             if scope is None:
                 super().on_headers_complete()
                 return
@@ -436,18 +453,37 @@ def ingest_http_protocol(max_body_bytes: int) -> type[Any] | str:
             return target
 
         def on_body(self, body: bytes) -> None:
-            if isinstance(self.cycle, DirectCycle):
+            if self._direct and isinstance(self.cycle, DirectCycle):
                 self.cycle.add_body(body)
             else:
                 super().on_body(body)
 
         def on_message_complete(self) -> None:
-            if isinstance(self.cycle, DirectCycle):
+            if self._direct and isinstance(self.cycle, DirectCycle):
+                self._direct = False
                 self.cycle.start()
             else:
                 super().on_message_complete()
 
-    return IngestHttpProtocol
+        def handle_websocket_upgrade(self) -> None:
+            cycle = self.cycle
+            if isinstance(cycle, DirectCycle) and not cycle.response_complete:
+                self._upgrade_pending = True  # after the answer: ``on_response_complete``
+                self.flow.pause_reading()
+                return
+            super().handle_websocket_upgrade()
+
+        def on_response_complete(self) -> None:
+            if not self._upgrade_pending:
+                super().on_response_complete()
+                return
+            self._upgrade_pending = False
+            self.server_state.total_requests += 1
+            if not self.transport.is_closing():
+                self.flow.resume_reading()
+                super().handle_websocket_upgrade()
+
+    return guarded(IngestHttpProtocol, bounds)
 
 
 __all__ = ["DirectCycle", "ingest_http_protocol"]

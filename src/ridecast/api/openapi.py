@@ -83,8 +83,8 @@ def _error_response(status: int) -> dict[str, Any]:
 
 def _statuses(path: str, method: str) -> set[int]:
     if not path.startswith("/api/v2/"):
-        return {500}
-    statuses = set(_API_STATUSES)
+        return {431, 500}  # 431: any request's head (api/http_guard.py)
+    statuses = {*_API_STATUSES, 431}
     if "{" in path:
         statuses.add(404)
     if method == "patch":

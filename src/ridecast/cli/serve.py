@@ -37,15 +37,22 @@ def uvicorn_config(app: Any, settings: Settings, host: str, port: int,
     import uvicorn
 
     from ..api.direct_http import ingest_http_protocol
+    from ..api.http_guard import HttpBounds
     from ..hub.asgi import direct_protocol
+
+    bounds = HttpBounds(max_header_bytes=settings.max_header_bytes,
+                        header_timeout_s=settings.http_header_timeout_s,
+                        idle_timeout_s=settings.http_idle_timeout_s)
 
     return uvicorn.Config(
         app,
         host=host,
         port=port,
-        # Plain ingest requests skip uvicorn's request cycle (api/direct_http.py).
-        http=(ingest_http_protocol(settings.max_body_bytes) if settings.direct_ingest
-              else "auto"),
+        # Plain ingest requests skip uvicorn's request cycle (api/direct_http.py); every
+        # connection has a bounded head and timers (api/http_guard.py).
+        http=ingest_http_protocol(settings.max_body_bytes, bounds,
+                                  direct=settings.direct_ingest),
+        timeout_keep_alive=max(1, round(settings.http_idle_timeout_s)),
         ws=direct_protocol(lambda: getattr(app.state, "hub", None)),
         # No permessage-deflate, as on the dedicated port: browsers and the websockets
         # client offer it, and accepting would compress every frame once per connection

@@ -1,0 +1,139 @@
+"""Bounds on an HTTP connection's head, in bytes and time (issue 32 item 6).
+
+Real sockets against a real ``ridecast serve``: a 64 MB header is answered 431 and the
+server's RSS (from /proc) stays bounded; headers that never end and connections that send
+nothing are closed by the server within their timeouts; the server keeps answering.
+"""
+
+from __future__ import annotations
+
+import select
+import socket
+import time
+from collections.abc import Callable
+
+import httpx
+import pytest
+
+from tests.conftest import Server
+
+ENV = {"RIDECAST_MAX_HEADER_BYTES": "16384", "RIDECAST_HTTP_HEADER_TIMEOUT_S": "1",
+       "RIDECAST_HTTP_IDLE_TIMEOUT_S": "1"}
+RSS_GROWTH_BOUND = 32 * 1024 * 1024  # SECURITY.md: a refused head costs the server little
+
+
+def _rss(server: Server) -> int:
+    with open(f"/proc/{server.process.pid}/status") as status:
+        for line in status:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) * 1024
+    raise AssertionError("no VmRSS")
+
+
+def _closed_by_server(sock: socket.socket, timeout: float = 30.0) -> bool:
+    """True once the server closes ``sock`` (EOF or reset) within ``timeout``."""
+    sock.settimeout(timeout)
+    try:
+        while sock.recv(65536):
+            pass
+    except ConnectionResetError:
+        return True
+    except TimeoutError:
+        return False
+    return True
+
+
+@pytest.fixture
+def guarded(start_server: Callable[..., Server]) -> Server:
+    return start_server(ENV)
+
+
+def _send_huge_header(server: Server, total: int) -> bytes:
+    """Send one header of ``total`` bytes in 64 KiB writes until the server answers; the
+    answer (read to EOF)."""
+    with socket.create_connection(("127.0.0.1", server.port)) as sock:
+        sock.sendall(b"GET /healthz HTTP/1.1\r\nHost: t\r\nX-Big: ")
+        chunk, sent = b"a" * 65536, 0
+        while sent < total:
+            if select.select([sock], [], [], 0)[0]:
+                break  # the server answered: stop sending
+            try:
+                sock.sendall(chunk)
+            except (BrokenPipeError, ConnectionResetError):
+                break
+            sent += len(chunk)
+        answer = bytearray()
+        sock.settimeout(30)
+        try:
+            while part := sock.recv(65536):
+                answer += part
+        except ConnectionResetError:
+            pass
+        return bytes(answer)
+
+
+def test_a_64_mb_header_is_answered_431_and_costs_no_memory(guarded: Server) -> None:
+    """The head is refused once past RIDECAST_MAX_HEADER_BYTES, the connection closed,
+    and the server's RSS does not grow with what the client sends."""
+    before = _rss(guarded)
+    answer = _send_huge_header(guarded, 64 * 1024 * 1024)
+    assert answer.startswith(b"HTTP/1.1 431 "), answer[:200]
+    assert b'"code":"headers_too_large"' in answer
+    assert b"connection: close" in answer.lower()
+    assert _rss(guarded) - before < RSS_GROWTH_BOUND
+    # Just within the limit is served.
+    response = httpx.get(f"{guarded.base_url}/healthz", headers={"X-Ok": "a" * 15000})
+    assert response.status_code == 200
+
+
+def test_headers_that_never_end_are_closed(guarded: Server) -> None:
+    """A slowloris that drips a byte of header now and then is closed by the header
+    timeout (the drip does not rearm it); fifty that stall are closed too."""
+    stalled = []
+    for _ in range(50):
+        sock = socket.create_connection(("127.0.0.1", guarded.port))
+        sock.sendall(b"GET /healthz HTTP/1.1\r\nHost: t\r\nX-Slow: ")
+        stalled.append(sock)
+    with socket.create_connection(("127.0.0.1", guarded.port)) as drip:
+        drip.sendall(b"GET /healthz HTTP/1.1\r\nX-Drip: ")
+        deadline = time.monotonic() + 30
+        closed = False
+        while time.monotonic() < deadline and not closed:
+            try:
+                drip.sendall(b"a")
+            except (BrokenPipeError, ConnectionResetError):
+                closed = True
+                break
+            readable = select.select([drip], [], [], 0.2)[0]  # the client's drip interval
+            if readable:
+                closed = _closed_by_server(drip, 5)
+        assert closed, "a dripping head was held past 30 s"
+    for sock in stalled:
+        with sock:
+            assert _closed_by_server(sock), "a stalled head was held past 30 s"
+    assert httpx.get(f"{guarded.base_url}/healthz").status_code == 200
+
+
+def test_connections_that_send_nothing_are_closed(guarded: Server) -> None:
+    """New connections that never send, and a kept-alive one that goes quiet, are closed by
+    the idle timeout; bytes that begin no request do not keep one open."""
+    silent = [socket.create_connection(("127.0.0.1", guarded.port)) for _ in range(50)]
+    with socket.create_connection(("127.0.0.1", guarded.port)) as kept:
+        kept.sendall(b"GET /healthz HTTP/1.1\r\nHost: t\r\n\r\n")
+        assert kept.recv(65536).startswith(b"HTTP/1.1 200")
+        assert _closed_by_server(kept)
+    with socket.create_connection(("127.0.0.1", guarded.port)) as blank:
+        deadline = time.monotonic() + 30
+        closed = False
+        while time.monotonic() < deadline and not closed:
+            try:
+                blank.sendall(b"\r\n")  # empty lines before a request line are skipped
+            except (BrokenPipeError, ConnectionResetError):
+                break
+            if select.select([blank], [], [], 0.2)[0]:
+                closed = _closed_by_server(blank, 5)
+        assert time.monotonic() < deadline, "blank lines kept a connection open"
+    for sock in silent:
+        with sock:
+            assert _closed_by_server(sock), "a silent connection was held past 30 s"
+    assert httpx.get(f"{guarded.base_url}/healthz").status_code == 200
