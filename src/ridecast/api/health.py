@@ -13,7 +13,7 @@ from starlette.responses import JSONResponse
 
 from .. import __version__
 from ..errors import ServiceUnavailable
-from ..events.schema import asyncapi_document
+from ..events.asyncapi import asyncapi_document
 from ..metrics import REGISTRY
 from ..runtime import Runtime
 from .deps import RuntimeDep
@@ -87,5 +87,5 @@ async def metrics() -> Response:
 
 @router.get("/asyncapi.json", **answers(AsyncApiDocument))
 async def asyncapi() -> dict[str, Any]:
-    """AsyncAPI 2.6 document of the websocket channels and webhook messages."""
+    """AsyncAPI 3.1 document of the websocket streams and the webhook."""
     return asyncapi_document()

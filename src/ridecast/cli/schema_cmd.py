@@ -15,7 +15,8 @@ def schema(
     asyncapi: Annotated[bool, typer.Option("--asyncapi", help="Print AsyncAPI instead.")] = False,
 ) -> None:
     """Print the JSON Schema of the events (or the AsyncAPI document)."""
-    from ..events.schema import asyncapi_document, event_schemas
+    from ..events.asyncapi import asyncapi_document
+    from ..events.schema import event_schemas
 
     if asyncapi:
         typer.echo(json.dumps(asyncapi_document(), indent=2))

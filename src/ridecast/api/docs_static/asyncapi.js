@@ -85,18 +85,25 @@ function fieldsTable(doc, schema, depth, seen) {
     body);
 }
 
-function messageRefs(channel) {
-  const operation = channel.subscribe || channel.publish || {};
-  const message = operation.message || {};
-  return (message.oneOf || [message]).filter((m) => m.$ref).map((m) => refName(m.$ref));
+function messageNames(channel) {
+  // AsyncAPI 3: a channel's messages are a map keyed by message id (here the event type).
+  return Object.entries(channel.messages || {}).map(
+    ([key, message]) => (message.$ref ? refName(message.$ref) : message.name || key));
 }
 
-function renderChannel(doc, path, channel) {
+function parameterType(doc, parameter) {
+  // AsyncAPI 3 parameters carry no schema: values are strings, some from an enum.
+  return parameter.enum ? typeLabel(doc, { enum: parameter.enum }) : "string";
+}
+
+function renderChannel(doc, id, channel) {
+  // A channel without an address (the webhook: each simulation's own URL) shows its id.
+  const path = channel.address || id;
   const params = Object.entries(channel.parameters || {});
   const query = Object.entries(
     ((channel.bindings || {}).ws || {}).query ? channel.bindings.ws.query.properties || {} : {});
   const rows = [
-    ...params.map(([name, p]) => ["path", name, typeLabel(doc, p.schema), p.description || ""]),
+    ...params.map(([name, p]) => ["path", name, parameterType(doc, p), p.description || ""]),
     ...query.map(([name, s]) => ["query", name, typeLabel(doc, s), s.description || ""]),
   ];
   const section = el("section", { class: "rc-channel", "data-testid": "channel",
@@ -110,7 +117,7 @@ function renderChannel(doc, path, channel) {
       el("tbody", {}, rows.map((cells) => el("tr", {}, cells.map((c, i) =>
         el("td", {}, i === 1 ? el("code", {}, c) : c)))))));
   }
-  const names = messageRefs(channel);
+  const names = messageNames(channel);
   section.append(el("p", { class: "rc-messages" }, `delivers ${names.length} message type(s): `,
     names.map((name, i) => [i ? ", " : "", el("a", { href: `#message-${name}` }, name)])));
   return section;
@@ -136,7 +143,7 @@ function render(doc) {
     el("p", { class: "rc-meta" }, `AsyncAPI ${doc.asyncapi || "?"}, `,
       `${channels.length} channels, ${messages.length} messages`),
     el("h2", {}, "Channels"),
-    channels.map(([path, channel]) => renderChannel(doc, path, channel)),
+    channels.map(([id, channel]) => renderChannel(doc, id, channel)),
     el("h2", {}, "Messages"),
     el("p", {}, "Click a message for its payload's fields."),
     messages.map(([name, message]) => renderMessage(doc, name, message)));
