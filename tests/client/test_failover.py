@@ -112,13 +112,20 @@ async def test_a_client_of_two_nodes_sees_no_gap_across_restarts(cluster: Cluste
                 await asyncio.wait_for(
                     arrived.wait_for(lambda: event_id in received), timeout=30)
 
+        async def flowing(more: int = 5) -> None:
+            """Until ``more`` events of the steady poster have reached the stream."""
+            mark = len(received)
+            async with arrived:
+                await asyncio.wait_for(
+                    arrived.wait_for(lambda: len(received) >= mark + more), timeout=30)
+
         consumer = asyncio.create_task(consume())
         await asyncio.wait_for(connected.wait(), 30)
         assert statuses[-1].node.endswith(f":{cluster.nodes[0].port}")
         poster = asyncio.create_task(post_steadily())
         try:
             for down, up in ((0, 1), (1, 0)):
-                await asyncio.sleep(0.3)  # events flow through the node about to stop
+                await flowing()  # events flow through the node about to stop
                 await asyncio.to_thread(cluster.stop, down)
                 # While it is down: a post goes to the other node, and the stream has it.
                 ids = await client.post_events(sim.id, example_event("vehicle_use", sim.id))
@@ -127,7 +134,7 @@ async def test_a_client_of_two_nodes_sees_no_gap_across_restarts(cluster: Cluste
                 last = [s for s in statuses if s.kind == "connected"][-1]
                 assert last.node.endswith(f":{cluster.nodes[up].port}")
                 await asyncio.to_thread(cluster.start, down)
-            await asyncio.sleep(0.3)
+            await flowing()
         finally:
             stop_posting.set()
             await poster
