@@ -81,13 +81,14 @@ async def _start(
     run_dispatcher: bool | None, watch_outbox: bool,
 ) -> Runtime:
     await upgrade(settings.database_url)
-    engine = create_engine(settings.database_url)
+    engine = create_engine(settings.database_url,
+                           outage_log_interval_s=settings.outage_log_interval_s)
     stack.push_async_callback(engine.dispose)
     bus = create_bus(settings.bus_url, prefix=settings.bus_prefix,
                      maxlen=settings.bus_stream_maxlen,
                      catch_up_interval_s=settings.bus_catch_up_interval_s,
                      timeout_s=settings.bus_timeout_s,
-                     error_log_interval_s=settings.bus_error_log_interval_s)
+                     error_log_interval_s=settings.outage_log_interval_s)
     event_log = EventLog(engine, bus, max_batch=settings.group_commit_max_events,
                          max_pending=settings.ingest_max_pending_events)
     bus.attach_log(event_log)

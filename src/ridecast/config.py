@@ -46,10 +46,10 @@ class Settings(BaseSettings):
         "beyond it the publish fails (the event is committed and reaches consumers from the "
         "log) and the bus counts as unreachable (Redis bus only).",
     )
-    bus_error_log_interval_s: float = Field(
-        30.0, gt=0, description="While Redis is unreachable, a node logs one line when the link "
-        "breaks, one when it is back, and between the two a summary of the failures at most "
-        "this often, in seconds (Redis bus only).",
+    outage_log_interval_s: float = Field(
+        30.0, gt=0, description="While Redis or the database is unreachable, a node logs one "
+        "line when the link breaks, one when it is back, and between the two a summary of the "
+        "failures (how many, the last) at most this often, in seconds.",
     )
     ready_timeout_s: float = Field(
         1.0, gt=0, le=30, description="Longest wait of /readyz for each of its checks (store, "

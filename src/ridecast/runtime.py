@@ -19,6 +19,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from .auth.throttle import LoginThrottle, RateLimiter
 from .bus import Bus
 from .config import Settings
+from .errors import ServiceUnavailable
 from .hub import Hub
 from .ingest import Ingest
 from .ports import SimulatorHost
@@ -70,6 +71,8 @@ class Runtime:
                 )
                 if removed:
                     log.info("retention removed %d events", removed)
+            except ServiceUnavailable as exc:  # a store outage: its engine logs it
+                log.debug("retention sweep failed: %s", exc)
             except Exception:
                 log.exception("retention sweep failed")
 

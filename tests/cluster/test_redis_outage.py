@@ -73,10 +73,10 @@ def test_a_redis_outage_is_a_few_log_lines(tmp_path: Path, pg_url: str,
                                            private_redis: PrivateRedis) -> None:
     """Redis killed while events keep coming (every commit's publish fails): the node logs
     one line when the link breaks, then at most one summary per
-    RIDECAST_BUS_ERROR_LOG_INTERVAL_S, no traceback, and one line when Redis is back."""
+    RIDECAST_OUTAGE_LOG_INTERVAL_S, no traceback, and one line when Redis is back."""
     interval_s = 1.0
     srv = launch_server(tmp_path, {"RIDECAST_BUS_URL": private_redis.url,
-                                   "RIDECAST_BUS_ERROR_LOG_INTERVAL_S": str(interval_s)},
+                                   "RIDECAST_OUTAGE_LOG_INTERVAL_S": str(interval_s)},
                         database_url=pg_url)
     try:
         user = srv.create_user()

@@ -11,6 +11,7 @@ open connections), and for the deterministic part the database refuses new conne
 from __future__ import annotations
 
 import asyncio
+import re
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -44,9 +45,13 @@ def _assert_unavailable(response: httpx.Response) -> None:
     assert int(response.headers["Retry-After"]) >= 1
 
 
+LOG_INTERVAL_S = 1.0
+
+
 @pytest.fixture
 def pg_server(tmp_path: Path, pg_url: str) -> Iterator[Server]:
-    srv = launch_server(tmp_path, database_url=pg_url)
+    srv = launch_server(tmp_path, {"RIDECAST_OUTAGE_LOG_INTERVAL_S": str(LOG_INTERVAL_S)},
+                        database_url=pg_url)
     yield srv
     srv.stop()
     _allow_connections(srv, True)  # so that pg_url's teardown can drop it
@@ -111,3 +116,43 @@ def test_terminated_connections_never_give_a_500(pg_server: Server) -> None:
                 assert response.status_code == 200, response.text
     assert seen_503 >= 1
     assert "unhandled error" not in srv.logs()
+
+
+_RECORD = re.compile(r"^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d")
+
+
+def test_an_outage_is_a_few_log_lines(pg_server: Server) -> None:
+    """While the database refuses, requests and the node's loops (revocations, webhook
+    claims, retention) keep failing: the log gets one line when the store stops answering,
+    at most one summary per RIDECAST_OUTAGE_LOG_INTERVAL_S, no traceback, and one line
+    when it answers again."""
+    srv = pg_server
+    user: User = srv.create_user()
+    sim = srv.create_simulation(user)
+    before = len(srv.logs().splitlines())
+    with srv.client(user) as http:
+        _allow_connections(srv, False)
+        _terminate_backends(srv)
+        began = time.monotonic()
+        try:
+            for _ in range(30):
+                _assert_unavailable(http.get(f"/api/v2/simulation/{sim}/simulator"))
+                time.sleep(0.1)  # the requests are spread over a few log intervals
+        finally:
+            _allow_connections(srv, True)
+        window_s = time.monotonic() - began
+        deadline = time.monotonic() + 30
+        while http.get(f"/api/v2/simulation/{sim}").status_code != 200:
+            assert time.monotonic() < deadline, "the node did not serve again"
+            time.sleep(0.1)
+    deadline = time.monotonic() + 30
+    while "store (database) reachable again" not in srv.logs():
+        assert time.monotonic() < deadline, "no line saying the store is back"
+        time.sleep(0.1)
+    during = srv.logs().splitlines()[before:]
+    assert not any("Traceback" in line for line in during), "\n".join(during)
+    records = [line for line in during if _RECORD.match(line)]
+    assert sum("store (database) unreachable" in line for line in records) == 1, records
+    assert sum("store (database) reachable again" in line for line in records) == 1, records
+    # The line that it broke, the summaries, the line that it is back; nothing per failure.
+    assert len(records) <= 2 + window_s / LOG_INTERVAL_S + 1, records

@@ -23,7 +23,7 @@ def create_bus(
     """The bus for ``RIDECAST_BUS_URL``: ``memory://`` or ``redis://...``.
 
     ``timeout_s`` bounds each publish and ping to Redis; ``error_log_interval_s`` spaces the
-    log's reports while Redis is unreachable (``bus/connectivity.py``).
+    log's reports while Redis is unreachable (``connectivity.py``).
     """
     if url.startswith("memory:"):
         return MemoryBus()

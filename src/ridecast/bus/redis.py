@@ -23,7 +23,7 @@ A Redis that does not answer is never waited on for long and never shown raw: ea
 and ping gives up after ``timeout_s`` and raises ``ServiceUnavailable`` (the event log
 then counts on the catch-up, a simulation change on the caches' time-to-live), and the
 log gets one line when the link breaks, one when it is back and a summary at most every
-``error_log_interval_s`` between the two (``bus/connectivity.py``).
+``error_log_interval_s`` between the two (``connectivity.py``).
 """
 
 from __future__ import annotations
@@ -41,6 +41,7 @@ import orjson
 from redis.asyncio import Redis
 from redis.exceptions import RedisError
 
+from ..connectivity import Connectivity
 from ..errors import ServiceUnavailable
 from .base import (
     BusMessage,
@@ -53,7 +54,6 @@ from .base import (
     StoredEvent,
     Unsubscribe,
 )
-from .connectivity import Connectivity
 
 log = logging.getLogger(__name__)
 
@@ -104,7 +104,10 @@ class RedisBus:
     ) -> None:
         self._url = url
         self._timeout_s = timeout_s
-        self.link = Connectivity("Redis bus", error_log_interval_s)
+        self.link = Connectivity(
+            "Redis bus", error_log_interval_s,
+            "events are still committed and reach streams and webhooks from the log; "
+            "retrying with back-off")
         self.stream = prefix + STREAM_SUFFIX
         self._maxlen = maxlen
         self._interval_s = catch_up_interval_s
@@ -259,5 +262,7 @@ class RedisBus:
                 if newest > self._last_event_id:
                     async with self._lock:
                         self._handlers.hand_out(await self._fill_to(newest))
+            except ServiceUnavailable as exc:  # the store's outage: logged by its engine
+                log.debug("Redis bus catch-up from the log failed: %s", exc)
             except Exception:
                 log.warning("Redis bus catch-up from the log failed", exc_info=True)

@@ -21,11 +21,12 @@ def is_sqlite(url: str) -> bool:
     return make_url(url).get_backend_name() == "sqlite"
 
 
-def create_engine(url: str) -> AsyncEngine:
+def create_engine(url: str, *, outage_log_interval_s: float = 30.0) -> AsyncEngine:
     """An async engine for ``url``; SQLite gets WAL and a busy timeout.
 
     A store outage (a dead or refused connection, a locked SQLite file) is raised as
-    ``ServiceUnavailable`` by every use of the engine (``store/outage.py``).
+    ``ServiceUnavailable`` by every use of the engine, and reported in the log at most every
+    ``outage_log_interval_s`` (``store/outage.py``).
 
     WAL with ``synchronous=NORMAL`` survives a killed process (kill -9) without losing a
     committed transaction; only an OS crash or power loss can lose the last commits.
@@ -39,7 +40,7 @@ def create_engine(url: str) -> AsyncEngine:
         kwargs["connect_args"] = {"timeout": 30}
         kwargs["pool_reset_on_return"] = None
     engine = create_async_engine(url, **kwargs)
-    outage.install(engine)
+    outage.install(engine, log_interval_s=outage_log_interval_s)
     if is_sqlite(url):
         _require_sqlite_json()
         _ensure_sqlite_dir(url)

@@ -261,7 +261,8 @@ class EventLog:
                 try:
                     stored = await self._write(group)
                 except Exception as exc:
-                    log.exception("event log write failed for %d requests", len(group))
+                    if not isinstance(exc, ServiceUnavailable):  # an outage: logged by the engine
+                        log.exception("event log write failed for %d requests", len(group))
                     await self._drop_connection()
                     refused = ServiceUnavailable(
                         f"the store could not write the events ({type(exc).__name__}); "

@@ -13,11 +13,19 @@ Errors that say the request or the schema is wrong (a constraint, a syntax error
 table) are not outages: they stay SQLAlchemy's, for the code that expects them (an
 ``IntegrityError`` caught by its caller) or as a logged 500 that points at the bug.
 
+The log hears of an outage from here too, once: a line when the store stops answering, a
+summary at most every ``RIDECAST_OUTAGE_LOG_INTERVAL_S``, and a line when a connection opens
+again (``connectivity.py``). The background loops that meet the same outage (revocations,
+webhook claims, retention, the bus's catch-up) then log it at debug level only, where each
+of them used to log a traceback per try.
+
 ``is_outage`` is the rule, pure; ``install`` hooks it into an engine.
 """
 
 from __future__ import annotations
 
+import logging
+import time
 from typing import Any
 
 from sqlalchemy import event
@@ -25,7 +33,10 @@ from sqlalchemy.engine import Dialect, ExceptionContext
 from sqlalchemy.exc import OperationalError
 from sqlalchemy.ext.asyncio import AsyncEngine
 
+from ..connectivity import Connectivity
 from ..errors import ServiceUnavailable
+
+log = logging.getLogger(__name__)
 
 RETRY_AFTER_S = 1.0
 """The ``Retry-After`` of the 503: the pool opens a fresh connection on the next request."""
@@ -72,26 +83,48 @@ def unavailable(exc: BaseException) -> ServiceUnavailable:
     )
 
 
-def _handle_error(context: ExceptionContext) -> None:
-    if context.is_pre_ping:  # the pool is testing a connection: let it judge
-        return
-    if is_outage(context.original_exception, disconnect=context.is_disconnect,
-                 connecting=context.connection is None,
-                 operational=isinstance(context.sqlalchemy_exception, OperationalError)):
-        # Raised here, after SQLAlchemy's clean-up (the dead connection is invalidated).
-        raise unavailable(context.original_exception)
+class _Watch:
+    """One engine's hooks: translate its outage errors, and report its link's state."""
+
+    def __init__(self, log_interval_s: float) -> None:
+        self.link = Connectivity(
+            "store (database)", log_interval_s,
+            "requests that need it answer 503 service_unavailable; nothing is half-stored; "
+            "retrying")
+
+    def _report(self, line: str | None) -> None:
+        if line is not None:
+            log.warning("%s", line)
+
+    def handle_error(self, context: ExceptionContext) -> None:
+        if context.is_pre_ping:  # the pool is testing a connection: let it judge
+            return
+        if is_outage(context.original_exception, disconnect=context.is_disconnect,
+                     connecting=context.connection is None,
+                     operational=isinstance(context.sqlalchemy_exception, OperationalError)):
+            what = "connect" if context.connection is None else "query"
+            self._report(self.link.failed(what, context.original_exception, time.monotonic()))
+            # Raised here, after SQLAlchemy's clean-up (the dead connection is invalidated).
+            raise unavailable(context.original_exception)
+
+    def connect(self, dialect: Dialect, _record: Any, cargs: Any, cparams: Any) -> Any:
+        try:
+            return dialect.connect(*cargs, **cparams)
+        except OSError as exc:
+            # Refused, unreachable or timed out: asyncpg raises these unwrapped, so they
+            # never reach ``handle_error``.
+            self._report(self.link.failed("connect", exc, time.monotonic()))
+            raise unavailable(exc) from exc
+
+    def connected(self, _dbapi_connection: Any, _record: Any) -> None:
+        self._report(self.link.succeeded(time.monotonic()))
 
 
-def _connect(dialect: Dialect, _record: Any, cargs: Any, cparams: Any) -> Any:
-    try:
-        return dialect.connect(*cargs, **cparams)
-    except OSError as exc:
-        # Refused, unreachable or timed out: asyncpg raises these unwrapped, so they never
-        # reach ``handle_error``.
-        raise unavailable(exc) from exc
-
-
-def install(engine: AsyncEngine) -> None:
-    """Translate ``engine``'s outage errors into ``ServiceUnavailable`` from now on."""
-    event.listen(engine.sync_engine, "handle_error", _handle_error)
-    event.listen(engine.sync_engine, "do_connect", _connect)
+def install(engine: AsyncEngine, *, log_interval_s: float = 30.0) -> Connectivity:
+    """Translate ``engine``'s outage errors into ``ServiceUnavailable`` from now on, and
+    report them in the log at most every ``log_interval_s``; returns the link's state."""
+    watch = _Watch(log_interval_s)
+    event.listen(engine.sync_engine, "handle_error", watch.handle_error)
+    event.listen(engine.sync_engine, "do_connect", watch.connect)
+    event.listen(engine.sync_engine, "connect", watch.connected)
+    return watch.link

@@ -15,6 +15,7 @@ import contextlib
 import logging
 from collections.abc import Awaitable, Callable
 
+from ..errors import ServiceUnavailable
 from .accounts import AccountStore
 
 log = logging.getLogger(__name__)
@@ -71,5 +72,8 @@ class RevocationWatcher:
             await asyncio.sleep(self._interval_s)
             try:
                 await self.check()
-            except Exception:  # the store is down: try again next time, keep the caches
+            except ServiceUnavailable as exc:  # the store is down (its engine logs it):
+                # try again next time, keep the caches
+                log.debug("could not read the revocation epoch: %s", exc)
+            except Exception:
                 log.warning("could not read the revocation epoch", exc_info=True)

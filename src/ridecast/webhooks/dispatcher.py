@@ -42,6 +42,7 @@ from typing import Any
 
 from ..bus import Bus, BusMessage, SimulationChanged, StoredEvent
 from ..config import Settings
+from ..errors import ServiceUnavailable
 from ..events.webhook_settings import webhook_settings
 from ..metrics import WEBHOOK_ATTEMPTS, WEBHOOK_LATENCY, WEBHOOK_QUEUE
 from ..store.simulations import SimulationStore
@@ -292,10 +293,14 @@ class Dispatcher:
             self._wake.clear()
             try:
                 await self._cycle()
-            except Exception:
+            except Exception as exc:
                 # Not recorded: the rows stay leased and are sent again when the lease runs
-                # out (at least once), unless a later cycle records them first.
-                log.exception("recording or claiming webhook deliveries failed; retrying")
+                # out (at least once), unless a later cycle records them first. A store
+                # outage is logged by the store's engine, once, not here per cycle.
+                if isinstance(exc, ServiceUnavailable):
+                    log.debug("recording or claiming webhook deliveries failed: %s", exc)
+                else:
+                    log.exception("recording or claiming webhook deliveries failed; retrying")
                 await asyncio.sleep(self._settings.webhook_poll_interval_s)
 
     async def _cycle(self) -> None:
@@ -525,6 +530,8 @@ class Dispatcher:
                     removed = await self._outbox.purge_older_than(cutoff)
                     if removed:
                         log.info("retention removed %d finished webhook deliveries", removed)
+            except ServiceUnavailable as exc:  # a store outage: its engine logs it
+                log.debug("webhook maintenance failed: %s", exc)
             except Exception:
                 log.exception("webhook maintenance failed")
 

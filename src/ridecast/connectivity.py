@@ -1,10 +1,13 @@
-"""What a node says about its link to Redis: a line when the link breaks, a line when it
-comes back, and between the two at most one summary every ``summary_interval_s``.
+"""What a node says about a link it depends on (Redis, the database): a line when the link
+breaks, a line when it comes back, and between the two at most one summary every
+``summary_interval_s``.
 
-While Redis is down every publish after a commit and every read of the bus fails, tens of
-times a second under load; logging each (with its traceback) buried everything else in
-the log. Here the failures are counted instead, and the summary says how many and what the
-last one was. Pure: the bus calls it with the time and logs the line it returns.
+While Redis or the database is down, every publish, every background loop and every
+request that needs it fails, tens of times a second under load; logging each with its
+traceback buried everything else in the log (thousands of lines a minute). Here the
+failures are counted instead, and the summary says how many and what the last one was.
+Pure: the bus (``bus/redis.py``) and the engine (``store/outage.py``) call it with the time
+and log the line it returns.
 """
 
 from __future__ import annotations
@@ -16,12 +19,14 @@ from dataclasses import dataclass, field
 class Connectivity:
     """Up/down state of one link, and the lines that report it (``None``: log nothing).
 
-    ``name`` begins each line (``"Redis bus"``); ``summary_interval_s`` is the least time
-    between two lines while the link stays down (``RIDECAST_BUS_ERROR_LOG_INTERVAL_S``).
+    ``name`` begins each line (``"Redis bus"``); ``consequence`` ends the line saying the
+    link broke (what still works, what does not); ``summary_interval_s`` is the least time
+    between two lines while the link stays down (``RIDECAST_OUTAGE_LOG_INTERVAL_S``).
     """
 
     name: str
     summary_interval_s: float
+    consequence: str = "retrying"
     up: bool = True
     down_since: float = 0.0
     failures: int = 0  # since the last line
@@ -38,8 +43,7 @@ class Connectivity:
             self.up = False
             self.down_since = self._last_line = now
             self.failures = 0
-            return (f"{self.name} unreachable ({self.last_error}); events are still committed "
-                    "and reach streams and webhooks from the log; retrying with back-off")
+            return f"{self.name} unreachable ({self.last_error}); {self.consequence}"
         if now - self._last_line < self.summary_interval_s:
             return None
         line = (f"{self.name} still unreachable after {now - self.down_since:.0f} s: "
