@@ -9,6 +9,13 @@ to your own endpoint and answers with what it answered.
 
 ``Receiver`` (asyncio) and ``ReceiverThread`` (the same in a background thread) are also what
 the tests and ``bench/webhooks.py`` use: a small, fast HTTP/1.1 server with keep-alive.
+
+It is bounded like a server facing strangers: a head over ``MAX_HEADER_BYTES`` closes the
+connection; a body over ``MAX_BODY_BYTES`` is answered 413 and the connection closed,
+whether it is sent with ``Content-Length`` or chunked (counted as the chunks arrive, never
+held past the bound); a request's head must arrive within ``HEAD_TIMEOUT_S`` (``--timeout``)
+of the connection or of the previous answer, so an idle or slowloris connection is closed,
+and its body within as long again.
 """
 
 from __future__ import annotations
@@ -33,7 +40,16 @@ from .netcheck import port_free
 
 MAX_HEADER_BYTES = 64 * 1024
 MAX_BODY_BYTES = 16 * 1024 * 1024
+HEAD_TIMEOUT_S = 60.0
+LINGER_S = 2.0
 FORWARD_TIMEOUT_S = 10.0
+
+_TOO_LARGE = (b"HTTP/1.1 413 Payload Too Large\r\ncontent-length: 0\r\n"
+              b"connection: close\r\n\r\n")
+
+
+class BodyTooLarge(ValueError):
+    """A request body over ``MAX_BODY_BYTES`` (declared or chunked): answered 413."""
 
 
 @dataclass
@@ -70,8 +86,9 @@ class Receiver:
     """An HTTP/1.1 server on ``host:port`` (0: a free port) calling ``handler`` per request."""
 
     def __init__(self, handler: Handler | None = None, *, host: str = "127.0.0.1",
-                 port: int = 0) -> None:
+                 port: int = 0, timeout_s: float = HEAD_TIMEOUT_S) -> None:
         self.handler: Handler = handler or (lambda _req: Reply())
+        self.timeout_s = timeout_s  # for a request's head, then for its body
         self.host = host
         self.port = port
         self._server: asyncio.Server | None = None
@@ -104,7 +121,13 @@ class Receiver:
         self._conns.add(task)
         try:
             while True:
-                request = await _read_request(reader)
+                try:
+                    request = await _read_request(reader, self.timeout_s)
+                except BodyTooLarge:
+                    writer.write(_TOO_LARGE)
+                    await writer.drain()
+                    await _linger(reader, writer)
+                    return
                 if request is None:
                     return
                 reply = self.handler(request)
@@ -118,7 +141,7 @@ class Receiver:
                 writer.write(("\r\n".join(head) + "\r\n\r\n").encode() + reply.body)
                 await writer.drain()
         except (ConnectionError, asyncio.IncompleteReadError, asyncio.LimitOverrunError,
-                ValueError):
+                ValueError, TimeoutError):
             return
         except asyncio.CancelledError:
             return
@@ -129,9 +152,26 @@ class Receiver:
                 await writer.wait_closed()
 
 
-async def _read_request(reader: asyncio.StreamReader) -> Request | None:
+async def _linger(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    """End the writes and drop what the client still sends, for a moment, before the
+    close: closing with its bytes unread would reset the connection and could lose the
+    answer just written."""
+    if not writer.can_write_eof():
+        return
+    writer.write_eof()
+    with contextlib.suppress(TimeoutError, ConnectionError):
+        async with asyncio.timeout(LINGER_S):
+            while await reader.read(65536):
+                pass
+
+
+async def _read_request(reader: asyncio.StreamReader,
+                        timeout_s: float = HEAD_TIMEOUT_S) -> Request | None:
+    """The next request; None at a clean end; ``TimeoutError`` when its head, or then its
+    body, takes over ``timeout_s``; ``BodyTooLarge`` over ``MAX_BODY_BYTES``."""
     try:
-        head = await reader.readuntil(b"\r\n\r\n")
+        async with asyncio.timeout(timeout_s):
+            head = await reader.readuntil(b"\r\n\r\n")
     except asyncio.IncompleteReadError:
         return None
     lines = head.decode("latin-1").split("\r\n")
@@ -141,21 +181,33 @@ async def _read_request(reader: asyncio.StreamReader) -> Request | None:
         if line:
             name, _, value = line.partition(":")
             headers[name.strip().lower()] = value.strip()
-    if headers.get("transfer-encoding", "").lower() == "chunked":
-        body = b""
-        while True:
-            size = int((await reader.readuntil(b"\r\n")).split(b";")[0], 16)
-            if size == 0:
-                await reader.readuntil(b"\r\n")
-                break
-            body += await reader.readexactly(size + 2)
-            body = body[:-2]
-    else:
-        length = int(headers.get("content-length", "0"))
-        if length > MAX_BODY_BYTES:
-            raise ValueError("body too large")
-        body = await reader.readexactly(length) if length else b""
+    async with asyncio.timeout(timeout_s):
+        if headers.get("transfer-encoding", "").lower() == "chunked":
+            body = await _read_chunked(reader)
+        else:
+            length = int(headers.get("content-length", "0"))
+            if length > MAX_BODY_BYTES:
+                raise BodyTooLarge(length)
+            body = await reader.readexactly(length) if length > 0 else b""
     return Request(method, target, headers, body)
+
+
+async def _read_chunked(reader: asyncio.StreamReader) -> bytes:
+    """A chunked body, refused as soon as its chunks pass ``MAX_BODY_BYTES``."""
+    chunks: list[bytes] = []
+    received = 0
+    while True:
+        size = int((await reader.readuntil(b"\r\n")).split(b";")[0], 16)
+        if size < 0:
+            raise ValueError("negative chunk size")
+        if size == 0:
+            await reader.readuntil(b"\r\n")  # the empty line after the last chunk
+            return b"".join(chunks)
+        received += size
+        if received > MAX_BODY_BYTES:
+            raise BodyTooLarge(received)
+        chunk = await reader.readexactly(size + 2)
+        chunks.append(chunk[:-2])
 
 
 class ReceiverThread:
@@ -281,6 +333,10 @@ def receiver(
         "--forward", callback=check_forward_url, show_default=False,
         help="Pass each request on to this URL and answer with its status and body "
              "(502 when it cannot be reached).")] = None,
+    timeout: Annotated[float, typer.Option(
+        min=0.1, help="Seconds a request's head may take to arrive (from the connection or "
+                      "the previous answer), and then its body; slower connections are "
+                      "closed.")] = HEAD_TIMEOUT_S,
 ) -> None:
     """Run a local webhook receiver that logs every request (method, URL, headers, body).
 
@@ -324,7 +380,7 @@ def receiver(
         raise typer.Exit(1)
 
     async def run() -> None:
-        server = Receiver(handle, host=host, port=port)
+        server = Receiver(handle, host=host, port=port, timeout_s=timeout)
         await server.start()
         extra = "".join((", verifying signatures" if secret else "",
                          f", forwarding to {forward}" if forward else ""))

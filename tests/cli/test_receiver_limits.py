@@ -1,0 +1,111 @@
+"""``ridecast receiver`` bounds bodies both ways alike and times out (issue 32 item 9).
+
+A real ``ridecast receiver`` process on a real socket: a chunked body over MAX_BODY_BYTES
+is answered 413 like a Content-Length one, and the process's RSS (from /proc) stays bounded;
+connections that stall in their head or body, or send nothing, are closed by ``--timeout``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import select
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+
+import pytest
+
+from ridecast.cli.receiver import MAX_BODY_BYTES
+from tests.conftest import free_port
+
+RSS_GROWTH_BOUND = MAX_BODY_BYTES * 3  # one body at most in flight, with copies
+
+
+@pytest.fixture
+def receiver() -> Iterator[tuple[int, subprocess.Popen[bytes]]]:
+    port = free_port()
+    process = subprocess.Popen(
+        [sys.executable, "-m", "ridecast.cli.main", "receiver", "--port", str(port),
+         "--timeout", "1"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 30
+    while True:
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=1).close()
+            break
+        except OSError:
+            assert time.monotonic() < deadline, "the receiver did not start"
+            assert process.poll() is None, "the receiver exited"
+            time.sleep(0.05)
+    yield port, process
+    process.terminate()
+    process.wait(15)
+
+
+def _rss(pid: int) -> int:
+    with open(f"/proc/{pid}/status") as status:
+        for line in status:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) * 1024
+    raise AssertionError("no VmRSS")
+
+
+def _answer(sock: socket.socket) -> bytes:
+    sock.settimeout(30)
+    answer = b""
+    try:
+        while part := sock.recv(65536):
+            answer += part
+    except ConnectionResetError:
+        pass
+    return answer
+
+
+def test_a_chunked_body_is_bounded_like_a_content_length_one(
+    receiver: tuple[int, subprocess.Popen[bytes]],
+) -> None:
+    """200 MiB of chunks: 413 once past MAX_BODY_BYTES, and the receiver's memory stays
+    bounded; a declared Content-Length over it is a 413 too, before any body is read."""
+    port, process = receiver
+    before = _rss(process.pid)
+    with socket.create_connection(("127.0.0.1", port)) as sock:
+        sock.sendall(b"POST / HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: chunked\r\n\r\n")
+        chunk = b"%x\r\n%s\r\n" % (1024 * 1024, b"a" * 1024 * 1024)
+        for _ in range(200):
+            if select.select([sock], [], [], 0)[0]:
+                break
+            try:
+                sock.sendall(chunk)
+            except (BrokenPipeError, ConnectionResetError):
+                break
+        answer = _answer(sock)
+    assert answer.startswith(b"HTTP/1.1 413 "), answer[:100]
+    assert _rss(process.pid) - before < RSS_GROWTH_BOUND
+    with socket.create_connection(("127.0.0.1", port)) as sock:
+        sock.sendall(b"POST / HTTP/1.1\r\nHost: t\r\nContent-Length: %d\r\n\r\n"
+                     % (MAX_BODY_BYTES + 1))
+        assert _answer(sock).startswith(b"HTTP/1.1 413 ")
+    with socket.create_connection(("127.0.0.1", port)) as sock:  # still serving
+        sock.sendall(b"POST / HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: chunked\r\n\r\n"
+                     b"2\r\n{}\r\n0\r\n\r\n")
+        sock.settimeout(30)
+        assert sock.recv(65536).startswith(b"HTTP/1.1 204 ")
+
+
+@pytest.mark.parametrize("sent", [
+    b"",  # nothing at all
+    b"POST / HTTP/1.1\r\nHost: t\r\nX-Slow: ",  # a head that never ends
+    b"POST / HTTP/1.1\r\nHost: t\r\nContent-Length: 100\r\n\r\n{",  # a body that stalls
+    b"POST / HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nab",
+])
+def test_stalled_connections_are_closed(
+    receiver: tuple[int, subprocess.Popen[bytes]], sent: bytes,
+) -> None:
+    """The receiver closes a connection whose head or body does not arrive in --timeout."""
+    port, _process = receiver
+    with socket.create_connection(("127.0.0.1", port)) as sock:
+        sock.sendall(sent)
+        sock.settimeout(30)
+        with contextlib.suppress(ConnectionResetError):  # a reset is a close too
+            assert sock.recv(65536) == b""
