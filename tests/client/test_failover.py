@@ -13,12 +13,14 @@ from pathlib import Path
 
 import pytest
 
-from ridecast.client import AsyncClient, Backoff, ClientError, StreamStatus
+from ridecast.client import AsyncClient, Backoff, Client, ClientError, StreamStatus, TransportError
 from ridecast.events.examples import example_event
 from tests.conftest import (
     CrossNodeServer,
     Server,
+    User,
     drop_cluster_pair,
+    free_port,
     launch_cluster_pair,
     launch_server,
 )
@@ -152,3 +154,55 @@ async def test_a_client_of_two_nodes_sees_no_gap_across_restarts(cluster: Cluste
     # The stream never had to wait for a node: each drop moved on at once.
     assert all(s.delay == 0 for s in statuses if s.kind == "waiting"), statuses
     assert len(refused) <= 2, refused  # at most a post in flight at each of the two stops
+
+
+class Resetter:
+    """A real TCP server that reads a request's first bytes and closes without answering:
+    a node that died after the request was sent."""
+
+    def __init__(self) -> None:
+        self.requests = 0
+        self.server: asyncio.Server | None = None
+
+    async def __aenter__(self) -> str:
+        async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+            if await reader.read(1):
+                self.requests += 1
+            writer.close()
+
+        self.server = await asyncio.start_server(handle, "127.0.0.1", 0)
+        port = self.server.sockets[0].getsockname()[1]
+        return f"http://127.0.0.1:{port}"
+
+    async def __aexit__(self, *_exc: object) -> None:
+        assert self.server is not None
+        self.server.close()
+        await self.server.wait_closed()
+
+
+async def test_rest_calls_fail_over_only_when_it_is_safe(server: Server) -> None:
+    """A node that refuses connections is skipped by every call, POST included (nothing was
+    sent). A node that takes the request and dies: a GET goes on to the next node, a POST
+    raises TransportError and is not sent again (it might have been stored)."""
+    user = await asyncio.to_thread(server.create_user)
+    refused = f"http://127.0.0.1:{free_port()}"
+    async with AsyncClient([refused, server.base_url], user=user.name, key=user.key) as client:
+        sim = await client.create_simulation("refused first")
+        ids = await client.post_events(sim.id, example_event("vehicle_use", sim.id))
+        assert len(ids) == 1
+    resetter = Resetter()
+    async with resetter as broken:
+        nodes = [broken, server.base_url]
+        async with AsyncClient(nodes, user=user.name, key=user.key) as client:
+            assert [s.id for s in await client.list_simulations()] == [sim.id]
+        async with AsyncClient(nodes, user=user.name, key=user.key) as client:
+            with pytest.raises(TransportError):
+                await client.post_events(sim.id, example_event("vehicle_use", sim.id))
+        history = await asyncio.to_thread(_history_ids, server, user, sim.id)
+        assert resetter.requests == 2  # the GET, then the POST
+    assert history == ids  # the POST that met the broken node was not resent elsewhere
+
+
+def _history_ids(server: Server, user: User, simulation_id: int) -> list[str]:
+    with Client(server.base_url, user=user.name, key=user.key) as client:
+        return [event.event_id or "" for event in client.history(simulation_id)]
