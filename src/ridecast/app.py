@@ -37,8 +37,10 @@ from .ports import SimulatorHost
 from .runtime import Runtime
 from .simulations import SimulationCatalog, SimulationService
 from .simulator.cluster_host import ClusterHost
+from .simulator.journal import JournalStore
 from .simulator.lease import LeaseStore
 from .simulator.manager import SimulatorManager
+from .simulator.resume import LogTail
 from .simulator.settings import read_settings
 from .store.accounts import AccountStore
 from .store.engine import create_engine, upgrade
@@ -117,7 +119,7 @@ async def _start(
 
     simulator: SimulatorHost | None = None
     if run_simulator:
-        simulator = _simulator_host(settings, engine, bus, ingest)
+        simulator = _simulator_host(settings, engine, bus, ingest, event_log)
         stack.push_async_callback(_logging_failure, "simulator", simulator.close)
         simulations_service.add_data_check(_check_simulator_settings)
 
@@ -161,13 +163,17 @@ async def _logging_failure(name: str, stop: Callable[[], Awaitable[None]]) -> No
 
 
 def _simulator_host(settings: Settings, engine: AsyncEngine, bus: Bus,
-                    ingest: Ingest) -> SimulatorHost:
-    """Simulator runs publish through ingest; runs are leased in the store and commands are
-    forwarded to the owner on the bus (``simulator/cluster_host.py``)."""
+                    ingest: Ingest, event_log: EventLog) -> SimulatorHost:
+    """Simulator runs publish through ingest; runs are leased in the store, commands are
+    forwarded to the owner on the bus, operations journaled, and a run whose node stopped
+    is taken over from its journal (``simulator/cluster_host.py``)."""
+    journal = JournalStore(engine)
     manager = SimulatorManager(ingest.submit_trusted, max_batch=ingest.max_batch,
-                               max_finished=settings.simulator_max_finished_runs)
+                               max_finished=settings.simulator_max_finished_runs,
+                               journal=journal)
     host = ClusterHost(manager, LeaseStore(engine), bus, lease_s=settings.simulator_lease_s,
-                       forward_timeout_s=settings.simulator_forward_timeout_s)
+                       forward_timeout_s=settings.simulator_forward_timeout_s,
+                       journal=journal, tail=LogTail(event_log))
     host.start_renewing()
     return host
 

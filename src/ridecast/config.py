@@ -209,8 +209,9 @@ class Settings(BaseSettings):
     )
     simulator_lease_s: float = Field(
         15.0, gt=0, description="Lease of a node on the simulator runs it owns, renewed every "
-        "third of it; a running or paused run whose owner stops renewing reads as "
-        "`interrupted` after this long and may be started again on any node."
+        "third of it; a running or paused run whose owner stops renewing (killed, cut off) "
+        "is taken over by another node after this long (a clean shutdown hands it over at "
+        "once)."
     )
     simulator_forward_timeout_s: float = Field(
         5.0, gt=0, description="How long a node waits for the owner of a simulator run to "

@@ -123,8 +123,9 @@ _ROWS: tuple[ErrorSpec, ...] = (
               "nothing of this request was stored: retry after Retry-After seconds."),
     ErrorSpec("simulator_owner_unreachable", 503, None,
               "Another node runs this simulator and did not answer the forwarded command in "
-              "time (RIDECAST_SIMULATOR_FORWARD_TIMEOUT_S); retry after Retry-After seconds, "
-              "by when it answers or its run reads as interrupted and can be started again."),
+              "time (RIDECAST_SIMULATOR_FORWARD_TIMEOUT_S), or the run is being taken over "
+              "after its node stopped; retry after Retry-After seconds, by when its owner "
+              "(the same node or the one that took it over) answers."),
 )
 
 ERRORS: dict[str, ErrorSpec] = {row.code: row for row in _ROWS}

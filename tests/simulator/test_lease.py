@@ -54,7 +54,7 @@ async def test_one_owner_until_the_lease_expires(
     assert not await b.acquire(7, "B", 10)
     record = await b.read(7)
     assert record is not None and record.owner_node == "A"
-    assert effective_status(record, clock.t) == RUNNING
+    assert effective_status(record, clock.t) == {**RUNNING, "owner_node": "A"}
     clock.t += 11
     record = await b.read(7)
     assert record is not None

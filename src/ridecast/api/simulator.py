@@ -124,8 +124,10 @@ async def stop_simulator(simulation_id: Id, user: CurrentUser,
 async def get_simulator_status(simulation_id: Id, user: CurrentUser,
                      runtime: RuntimeDep) -> dict[str, Any]:
     """``{"status", "sim_ts", "kpis", ...}``: status is idle, running, paused, finished,
-    stopped or interrupted (its node went away: start it again); live on the node that runs
-    it, its last snapshot on the others (docs/simulator-ownership.md)."""
+    stopped or interrupted (a run from before takeovers whose node went away: start it
+    again); a running or paused run also says ``owner_node`` and ``takeover`` (null,
+    pending or replaying). Live on the node that runs it, its last snapshot on the others
+    (docs/simulator-ownership.md)."""
     return await (await _control(runtime, user, simulation_id)).status(simulation_id)
 
 

@@ -44,12 +44,14 @@ class Clock(Protocol):
 
 
 class WallClock:
-    """Simulated time = (unpaused wall time since start) x ``factor``."""
+    """Simulated time = ``at`` + (unpaused wall time since start) x ``factor``."""
 
-    def __init__(self, factor: float, monotonic: Callable[[], float] = time.monotonic) -> None:
+    def __init__(self, factor: float, monotonic: Callable[[], float] = time.monotonic,
+                 at: float = 0.0) -> None:
         self.factor = factor
         self._mono = monotonic
-        self._origin = monotonic()
+        # A run taken over starts at the simulated time its clock had reached (``at``).
+        self._origin = monotonic() - at / factor
         self._paused_at: float | None = None
         self._wake = asyncio.Event()
 
@@ -120,6 +122,7 @@ class MaxClock:
         self.wake()
 
 
-def clock_for(speed: float | None) -> Clock:
-    """The clock for a settings' ``realtime_factor`` (None = 'max')."""
-    return MaxClock() if speed is None else WallClock(speed)
+def clock_for(speed: float | None, at: float = 0.0) -> Clock:
+    """The clock for a settings' ``realtime_factor`` (None = 'max'), reading ``at``
+    simulated seconds now."""
+    return MaxClock() if speed is None else WallClock(speed, at=at)

@@ -9,14 +9,21 @@ Every process has a node id (a uuid per start). ``ClusterHost`` wraps this proce
   ``SimulatorCommand``; the owner runs it and answers with a ``SimulatorReply``, errors
   included, which reach the client unchanged; no answer within the forward timeout is a 503
   ``simulator_owner_unreachable`` with ``Retry-After``;
-* status is live on the owner and the owner's last snapshot elsewhere; a running or paused
-  run whose lease expired reads as ``interrupted`` and can be started again anywhere.
+* status is live on the owner and the owner's last snapshot elsewhere, with ``owner_node``
+  and ``takeover`` (null, ``pending`` or ``replaying``).
+
+A run outlives its node. The owner journals every operation it accepts (``journal.py``) and
+keeps the run's spec and progress (events published, simulated clock) in its row; on a clean
+shutdown it hands its runs over at once (lease ended, exact progress). Every node looks for
+runs whose owner's lease has passed (every ``TAKEOVER_POLL_S``) and takes one over with a
+conditional UPDATE: it rebuilds the engine from the spec, replays the journal, drops the
+events already published (``resume.py``) and goes on from there. Commands for a run being
+taken over wait for it (up to the forward timeout) or get a 503 with ``Retry-After``.
 
 The owner renews its leases every third of the lease and writes a snapshot whenever the
-status changes (and every renewal while running, for the KPIs). A node that cannot renew for
-a whole lease stops its runs itself, so that a node cut off from the database does not keep
-producing events for a run another node may have restarted. With the in-process bus there is
-one node, and everything runs here as before.
+status changes (and every renewal while running, for the KPIs and the progress). A node
+that cannot renew for a whole lease stops its runs itself, so that a node cut off from the
+database does not keep producing events for a run another node may have taken over.
 """
 
 from __future__ import annotations
@@ -26,6 +33,7 @@ import contextlib
 import json
 import logging
 import math
+import time
 import uuid
 from collections.abc import Coroutine, Sequence
 from functools import partial
@@ -34,10 +42,25 @@ from typing import Any
 from ..bus import Bus, BusMessage, SimulationChanged, SimulatorCommand, SimulatorReply
 from ..errors import Conflict, RidecastError, ServiceUnavailable
 from .commands import Command, apply
-from .lease import ACTIVE, IDLE_STATUS, LeaseStore, RunRecord, effective_status, interrupted
+from .journal import JournalStore
+from .lease import (
+    ACTIVE,
+    IDLE_STATUS,
+    TAKEOVER_REPLAYING,
+    LeaseStore,
+    RunRecord,
+    effective_status,
+    interrupted,
+)
 from .manager import SimulatorManager
+from .resume import AlreadyPublished, EventTail, Progress
+from .runner import Runner, Status
+from .spec import ClockState, RunSpec
 
 log = logging.getLogger(__name__)
+
+TAKEOVER_POLL_S = 1.0
+"""How often a node looks for runs to take over (a handed-over run waits at most this)."""
 
 # What the runner says when a command does not apply (kept word for word, so that a client
 # gets the same message from any node).
@@ -53,10 +76,18 @@ class ClusterHost:
     """Start, pause, resume, stop, status and operations of simulator runs, from any node."""
 
     def __init__(self, manager: SimulatorManager, leases: LeaseStore, bus: Bus, *,
-                 lease_s: float, forward_timeout_s: float, node_id: str | None = None) -> None:
+                 lease_s: float, forward_timeout_s: float, node_id: str | None = None,
+                 journal: JournalStore | None = None, tail: EventTail | None = None) -> None:
         self.manager = manager
         self.leases = leases
         self.bus = bus
+        # Without both, runs are not taken over (they read interrupted when their node goes).
+        self.journal = journal
+        self.tail = tail
+        self._takeover_task: asyncio.Task[None] | None = None
+        # When each run taken over here was adopted (wall s, simulated s): replay speed.
+        self._adopted: dict[int, tuple[float, float]] = {}
+        self._spec_written: set[int] = set()
         self.lease_s = lease_s
         self.forward_timeout_s = forward_timeout_s
         self.node_id = node_id or uuid.uuid4().hex
@@ -69,29 +100,48 @@ class ClusterHost:
 
     # -- lifecycle -------------------------------------------------------------------------
 
+    @property
+    def takes_over(self) -> bool:
+        """Whether runs outlive their node here (a journal and the event log are wired)."""
+        return self.journal is not None and self.tail is not None
+
     def start_renewing(self) -> None:
-        """Start the lease renewal loop (call once, from the event loop)."""
+        """Start the lease renewal loop, and the takeover loop (call once, from the loop)."""
         self._renewer = asyncio.create_task(self._renew_loop(), name="simulator-leases")
+        if self.takes_over:
+            self._takeover_task = asyncio.create_task(self._takeover_loop(),
+                                                      name="simulator-takeover")
 
     async def close(self) -> None:
-        """Stop the runs of this node and mark them ``interrupted`` for the other nodes."""
+        """Stop the runs of this node and hand them over to the other nodes (without a
+        journal: mark them ``interrupted``)."""
         self._unsubscribe()
-        if self._renewer is not None:
-            self._renewer.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._renewer
+        for loop_task in (self._renewer, self._takeover_task):
+            if loop_task is not None:
+                loop_task.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await loop_task
         for task in list(self._tasks):
             task.cancel()
-        active = {sim: self.manager.status(sim) for sim, runner in self.manager.runners.items()
+        active = {sim: runner for sim, runner in self.manager.runners.items()
                   if runner.status.value in ACTIVE}
-        await self.manager.close()
-        for sim, status in active.items():
+        statuses = {sim: self.manager.status(sim) for sim in active}
+        progress = {sim: self._progress(sim, runner) for sim, runner in active.items()}
+        await self.manager.close()  # settles what is in flight: the progress is exact now
+        for sim, runner in active.items():
             try:
+                if self.takes_over and sim in self._spec_written:
+                    await self.leases.hand_over(sim, self.node_id, statuses[sim], {
+                        **progress[sim], **runner.progress.to_json()})
+                    log.info("simulator of simulation %s handed over (%d events published)",
+                             sim, runner.progress.count)
+                    continue
+                status = statuses[sim]
                 await self.leases.release(sim, self.node_id, interrupted(
                     status, str(status["status"]),
                     "the node running this simulator shut down; start it again"))
             except Exception:
-                log.exception("could not mark the simulator of simulation %s interrupted", sim)
+                log.exception("could not hand over the simulator of simulation %s", sim)
 
     # -- the host's API ----------------------------------------------------------------------
 
@@ -113,21 +163,34 @@ class ClusterHost:
         return await self.execute(simulation_id, command)
 
     async def status(self, simulation_id: int) -> dict[str, Any]:
-        """Live on the owner; elsewhere the owner's snapshot, or ``interrupted``."""
+        """Live on the owner; elsewhere the owner's snapshot, the run being taken over, or
+        ``interrupted``."""
         if self._active_here(simulation_id):
-            return self.manager.status(simulation_id)
+            return self._live_status(simulation_id)
         record = await self.leases.read(simulation_id)
         if record is None or (record.owner_node == self.node_id
                               and simulation_id in self.manager.runners):
             return self.manager.status(simulation_id)
         return effective_status(record, self.leases.now())
 
+    def _live_status(self, simulation_id: int) -> dict[str, Any]:
+        """This node's status of the run; a running or paused one says it runs here."""
+        status = self.manager.status(simulation_id)
+        runner = self.manager.runners.get(simulation_id)
+        if runner is not None and runner.status.value in ACTIVE:
+            status.update(owner_node=self.node_id,
+                          takeover=TAKEOVER_REPLAYING if runner.catching_up else None)
+        return status
+
     async def forget(self, simulation_id: int) -> None:
         """Stop and drop the run (its simulation was deleted)."""
         if simulation_id in self.manager.runners:
             await self.manager.forget(simulation_id)
             self._written.pop(simulation_id, None)
+            self._spec_written.discard(simulation_id)
             await self.leases.delete(simulation_id)
+            if self.journal is not None:
+                await self.journal.forget(simulation_id)
 
     async def execute(self, simulation_id: int, command: Command) -> dict[str, Any]:
         """Run ``command`` here when this node owns the run (or nobody live does), else
@@ -136,6 +199,10 @@ class ClusterHost:
             return await self._local(simulation_id, command)
         record = await self.leases.read(simulation_id)
         now = self.leases.now()
+        if (record is not None and record.status in ACTIVE and record.resumable
+                and not record.live(now) and self.takes_over):
+            # Its owner stopped: a node (this one, at the latest) takes it over shortly.
+            raise self._taking_over(TAKEOVER_POLL_S)
         owned_elsewhere = (record is not None and record.owner_node != self.node_id
                            and record.live(now))
         if record is not None and owned_elsewhere and (
@@ -155,20 +222,48 @@ class ClusterHost:
         runner = self.manager.runners.get(simulation_id)
         return runner is not None and runner.status.value in ACTIVE
 
+    def _taking_over(self, seconds: float) -> ServiceUnavailable:
+        error = ServiceUnavailable(
+            "this simulator run is being taken over by another node after its node stopped; "
+            f"retry in {math.ceil(seconds)}s", code="simulator_owner_unreachable")
+        error.retry_after = max(1, math.ceil(seconds))
+        return error
+
+    async def _caught_up(self, simulation_id: int) -> None:
+        """Wait (up to the forward timeout) for a run taken over here to finish replaying;
+        then a 503 whose Retry-After is the replay's remaining time at its pace so far."""
+        runner = self.manager.runners.get(simulation_id)
+        if runner is None or not runner.catching_up:
+            return
+        deadline = time.monotonic() + self.forward_timeout_s
+        while runner.catching_up and runner.status.value in ACTIVE:
+            if time.monotonic() >= deadline:
+                raise self._taking_over(self._replay_left_s(simulation_id, runner))
+            await asyncio.sleep(0.02)
+
+    def _replay_left_s(self, simulation_id: int, runner: Runner) -> float:
+        wall0, sim0 = self._adopted.get(simulation_id, (time.time(), 0.0))
+        done = runner.engine.now - sim0
+        rate = done / max(1e-3, time.time() - wall0)
+        left = max(0.0, runner.replay_until - runner.engine.now)
+        return left / rate if rate > 0 else TAKEOVER_POLL_S
+
     async def _local(self, simulation_id: int, command: Command) -> dict[str, Any]:
         manager = self.manager
         if command.name == "start":
             return await self._start_here(simulation_id, command.args.get("data"))
+        await self._caught_up(simulation_id)
         if command.name == "pause":
-            result = await manager.pause(simulation_id)
+            await manager.pause(simulation_id)
         elif command.name == "resume":
-            result = await manager.resume(simulation_id)
+            await manager.resume(simulation_id)
         elif command.name == "stop":
-            result = await manager.stop(simulation_id)
+            await manager.stop(simulation_id)
         else:
-            return await manager.operate(simulation_id, partial(apply, command=command))
+            return await manager.operate(simulation_id, partial(apply, command=command),
+                                         command)
         await self._snapshot(simulation_id)
-        return result
+        return self._live_status(simulation_id)
 
     async def _start_here(self, simulation_id: int,
                           data: dict[str, Any] | None) -> dict[str, Any]:
@@ -178,24 +273,94 @@ class ClusterHost:
         if not await self.leases.acquire(simulation_id, self.node_id, self.lease_s):
             raise Conflict("the simulator is already running on another node; stop it first",
                            code="invalid_state")
+        self._spec_written.discard(simulation_id)
         try:
-            result = await self.manager.start(simulation_id, data)
+            # The new run's events come after every event logged so far: a takeover looks
+            # for what it published only there (an earlier run of the seed has the same).
+            after_id = await self.tail.newest_id() if self.tail is not None else None
+            if self.journal is not None:  # the previous run's: it is over
+                await self.journal.forget(simulation_id)
+            await self.manager.start(simulation_id, data, after_id=after_id)
         except BaseException:
             await self.leases.release(simulation_id, self.node_id,
                                       previous.status_json if previous else IDLE_STATUS)
             raise
         await self._snapshot(simulation_id)
-        return result
+        return self._live_status(simulation_id)
+
+    def _progress(self, simulation_id: int, runner: Runner) -> dict[str, Any]:
+        """The run's progress for its row: events published, and its clock."""
+        clock = ClockState(time.time(), runner.clock.target(runner.engine.now))
+        return {**runner.progress.to_json(), "clock": clock.to_json()}
 
     async def _snapshot(self, simulation_id: int) -> None:
-        status = self.manager.status(simulation_id)
-        if await self.leases.write(simulation_id, self.node_id, self.lease_s, status):
+        runner = self.manager.runners.get(simulation_id)
+        spec = self.manager.specs.get(simulation_id)
+        status = (self._live_status(simulation_id) if self._active_here(simulation_id)
+                  else self.manager.status(simulation_id))
+        extra: dict[str, Any] = {}
+        if runner is not None and spec is not None and self.takes_over:
+            extra["progress"] = self._progress(simulation_id, runner)
+            if simulation_id not in self._spec_written:
+                extra["spec"] = spec.to_json()
+        if await self.leases.write(simulation_id, self.node_id, self.lease_s, status,
+                                   **extra):
+            if "spec" in extra:
+                self._spec_written.add(simulation_id)
             self._written[simulation_id] = str(status["status"])
         else:  # another node took the run over: two runners must not publish for it
             log.warning("simulator of simulation %s: this node no longer owns the run; "
                         "stopping it here", simulation_id)
             await self.manager.forget(simulation_id)
             self._written.pop(simulation_id, None)
+
+    async def _takeover_loop(self) -> None:
+        while True:
+            try:
+                for record in await self.leases.orphans():
+                    await self.take_over(record)
+                # A run that has caught up says so to the other nodes now, not at renewal.
+                for sim in list(self._adopted):
+                    runner = self.manager.runners.get(sim)
+                    if runner is None or not runner.catching_up:
+                        self._adopted.pop(sim, None)
+                        if runner is not None:
+                            await self._snapshot(sim)
+            except Exception:
+                log.exception("looking for simulator runs to take over failed")
+            await asyncio.sleep(TAKEOVER_POLL_S)
+
+    async def take_over(self, record: RunRecord) -> bool:
+        """Take ``record``'s run over, if this node wins it: rebuild, replay, go on."""
+        assert self.journal is not None and self.tail is not None
+        if not await self.leases.take_over(record, self.node_id, self.lease_s):
+            return False
+        sim = record.simulation_id
+        try:
+            spec = RunSpec.from_json(record.spec_json or {})
+            entries = await self.journal.read(spec.run_id)
+            progress_json = record.progress_json or {}
+            progress = Progress.from_json(progress_json)
+            clock = ClockState.from_json(progress_json.get("clock"))
+            paused = record.status == Status.PAUSED.value
+            sim_now = clock.now(time.time(), spec.settings.realtime_factor,
+                                paused) if clock else 0.0
+            tail = await self.tail.after(sim, progress.last_id or 0)
+            self._adopted[sim] = (time.time(), 0.0)
+            await self.manager.adopt(sim, spec, entries, AlreadyPublished(progress, tail),
+                                     sim_now=sim_now, paused=paused)
+            self._spec_written.add(sim)
+            await self._snapshot(sim)
+        except Exception as exc:
+            log.exception("taking over the simulator of simulation %s failed", sim)
+            await self.manager.forget(sim)
+            await self.leases.release(sim, self.node_id, interrupted(
+                record.status_json, record.status,
+                f"taking the run over failed ({type(exc).__name__}); start it again"))
+            return False
+        log.info("simulator of simulation %s: run %s taken over by node %s (was %s)", sim,
+                 spec.run_id, self.node_id, record.owner_node)
+        return True
 
     async def _renew_loop(self) -> None:
         while True:

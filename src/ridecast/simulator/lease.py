@@ -5,9 +5,12 @@ its row, until ``lease_until``. The owner renews its leases and writes a status 
 other node reads the snapshot. Taking a run is one conditional UPDATE (or the first INSERT),
 so two nodes can never both own it: the database, not a home-made protocol, decides.
 
-A row whose status is running or paused and whose lease has passed belongs to a node that
-died (or lost its database for longer than the lease): it reads as ``interrupted``, and any
-node may start it again. ``effective_status`` is that rule, pure.
+The row also holds what rebuilds the run on another node: its spec (``spec.py``) and its
+progress (how many of its events are published, and its simulated clock). A row whose
+status is running or paused and whose lease has passed belongs to a node that stopped (it
+handed the run over on SIGTERM, or died): any node takes it over (``take_over``) and the run
+goes on. A run without a spec (started before the journal existed) reads as
+``interrupted`` instead, and can be started again. ``effective_status`` is that rule, pure.
 """
 
 from __future__ import annotations
@@ -43,10 +46,18 @@ class RunRecord:
     status: str
     status_json: dict[str, Any]
     updated_at: float
+    run_id: str | None = None
+    spec_json: dict[str, Any] | None = None
+    progress_json: dict[str, Any] | None = None
 
     def live(self, now: float) -> bool:
         """Whether the owner's lease still holds (so commands go to the owner)."""
         return self.lease_until > now
+
+    @property
+    def resumable(self) -> bool:
+        """Whether another node can rebuild the run (it has a spec)."""
+        return self.run_id is not None and self.spec_json is not None
 
 
 def interrupted(snapshot: dict[str, Any], was: str, reason: str) -> dict[str, Any]:
@@ -55,18 +66,32 @@ def interrupted(snapshot: dict[str, Any], was: str, reason: str) -> dict[str, An
             "error": reason}
 
 
+TAKEOVER_PENDING = "pending"
+"""``takeover`` of a run whose owner stopped, until a node has taken it."""
+TAKEOVER_REPLAYING = "replaying"
+"""``takeover`` of a run its new owner is rebuilding (replaying up to where it was)."""
+
+
 def effective_status(record: RunRecord, now: float) -> dict[str, Any]:
-    """What ``GET .../simulator`` answers on a node that does not own the run."""
+    """What ``GET .../simulator`` answers on a node that does not own the run: the owner's
+    snapshot with ``owner_node``; a run whose owner stopped is being taken over
+    (``owner_node`` null, ``takeover`` pending), or, without a spec, ``interrupted``."""
     if record.status in ACTIVE and not record.live(now):
+        if record.resumable:
+            return {**record.status_json, "owner_node": None,
+                    "takeover": TAKEOVER_PENDING}
         return interrupted(
             record.status_json, record.status,
             "the node running this simulator stopped renewing its lease; start it again",
         )
+    if record.status in ACTIVE:
+        return {**record.status_json, "owner_node": record.owner_node}
     return dict(record.status_json)
 
 
 _COLUMNS = (runs.c.simulation_id, runs.c.owner_node, runs.c.lease_until, runs.c.status,
-            runs.c.status_json, runs.c.updated_at)
+            runs.c.status_json, runs.c.updated_at, runs.c.run_id, runs.c.spec_json,
+            runs.c.progress_json)
 
 
 class LeaseStore:
@@ -98,7 +123,8 @@ class LeaseStore:
                            or_(runs.c.owner_node == node, runs.c.lease_until <= now,
                                runs.c.status.not_in(ACTIVE)))
                     .values(owner_node=node, lease_until=now + lease_s, updated_at=now,
-                            status=Status.RUNNING.value, status_json=CLAIMED_STATUS))
+                            status=Status.RUNNING.value, status_json=CLAIMED_STATUS,
+                            run_id=None, spec_json=None, progress_json=None))
                 if taken.rowcount == 1:
                     return True
                 exists = await conn.scalar(
@@ -113,15 +139,61 @@ class LeaseStore:
         return True
 
     async def write(self, simulation_id: int, node: str, lease_s: float,
-                    status: dict[str, Any]) -> bool:
-        """Renew one lease and store its status snapshot; False when ``node`` lost it."""
+                    status: dict[str, Any], *, spec: dict[str, Any] | None = None,
+                    progress: dict[str, Any] | None = None) -> bool:
+        """Renew one lease and store its status snapshot (and the run's spec, its progress,
+        when given); False when ``node`` lost it."""
         now = self.now()
+        values: dict[str, Any] = {"lease_until": now + lease_s, "status": str(status["status"]),
+                                  "status_json": status, "updated_at": now}
+        if spec is not None:
+            values.update(run_id=str(spec["run_id"]), spec_json=spec)
+        if progress is not None:
+            values["progress_json"] = progress
         async with self._engine.begin() as conn:
             result = await conn.execute(
                 update(runs)
                 .where(runs.c.simulation_id == simulation_id, runs.c.owner_node == node)
-                .values(lease_until=now + lease_s, status=str(status["status"]),
-                        status_json=status, updated_at=now))
+                .values(**values))
+        return bool(result.rowcount == 1)
+
+    async def orphans(self) -> list[RunRecord]:
+        """Running or paused runs with a spec whose owner's lease has passed."""
+        now = self.now()
+        async with self._engine.connect() as conn:
+            rows = (await conn.execute(
+                select(*_COLUMNS).where(runs.c.status.in_(ACTIVE), runs.c.lease_until <= now,
+                                        runs.c.spec_json.is_not(None),
+                                        runs.c.run_id.is_not(None))
+                .order_by(runs.c.simulation_id))).all()
+        return [RunRecord(*row) for row in rows]
+
+    async def take_over(self, record: RunRecord, node: str, lease_s: float) -> bool:
+        """Own ``record``'s run, still the same run and still unowned; one node wins."""
+        now = self.now()
+        async with self._engine.begin() as conn:
+            taken = await conn.execute(
+                update(runs)
+                .where(runs.c.simulation_id == record.simulation_id,
+                       runs.c.run_id == record.run_id, runs.c.status.in_(ACTIVE),
+                       runs.c.lease_until <= now)
+                .values(owner_node=node, lease_until=now + lease_s, updated_at=now,
+                        status_json={**record.status_json, "owner_node": node,
+                                     "takeover": TAKEOVER_REPLAYING}))
+        return bool(taken.rowcount == 1)
+
+    async def hand_over(self, simulation_id: int, node: str, status: dict[str, Any],
+                        progress: dict[str, Any]) -> bool:
+        """End ``node``'s lease on a running or paused run now, leaving it to be taken
+        over: its last status (marked pending takeover) and exact progress."""
+        async with self._engine.begin() as conn:
+            result = await conn.execute(
+                update(runs).where(runs.c.simulation_id == simulation_id,
+                                   runs.c.owner_node == node)
+                .values(lease_until=0.0, updated_at=self.now(), status=str(status["status"]),
+                        status_json={**status, "owner_node": None,
+                                     "takeover": TAKEOVER_PENDING},
+                        progress_json=progress))
         return bool(result.rowcount == 1)
 
     async def renew(self, node: str, simulation_ids: Collection[int],

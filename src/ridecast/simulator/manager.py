@@ -2,22 +2,27 @@
 
 ``SimulatorManager`` is what the REST layer talks to: start (from the simulation's ``data``),
 pause, resume, stop, status with KPIs, and the operations, which need a running or paused
-simulator (409 ``invalid_state`` otherwise).
+simulator (409 ``invalid_state`` otherwise). With a journal store, each run journals the
+operations it accepts (``simulator/journal.py``), and ``adopt`` rebuilds a run another
+process owned from its spec and journal.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
-from datetime import UTC, datetime
+from collections.abc import Callable, Sequence
+from functools import partial
 from typing import Any
 
 from ..errors import Conflict
 from .clock import clock_for
+from .commands import Command
 from .engine import Engine
+from .journal import JournalEntry, JournalStore
 from .operations import Result
+from .resume import AlreadyPublished, Progress
 from .runner import EventSink, Runner, Status
-from .settings import read_settings
+from .spec import RunSpec
 
 log = logging.getLogger(__name__)
 
@@ -26,32 +31,68 @@ class SimulatorManager:
     """Runners by simulation id; ``close()`` stops them all."""
 
     def __init__(
-        self, sink: EventSink, *, max_batch: int = 1000, max_finished: int = 100
+        self, sink: EventSink, *, max_batch: int = 1000, max_finished: int = 100,
+        journal: JournalStore | None = None,
     ) -> None:
         self.sink = sink
+        self.journal = journal
         self.max_batch = max_batch
         # Finished and stopped runs keep their KPIs readable, up to this many (oldest out).
         self.max_finished = max_finished
         self.runners: dict[int, Runner] = {}
+        self.specs: dict[int, RunSpec] = {}
 
-    async def start(self, simulation_id: int, data: dict[str, Any] | None) -> dict[str, Any]:
-        """Start a fresh run from ``data.simulator`` (a finished or stopped one is replaced)."""
+    async def start(self, simulation_id: int, data: dict[str, Any] | None, *,
+                    after_id: int | None = None) -> dict[str, Any]:
+        """Start a fresh run from ``data.simulator`` (a finished or stopped one is replaced);
+        ``after_id``: the newest event id in the log now (the run's progress starts there)."""
         current = self.runners.get(simulation_id)
         if current is not None and current.status in (Status.RUNNING, Status.PAUSED):
             raise Conflict(f"the simulator is already {current.status.value}; stop it first",
                            code="invalid_state")
-        settings = read_settings(data)
-        start = settings.start_ts or datetime.now(UTC).replace(microsecond=0)
-        engine = Engine(simulation_id, settings, start)
-        runner = Runner(simulation_id, engine, clock_for(settings.realtime_factor), self.sink,
-                        self.max_batch)
-        self.runners.pop(simulation_id, None)  # re-inserted last: the newest run
-        self.runners[simulation_id] = runner
+        spec = RunSpec.new(data)
+        settings = spec.settings
+        runner = Runner(simulation_id, spec.engine(simulation_id),
+                        clock_for(settings.realtime_factor), self.sink, self.max_batch,
+                        record=self._recorder(simulation_id, spec),
+                        published=AlreadyPublished(Progress(0, after_id)))
+        self._install(simulation_id, spec, runner)
         runner.start()
         await self._drop_old_finished()
         log.info("simulator of simulation %s started (%d vehicles, speed %s)", simulation_id,
                  settings.vehicles, settings.speed)
         return self.status(simulation_id)
+
+    async def adopt(self, simulation_id: int, spec: RunSpec, entries: Sequence[JournalEntry],
+                    published: AlreadyPublished, *, sim_now: float,
+                    paused: bool) -> dict[str, Any]:
+        """Take over a run another process owned: rebuild its engine from ``spec``, replay
+        ``entries`` on the way and publish only what ``published`` lets through; its clock
+        reads ``sim_now`` (the run's own clock, pinned to the wall clock)."""
+        settings = spec.settings
+        clock = clock_for(settings.realtime_factor, at=sim_now)
+        runner = Runner(simulation_id, spec.engine(simulation_id), clock, self.sink,
+                        self.max_batch, record=self._recorder(simulation_id, spec),
+                        replay=entries, published=published, replay_until=sim_now)
+        self._install(simulation_id, spec, runner)
+        runner.start()
+        if paused:
+            # Paused before its loop runs; it still catches up to ``sim_now``.
+            await runner.pause()
+        log.info("simulator of simulation %s taken over (run %s, %d journal entries, %d "
+                 "events already published)", simulation_id, spec.run_id, len(entries),
+                 published.count)
+        return self.status(simulation_id)
+
+    def _install(self, simulation_id: int, spec: RunSpec, runner: Runner) -> None:
+        self.runners.pop(simulation_id, None)  # re-inserted last: the newest run
+        self.runners[simulation_id] = runner
+        self.specs[simulation_id] = spec
+
+    def _recorder(self, simulation_id: int, spec: RunSpec) -> Any:
+        if self.journal is None:
+            return None
+        return partial(self.journal.append, simulation_id, spec.run_id)
 
     def _runner(self, simulation_id: int) -> Runner:
         runner = self.runners.get(simulation_id)
@@ -86,10 +127,10 @@ class SimulatorManager:
             "kpis": runner.kpis(),
         }
 
-    async def operate(self, simulation_id: int,
-                      op: Callable[[Engine], Result]) -> dict[str, Any]:
+    async def operate(self, simulation_id: int, op: Callable[[Engine], Result],
+                      command: Command | None = None) -> dict[str, Any]:
         """Run an operation on the simulation's engine (see ``Runner.operate``)."""
-        return await self._runner(simulation_id).operate(op)
+        return await self._runner(simulation_id).operate(op, command)
 
     async def _drop_old_finished(self) -> None:
         done = [sim for sim, runner in self.runners.items()
@@ -100,6 +141,7 @@ class SimulatorManager:
     async def forget(self, simulation_id: int) -> None:
         """Stop and drop a simulation's runner (the simulation was deleted)."""
         runner = self.runners.pop(simulation_id, None)
+        self.specs.pop(simulation_id, None)
         if runner is not None:
             await runner.close()
 

@@ -8,6 +8,13 @@ Operations go through ``operate``, which takes the same lock and first settles t
 flight: the engine catches up with the clock, then the operation runs, and the events of both
 are submitted in the order they happened. A submission that fails stops the run with its
 error: the engine has moved on, and a run with a gap in its events must not go on.
+
+An accepted operation is written to the run's journal (``record``) before its events are
+submitted and before it is answered. A runner that takes a run over is given the journal
+(``replay``): its entries are applied at their simulated times as the engine passes them,
+and ``AlreadyPublished`` drops the events the previous owner published. The engine never
+advances more than ``MAX_STEP_S`` in one go, so catching up an hour does not hold the
+event loop (and the events do not depend on the steps: tests/simulator/test_steps.py).
 """
 
 from __future__ import annotations
@@ -15,17 +22,35 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Callable
+from collections import deque
+from collections.abc import Callable, Sequence
 from enum import StrEnum
 from typing import Any, Protocol
 
-from ..errors import Conflict, RidecastError
+from ..errors import Conflict, RidecastError, ServiceUnavailable
 from .clock import Clock, MaxClock
+from .commands import Command, apply
 from .engine import Engine
+from .journal import JournalEntry
 from .kpis import KpiCache
 from .operations import Result
+from .resume import AlreadyPublished, Progress
 
 log = logging.getLogger(__name__)
+
+MAX_STEP_S = 60.0
+"""Most simulated seconds the engine advances between two turns of the event loop."""
+
+
+class Recorder(Protocol):
+    """Writes a journal entry of the run; committed when it returns."""
+
+    async def __call__(self, entry: JournalEntry, /) -> None:
+        ...
+
+
+class JournalDiverged(RuntimeError):
+    """A journaled operation was refused on replay: the rebuilt run is not the run."""
 
 
 class EventSink(Protocol):
@@ -51,7 +76,9 @@ class Runner:
     """One simulation's engine, clock and loop task."""
 
     def __init__(self, simulation_id: int, engine: Engine, clock: Clock, sink: EventSink,
-                 max_batch: int = 1000) -> None:
+                 max_batch: int = 1000, *, record: Recorder | None = None,
+                 replay: Sequence[JournalEntry] = (),
+                 published: AlreadyPublished | None = None, replay_until: float = 0.0) -> None:
         self.simulation_id = simulation_id
         self.engine = engine
         self.clock = clock
@@ -65,11 +92,54 @@ class Runner:
         self._inflight: asyncio.Task[None] | None = None
         self._operations = 0
         self._kpis = KpiCache()
+        self._record = record
+        self._replay: deque[JournalEntry] = deque(replay)
+        self._next_seq = (replay[-1].seq + 1) if replay else 1
+        self._published = published or AlreadyPublished(Progress())
+        # Where the previous owner's clock was: the run catches up to there even paused.
+        self.replay_until = replay_until
+        # How far the run's events are committed (count and last event log id).
+        self.progress = Progress(self._published.count, self._published.last_id)
+
+    @property
+    def catching_up(self) -> bool:
+        """A taken-over run still replaying its journal or what was already published."""
+        return (bool(self._replay) or not self._published.done
+                or self.engine.now < self.replay_until)
+
+    def _advance(self, until: float) -> list[dict[str, Any]]:
+        """The engine's events up to ``until``, the journal's operations applied on the way."""
+        engine = self.engine
+        events: list[dict[str, Any]] = []
+        replay = self._replay
+        while replay and replay[0].sim_t <= until:
+            entry = replay.popleft()
+            events += engine.advance(entry.sim_t)
+            try:
+                _, caused = apply(engine, entry.command)
+            except RidecastError as exc:
+                raise JournalDiverged(
+                    f"journal entry {entry.seq} ({entry.command.name}) was refused on "
+                    f"replay: {exc}") from exc
+            self._operations += 1
+            events += caused
+        events += engine.advance(until)
+        return events
 
     async def _submit(self, events: list[dict[str, Any]]) -> None:
+        published = self._published
+        if not published.done:
+            events = published.filter(events)
+            self.progress = Progress(published.count, published.last_id)
         # The ingest takes bounded batches; order is kept across them.
         for i in range(0, len(events), self.max_batch):
-            await self.sink(self.simulation_id, events[i : i + self.max_batch])
+            chunk = events[i : i + self.max_batch]
+            stored = await self.sink(self.simulation_id, chunk)
+            last = stored[-1] if isinstance(stored, list) and stored else None
+            last_id = getattr(last, "event_id", None)
+            self.progress = Progress(self.progress.count + len(chunk),
+                                     last_id if isinstance(last_id, int)
+                                     else self.progress.last_id)
 
     async def _settle(self) -> None:
         """Wait for the submission in flight; a failure stops the run and is raised."""
@@ -105,8 +175,13 @@ class Runner:
         try:
             while True:
                 async with self.lock:
+                    target: float | None = None
                     if self.status is Status.RUNNING:
-                        events = engine.advance(self.clock.target(engine.now))
+                        target = self.clock.target(engine.now)
+                    elif engine.now < self.replay_until:
+                        target = self.replay_until
+                    if target is not None:
+                        events = self._advance(min(target, engine.now + MAX_STEP_S))
                         await self._settle()
                         if events:
                             self._inflight = asyncio.create_task(
@@ -116,7 +191,10 @@ class Runner:
                             await self._settle()
                             self.status = Status.FINISHED
                             return
-                await self.clock.wait(engine.now, engine.next_t)
+                if engine.now < self.replay_until:
+                    await asyncio.sleep(0)  # catching up: only let the event loop turn
+                else:
+                    await self.clock.wait(engine.now, engine.next_t)
         except asyncio.CancelledError:
             raise
         except Exception as exc:
@@ -160,24 +238,52 @@ class Runner:
         with contextlib.suppress(Exception):  # _settle has logged it and set the error
             await self._settle()
 
-    async def operate(self, op: Callable[[Engine], Result]) -> dict[str, Any]:
-        """Run an operation at the current simulated time; its events, or its error."""
+    async def operate(self, op: Callable[[Engine], Result],
+                      command: Command | None = None) -> dict[str, Any]:
+        """Run an operation at the current simulated time; its events, or its error.
+
+        ``command``: the operation as data; once the engine accepted it, it is written to
+        the journal before anything is published or answered.
+        """
         async with self.lock:
             if self.status not in (Status.RUNNING, Status.PAUSED):
                 raise Conflict(f"the simulator is {self.status.value}: start it first",
                                code="invalid_state")
             await self._settle()
             self._operations += 1
-            caught_up = self.engine.advance(self.clock.op_time(self.engine.now))
+            caught_up = self._advance(self.clock.op_time(self.engine.now))
             try:
                 body, events = op(self.engine)
             except RidecastError:
                 if caught_up:
                     await self._submit(caught_up)
                 raise
+            if command is not None and self._record is not None:
+                await self._journal(command, caught_up)
             await self._submit(caught_up + events)
         self.clock.wake()  # the operation may have set a timer due before the next one
         return body
+
+    async def _journal(self, command: Command, caught_up: list[dict[str, Any]]) -> None:
+        """Write the accepted ``command`` to the journal; when that fails the engine holds
+        an operation its journal does not, so the run stops (as when submitting fails)."""
+        assert self._record is not None
+        entry = JournalEntry(self._next_seq, self.engine.now, command)
+        try:
+            await self._record(entry)
+        except Exception as exc:
+            log.error("simulator of simulation %s stopped: writing its journal failed (%s)",
+                      self.simulation_id, type(exc).__name__)
+            self.error = f"writing the journal failed: {type(exc).__name__}: {exc}"
+            self.status = Status.STOPPED
+            if self._task is not None:
+                self._task.cancel()
+            with contextlib.suppress(Exception):
+                if caught_up:
+                    await self._submit(caught_up)
+            raise ServiceUnavailable("the operation could not be journaled; the run stopped",
+                                     retry_after=1) from exc
+        self._next_seq += 1
 
     async def wait_finished(self) -> None:
         """Until the loop ends (tests and the bench; wrap in ``asyncio.timeout``)."""

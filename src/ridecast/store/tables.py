@@ -256,7 +256,27 @@ simulator_runs = Table(
     Column("status", String(16), nullable=False),
     Column("status_json", JSON, nullable=False),
     Column("updated_at", Float, nullable=False),
+    # The run (a uuid per start), what rebuilds it (settings data and start) and how far its
+    # published events go (count and last event id, simulated clock): simulator/lease.py.
+    Column("run_id", String(32), nullable=True),
+    Column("spec_json", JSON, nullable=True),
+    Column("progress_json", JSON, nullable=True),
     Index("ix_simulator_runs_owner", "owner_node"),
+)
+
+simulator_journal = Table(
+    "simulator_journal",
+    metadata,
+    # Every operation a run accepted, in order, with the simulated time it applied at:
+    # replayed on the run's seed and settings it gives the run again (simulator/journal.py).
+    Column("run_id", String(32), primary_key=True),
+    Column("seq", Integer, primary_key=True, autoincrement=False),
+    Column("simulation_id", Integer, nullable=False),
+    Column("sim_t", Float(precision=53), nullable=False),
+    Column("command", String(32), nullable=False),
+    Column("args_json", Text, nullable=False),
+    Column("created_at", Float, nullable=False),
+    Index("ix_simulator_journal_simulation", "simulation_id"),
 )
 
 webhook_endpoints = Table(

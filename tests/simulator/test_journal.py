@@ -1,0 +1,172 @@
+"""The journal: a run's events are a function of its spec and its journal.
+
+A runner journals each operation it accepts (and no refused one) with the simulated time it
+applied at; a second runner given that journal replays the same events, and one told how
+far the first had published (a count, then the log's tail with other producers' events
+mixed in) publishes exactly the rest.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from ridecast.errors import NotFound
+from ridecast.simulator import Engine, SimulatorSettings
+from ridecast.simulator.clock import MaxClock
+from ridecast.simulator.commands import Command, apply
+from ridecast.simulator.journal import JournalEntry, JournalStore
+from ridecast.simulator.resume import AlreadyPublished, Progress
+from ridecast.simulator.runner import Runner, Status
+from ridecast.store.engine import create_engine, upgrade
+
+START = datetime(2024, 1, 1, 8, tzinfo=UTC)
+SMALL = SimulatorSettings(seed=4, vehicles=5, bookings_per_hour=120, duration_s=1200,
+                          speed="max", network="straight")
+TRIP = {"pickup_lat": 57.70, "pickup_lon": 11.96, "dropoff_lat": 57.72, "dropoff_lon": 11.99,
+        "passengers": 1, "max_wait_s": None}
+
+
+class Sink:
+    """Collects what a runner submits, and numbers it as a log would."""
+
+    def __init__(self, first_id: int = 1) -> None:
+        self.events: list[dict[str, Any]] = []
+        self._next = first_id
+
+    async def __call__(self, simulation_id: int, events: list[dict[str, Any]]) -> list[Any]:
+        self.events.extend(events)
+        stored = []
+        for _ in events:
+            stored.append(type("Stored", (), {"event_id": self._next})())
+            self._next += 1
+        return stored
+
+
+class Recorder:
+    def __init__(self) -> None:
+        self.entries: list[JournalEntry] = []
+
+    async def __call__(self, entry: JournalEntry) -> None:
+        self.entries.append(entry)
+
+
+async def _op(runner: Runner, name: str, **args: Any) -> dict[str, Any]:
+    command = Command(name, args)
+    return await runner.operate(lambda engine: apply(engine, command), command)
+
+
+async def _reach(runner: Runner, t: float) -> None:
+    """Until the running engine has passed simulated time ``t``."""
+    async with asyncio.timeout(30):
+        while True:
+            if runner.engine.now >= t:
+                return
+            await asyncio.sleep(0)
+
+
+async def _first_run() -> tuple[list[dict[str, Any]], list[JournalEntry]]:
+    """A run at 'max', paused now and then for operations of every kind."""
+    sink, recorder = Sink(), Recorder()
+    runner = Runner(3, Engine(3, SMALL, START), MaxClock(step_s=45.0), sink, max_batch=40,
+                    record=recorder)
+    runner.start()
+    await runner.pause()
+    booked = await _op(runner, "create_booking", **TRIP)
+    offer = booked["offer"]
+    with pytest.raises(NotFound):
+        await _op(runner, "accept_offer", offer_id=987654)  # refused: not journaled
+    if offer is not None:
+        await _op(runner, "accept_offer", offer_id=offer["id"])
+    await runner.resume()
+    await _reach(runner, 300.0)
+    await runner.pause()
+    await _op(runner, "set_vehicle_enabled", vehicle_id=2, enabled=False)
+    await _op(runner, "push_position", vehicle_id=3, lat=57.71, lon=11.97, bearing=None,
+              speed=None)
+    await _op(runner, "create_booking", **TRIP)
+    await runner.resume()
+    await _reach(runner, 700.0)
+    await runner.pause()
+    await _op(runner, "set_vehicle_enabled", vehicle_id=2, enabled=True)
+    await runner.resume()
+    async with asyncio.timeout(60):
+        await runner.wait_finished()
+    assert runner.status is Status.FINISHED
+    return sink.events, recorder.entries
+
+
+async def _replayed(entries: list[JournalEntry], published: AlreadyPublished | None = None,
+                    ) -> tuple[list[dict[str, Any]], Runner]:
+    sink = Sink()
+    runner = Runner(3, Engine(3, SMALL, START), MaxClock(step_s=45.0), sink, max_batch=40,
+                    replay=entries, published=published)
+    runner.start()
+    async with asyncio.timeout(60):
+        await runner.wait_finished()
+    return sink.events, runner
+
+
+async def test_replaying_the_journal_gives_the_same_events() -> None:
+    """Every accepted operation is journaled in order with its simulated time, none of the
+    refused; the journal replayed in other steps gives the run's events exactly."""
+    events, entries = await _first_run()
+    assert [e.seq for e in entries] == list(range(1, len(entries) + 1))
+    assert len(entries) >= 5
+    assert [e.sim_t for e in entries] == sorted(e.sim_t for e in entries)
+    assert all(e.command.name != "accept_offer" or e.command.args["offer_id"] != 987654
+               for e in entries)
+    again, runner = await _replayed(entries)
+    assert again == events
+    assert runner.progress.count == len(events)
+    # Without its journal the run is another run: the journal is what made it.
+    without, _ = await _replayed([])
+    assert without != events
+
+
+async def test_a_rebuilt_run_publishes_only_what_was_not_published() -> None:
+    """Told that k events were committed, the rebuilt run publishes events[k:]; told less
+    (a crash after the last record), it finds the rest in the log's tail, among events
+    other producers sent, and publishes from the first one not there."""
+    events, entries = await _first_run()
+    k = len(events) // 2
+    rest, runner = await _replayed(entries, AlreadyPublished(Progress(k, 500)))
+    assert rest == events[k:]
+    assert runner.progress.count == len(events)
+    foreign = {"simulation_id": 3, "agent_type": "operator", "message_type": "bookings",
+               "data": {"bookings": []}, "current_sim_ts": "2024-01-01T08:00:00.000+00:00"}
+    tail: list[tuple[int, dict[str, Any]]] = []
+    for i, event in enumerate(events[k - 30:k]):
+        tail.append((1000 + 2 * i, {**event, "server_ts": "2026-01-01T00:00:00+00:00"}))
+        tail.append((1001 + 2 * i, {**foreign, "server_ts": "2026-01-01T00:00:00+00:00"}))
+    published = AlreadyPublished(Progress(k - 30, 999), tail)
+    rest, runner = await _replayed(entries, published)
+    assert rest == events[k:]
+    assert runner.progress.count == len(events)
+    assert published.last_id == tail[-2][0]
+
+
+async def test_journal_store_keeps_times_exactly(tmp_path: Path) -> None:
+    """Entries come back in order, with the exact float time and the command's arguments;
+    forgetting keeps the current run's journal when asked."""
+    url = f"sqlite+aiosqlite:///{tmp_path / 'j.db'}"
+    await upgrade(url)
+    engine = create_engine(url)
+    try:
+        store = JournalStore(engine)
+        t = 123.45678901234567
+        first = JournalEntry(1, t, Command("create_booking", TRIP))
+        second = JournalEntry(2, t + 1e-9, Command("accept_offer", {"offer_id": 3}))
+        await store.append(9, "run-a", first)
+        await store.append(9, "run-a", second)
+        await store.append(9, "run-b", first)
+        assert await store.read("run-a") == [first, second]
+        await store.forget(9, keep_run="run-a")
+        assert await store.read("run-b") == []
+        assert len(await store.read("run-a")) == 2
+    finally:
+        await engine.dispose()
