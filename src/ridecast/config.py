@@ -103,12 +103,14 @@ class Settings(BaseSettings):
         "on; an item larger than the budget still comes, alone on its page.",
     )
     auth_failures_per_user: int = Field(
-        20, gt=0, description="Failed authentications of one user name per window; beyond "
-        "it, that name's requests are answered 429 with Retry-After until the window ends.",
+        20, gt=0, description="Failed authentications of one user name from one client "
+        "address per window; beyond it, that name's requests from that address are answered "
+        "429 with Retry-After until the window ends (the name from other addresses is not).",
     )
     auth_failures_per_address: int = Field(
-        100, gt=0, description="Failed authentications from one client address per window; "
-        "beyond it, that address's requests are answered 429 with Retry-After.",
+        100, gt=0, description="Failed authentications from one client address per window "
+        "(counted cluster-wide with a Redis bus, like _PER_USER); beyond it, that address's "
+        "requests are answered 429 with Retry-After.",
     )
     auth_failure_window_s: float = Field(
         60.0, gt=0, description="Length of the window of RIDECAST_AUTH_FAILURES_PER_*, "
@@ -120,18 +122,30 @@ class Settings(BaseSettings):
     )
     rate_limit_per_key: float = Field(
         20_000.0, ge=0, description="Requests per second one API key may send on average "
-        "(0: no limit); beyond it (and the burst) requests are answered 429 with Retry-After.",
+        "(in the whole cluster with a Redis bus; 0: no limit); beyond it (and the burst) "
+        "requests are answered 429 with Retry-After.",
     )
     rate_limit_burst: float = Field(
         40_000.0, gt=0, description="Requests one API key may send at once above its rate.",
     )
+    limits_lease_s: float = Field(
+        10.0, gt=0, le=300, description="With a Redis bus, each node's lease on the stream "
+        "counts it holds in Redis, renewed every third of it: the streams of a node that dies "
+        "are given back to their user's and token's limits within this time.",
+    )
+    trusted_proxies: list[str] = Field(
+        default_factory=list, description="Addresses or networks (JSON list, e.g. "
+        '["10.0.0.5", "10.1.0.0/16"]) of the reverse proxies whose X-Forwarded-For and '
+        "X-Forwarded-Proto are believed; the client address of anyone else is the socket's. "
+        "Default none: forwarding headers are ignored.",
+    )
     ws_max_streams_per_user: int = Field(
-        2000, gt=0, description="Open websocket streams of one user in one process; one more "
-        "is closed with 4102 too_many_streams.",
+        2000, gt=0, description="Open websocket streams of one user (in the whole cluster "
+        "with a Redis bus); one more is closed with 4102 too_many_streams.",
     )
     ws_max_streams_per_token: int = Field(
-        200, gt=0, description="Open websocket streams opened with one token in one process; "
-        "one more is closed with 4102 too_many_streams.",
+        200, gt=0, description="Open websocket streams opened with one token (in the whole "
+        "cluster with a Redis bus); one more is closed with 4102 too_many_streams.",
     )
     revocation_poll_s: float = Field(
         0.5, gt=0, le=60, description="How often each process checks the store for revoked "

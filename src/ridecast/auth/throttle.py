@@ -2,11 +2,15 @@
 
 Guessing keys is hopeless (they are 256-bit random), but every failed attempt costs a
 hash and a store lookup, and a flood of them slowed healthy clients. So failures are
-counted per user name and per client address in fixed windows; once a name or an address
-has failed ``max_failures`` times in a window, its next attempts are answered 429 with
-``Retry-After`` before any lookup, until the window ends. A different user, from another
-address, is never affected; a correct key is refused only while its own name or its own
-address is throttled.
+counted in fixed windows per (user name, client address) pair and per client address, as
+OWASP's authentication guidance suggests, never per user name alone: once a pair or an
+address has failed its limit in a window, its next attempts are answered 429 with
+``Retry-After`` before any lookup, until the window ends. A stranger guessing a user's key
+from elsewhere therefore throttles only their own address and pair: the user's correct
+key, from any other address, is never refused because of someone else's failures.
+
+These are the rules of one process (``limits/memory.py``); ``limits/redis.py`` applies the
+same rules to counts kept on Redis for a cluster.
 """
 
 from __future__ import annotations
@@ -55,26 +59,32 @@ class FailureThrottle:
             self._windows.clear()
 
 
+def pair_key(user: str, address: str | None) -> str:
+    """The key of a (user name, address) pair (NUL cannot occur in either)."""
+    return f"{user}\x00{address or ''}"
+
+
 @dataclass
 class LoginThrottle:
-    """The two throttles of a process: by user name and by client address."""
+    """The two throttles of a process: by (user name, address) pair and by address."""
 
-    by_user: FailureThrottle
+    by_pair: FailureThrottle
     by_address: FailureThrottle
 
     def retry_after(self, user: str | None, address: str | None, now: float) -> float | None:
-        """Seconds to wait if the name or the address is throttled, else None."""
-        by_user = self.by_user.retry_after(user, now) if user is not None else None
-        by_address = (self.by_address.retry_after(address, now) if address is not None
-                      else None)
-        if by_user is None:
-            return by_address
-        return by_user if by_address is None else max(by_user, by_address)
+        """Seconds to wait if the pair or the address is throttled, else None."""
+        waits = []
+        if user is not None:
+            waits.append(self.by_pair.retry_after(pair_key(user, address), now))
+        if address is not None:
+            waits.append(self.by_address.retry_after(address, now))
+        found = [wait for wait in waits if wait is not None]
+        return max(found) if found else None
 
     def failed(self, user: str | None, address: str | None, now: float) -> None:
         """Count a failed authentication of ``user`` from ``address``."""
         if user is not None:
-            self.by_user.record_failure(user, now)
+            self.by_pair.record_failure(pair_key(user, address), now)
         if address is not None:
             self.by_address.record_failure(address, now)
 

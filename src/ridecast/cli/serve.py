@@ -60,6 +60,11 @@ def uvicorn_config(app: Any, settings: Settings, host: str, port: int,
         ws_per_message_deflate=False,
         ws_ping_interval=settings.ws_ping_interval_s,
         ws_ping_timeout=settings.ws_ping_interval_s,
+        # X-Forwarded-For decides the client address that the failed-authentication
+        # throttle counts: believed only from the proxies an operator names (uvicorn's own
+        # default trusts loopback, so one local client could pose as any address).
+        proxy_headers=bool(settings.trusted_proxies),
+        forwarded_allow_ips=list(settings.trusted_proxies),
         timeout_graceful_shutdown=5,
         lifespan="on",
         **options,
