@@ -27,12 +27,12 @@ from .api.docs_pages import install_docs_pages
 from .api.errors import BodyGuard, UnexpectedErrors, install_error_handlers
 from .api.jsonlimits import JsonLimits
 from .api.openapi import build_openapi
-from .auth.throttle import FailureThrottle, LoginThrottle, RateLimiter
 from .bus import Bus, MemoryBus, create_bus
 from .config import Settings, get_settings
 from .dashboard import mount_dashboard
 from .hub import Hub, open_dedicated_listener, websocket_routes
 from .ingest import Ingest
+from .limits import create_limits
 from .ports import SimulatorHost
 from .runtime import Runtime
 from .simulations import SimulationCatalog, SimulationService
@@ -108,6 +108,10 @@ async def _start(
     stack.push_async_callback(revocations.close)
     await revocations.start()
     ingest = Ingest(catalog, event_log, max_batch=settings.max_batch_events)
+    # On Redis when the bus is (the cluster's counts), else in this process.
+    limits = create_limits(settings)
+    stack.push_async_callback(limits.close)
+    await limits.start()
 
     dispatch = settings.webhook_workers if run_dispatcher is None else run_dispatcher
     webhooks = WebhookService(settings, engine, simulations_service, bus,
@@ -126,7 +130,7 @@ async def _start(
     hub: Hub | None = None
     if serve_streams:
         hub = Hub(settings, bus=bus, tokens=accounts, directory=catalog, events=event_log,
-                  revocations=revocations)
+                  revocations=revocations, limits=limits)
         stack.push_async_callback(_logging_failure, "hub", hub.close)
         await open_dedicated_listener(hub, settings)
 
@@ -140,11 +144,7 @@ async def _start(
         catalog=catalog,
         ingest=ingest,
         revocations=revocations,
-        login_throttle=LoginThrottle(
-            FailureThrottle(settings.auth_failures_per_user, settings.auth_failure_window_s),
-            FailureThrottle(settings.auth_failures_per_address, settings.auth_failure_window_s),
-        ),
-        key_rate=RateLimiter(settings.rate_limit_per_key, settings.rate_limit_burst),
+        limits=limits,
         webhooks=webhooks,
         hub=hub,
         simulator=simulator,

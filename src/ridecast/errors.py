@@ -98,9 +98,9 @@ _ROWS: tuple[ErrorSpec, ...] = (
               "The request line and headers exceed RIDECAST_MAX_HEADER_BYTES; the connection "
               "is closed."),
     ErrorSpec("too_many_requests", 429, None,
-              "Too many failed authentications for this user name or from this address "
-              "(RIDECAST_AUTH_FAILURES_*), or more requests per second than the API key may "
-              "send (RIDECAST_RATE_LIMIT_*); wait for Retry-After seconds."),
+              "Too many failed authentications for this user name from this address, or from "
+              "this address (RIDECAST_AUTH_FAILURES_*), or more requests per second than the "
+              "API key may send (RIDECAST_RATE_LIMIT_*); wait for Retry-After seconds."),
     ErrorSpec("too_many_streams", 429, 4102,
               "The user or token has as many open streams as RIDECAST_WS_MAX_STREAMS_PER_USER "
               "or _PER_TOKEN allow; close one, then reconnect with back-off."),

@@ -128,3 +128,9 @@ WS_DIRECT_STREAMS = Counter(
     "messages); every stream should be, under uvicorn's websockets-sansio protocol.",
     registry=REGISTRY,
 )
+LIMITS_FALLBACK = Gauge(
+    "ridecast_limits_local_fallback",
+    "1 while this node cannot reach Redis and enforces the cluster's limits (failed "
+    "authentications, requests per key, streams per user and token) on its own counts.",
+    registry=REGISTRY,
+)

@@ -16,12 +16,12 @@ from dataclasses import dataclass, field
 
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from .auth.throttle import LoginThrottle, RateLimiter
 from .bus import Bus
 from .config import Settings
 from .errors import ServiceUnavailable
 from .hub import Hub
 from .ingest import Ingest
+from .limits import Limits
 from .ports import SimulatorHost
 from .simulations import SimulationCatalog, SimulationService
 from .store.accounts import AccountStore
@@ -49,8 +49,7 @@ class Runtime:
     catalog: SimulationCatalog
     ingest: Ingest
     revocations: RevocationWatcher
-    login_throttle: LoginThrottle
-    key_rate: RateLimiter
+    limits: Limits
     webhooks: WebhookService
     hub: Hub | None = None
     simulator: SimulatorHost | None = None

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import math
-import time
 from typing import Annotated, Any
 
 from fastapi import Depends, Request
@@ -42,12 +41,12 @@ async def authenticate(runtime: Runtime, authorization: str | None,
     """``current_user`` without FastAPI: the ``Authorization`` header and client address."""
     creds = parse_authorization(authorization)
     user = creds.username if isinstance(creds, BasicCredentials) else None
-    throttle, now = runtime.login_throttle, time.monotonic()
-    wait = throttle.retry_after(user, address, now)
+    limits = runtime.limits
+    wait = await limits.login_wait(user, address)
     if wait is not None:
         raise TooManyRequests(
-            "too many failed authentications for this user name or from this address; "
-            f"retry in {math.ceil(wait)} s", retry_after=wait,
+            "too many failed authentications for this user name from this address, or "
+            f"from this address; retry in {math.ceil(wait)} s", retry_after=wait,
         )
     try:
         if isinstance(creds, TokenCredentials):
@@ -55,15 +54,15 @@ async def authenticate(runtime: Runtime, authorization: str | None,
         else:
             principal = await runtime.accounts.authenticate(creds)
     except Unauthorized:
-        throttle.failed(user, address, now)
+        await limits.login_failed(user, address)
         raise
     bucket = (str(principal.key_id) if principal.key_id is not None
               else f"token-user:{principal.user_id}")
-    wait = runtime.key_rate.take(bucket, now)
+    wait = await limits.take(bucket)
     if wait is not None:
         raise TooManyRequests(
             f"more requests per second than this API key may send "
-            f"(RIDECAST_RATE_LIMIT_PER_KEY={runtime.key_rate.rate:g}); retry shortly",
+            f"(RIDECAST_RATE_LIMIT_PER_KEY={limits.rate:g}); retry shortly",
             retry_after=wait,
         )
     return principal

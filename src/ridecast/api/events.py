@@ -185,8 +185,8 @@ class IngestFastPath:
         if isinstance(creds, TokenCredentials):
             return None
         user = creds.username if isinstance(creds, BasicCredentials) else None
-        now = time.monotonic()
-        if runtime.login_throttle.retry_after(user, address, now) is not None:
+        limits = runtime.limits
+        if not limits.login_clear_now(user, address):
             return None
         principal = runtime.accounts.cached_principal(creds)
         if principal is None:
@@ -202,7 +202,7 @@ class IngestFastPath:
             return None
         bucket = (str(principal.key_id) if principal.key_id is not None
                   else f"token-user:{principal.user_id}")
-        if runtime.key_rate.take(bucket, now) is not None:
+        if not limits.take_now(bucket):
             return None
         stored = runtime.log.append_nowait(prepared)
         self.served += 1

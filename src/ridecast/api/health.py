@@ -57,7 +57,10 @@ async def readyz(runtime: RuntimeDep) -> Response:
         checks.append(_check(ping(), timeout))
     results = dict(zip(names, await asyncio.gather(*checks), strict=True))
     ready = all(value == "ok" for value in results.values())
-    return JSONResponse({"status": "ready" if ready else "unavailable", **results},
+    # Said, not failed on: a node whose limits fell back to its own counts still serves
+    # (its limits apply per node until Redis answers).
+    return JSONResponse({"status": "ready" if ready else "unavailable", **results,
+                         "limits": runtime.limits.mode},
                         200 if ready else 503, headers=None if ready else {"Retry-After": "1"})
 
 

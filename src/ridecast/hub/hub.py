@@ -14,10 +14,8 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections import Counter
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
 
 from ..auth.credentials import parse_ws_token
 from ..auth.secrets import hash_secret
@@ -25,6 +23,7 @@ from ..auth.visibility import Principal, can_see
 from ..bus import Bus, BusMessage, SimulationChanged, StoredEvent
 from ..config import Settings
 from ..errors import NotFound, RidecastError, ServiceUnavailable, Unauthorized
+from ..limits import Limits
 from ..metrics import WS_CLOSED, WS_CONNECTIONS, WS_FANOUT, WS_FRAMES_SENT
 from ..ports import EventReader, RevocationFeed, SimulationDirectory, TokenChecker
 from .connection import Sink, Stream, close_reason
@@ -64,12 +63,6 @@ _Part = tuple[dict[Stream, None], list[StoredEvent], list[bytes]]
 """A bucket, the events of a bus batch that go to it and their encoded frames."""
 
 
-def _decrement(counter: Counter[Any], key: Any) -> None:
-    counter[key] -= 1
-    if counter[key] <= 0:
-        del counter[key]
-
-
 class Hub:
     """Every websocket stream of this process.
 
@@ -80,7 +73,7 @@ class Hub:
 
     def __init__(self, settings: Settings, *, bus: Bus, tokens: TokenChecker,
                  directory: SimulationDirectory, events: EventReader,
-                 revocations: RevocationFeed) -> None:
+                 revocations: RevocationFeed, limits: Limits) -> None:
         self._settings = settings
         self._tokens_store = tokens
         self._directory = directory
@@ -98,9 +91,9 @@ class Hub:
         self.keepalive = Keepalive(settings.ws_ping_interval_s)
         self._unsubscribe = bus.subscribe(self._on_bus)
         revocations.subscribe(self._on_revocation)
-        # Open streams per user and per token, against RIDECAST_WS_MAX_STREAMS_PER_*.
-        self._per_user: Counter[int] = Counter()
-        self._per_token: Counter[str] = Counter()
+        # Open streams per user and per token, against RIDECAST_WS_MAX_STREAMS_PER_*
+        # (counted for the whole cluster when the limits are on Redis).
+        self._limits = limits
         self._rechecks: set[asyncio.Task[None]] = set()
 
     def __len__(self) -> int:
@@ -247,18 +240,19 @@ class Hub:
             return Prepared(sink, None, None, RidecastError("shutting down",
                                                             code="server_going_away"))
         settings = self._settings
-        if (self._per_user[principal.user_id] >= settings.ws_max_streams_per_user
-                or self._per_token[token_hash] >= settings.ws_max_streams_per_token):
+        if not await self._limits.open_stream(principal.user_id, token_hash):
             return Prepared(sink, None, None, RidecastError(
                 "too many open streams for this user or token "
                 f"(RIDECAST_WS_MAX_STREAMS_PER_USER={settings.ws_max_streams_per_user}, "
                 f"_PER_TOKEN={settings.ws_max_streams_per_token})", code="too_many_streams"))
+        if self._closing:  # shutdown began while the stream was being counted
+            self._limits.close_stream(principal.user_id, token_hash)
+            return Prepared(sink, None, None, RidecastError("shutting down",
+                                                            code="server_going_away"))
         stream = Stream(
             sink, principal, route, queue_limit=self._queue_limit, on_close=self._forget,
             token_hash=token_hash, queue_bytes=settings.ws_send_queue_bytes,
         )
-        self._per_user[principal.user_id] += 1
-        self._per_token[token_hash] += 1
         loop = asyncio.get_running_loop()
         self._expiry.add(loop.time() + (expires_at - time.time()), stream)
         if self._revocations.epoch != epoch:
@@ -332,8 +326,7 @@ class Hub:
     def _forget(self, stream: Stream) -> None:
         if self._index.remove(stream):
             WS_CONNECTIONS.dec()
-            _decrement(self._per_token, stream.token_hash)
-            _decrement(self._per_user, stream.principal.user_id)
+            self._limits.close_stream(stream.principal.user_id, stream.token_hash)
 
     async def _replay(self, stream: Stream, since: int) -> None:
         try:

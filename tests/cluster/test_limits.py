@@ -1,0 +1,229 @@
+"""The limits hold for the cluster: two real nodes on one Redis and one PostgreSQL enforce
+each limit as one process would (streams per user and per token, requests per key, failed
+authentications), a dead node's streams are given back within its lease, and a node that
+cannot reach Redis falls back to its own counts and says so."""
+
+from __future__ import annotations
+
+import asyncio
+import signal
+import time
+from collections.abc import Callable, Iterator
+from contextlib import AsyncExitStack
+from pathlib import Path
+
+import httpx
+import pytest
+from websockets.asyncio.client import ClientConnection, connect
+from websockets.exceptions import ConnectionClosed
+
+from tests.cluster.privateredis import PrivateRedis
+from tests.conftest import REDIS_URL, Server, launch_server
+
+
+def _wait_for(condition: Callable[[], bool], timeout: float = 30, what: str = "") -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.1)
+
+
+async def _open(url: str) -> tuple[ClientConnection, int | None]:
+    """Connect; the close code when the server refuses the stream at once, else None.
+
+    A refusal is a close frame right after the handshake; an accepted stream stays
+    silent (no events are published), which a ping round trip proves.
+    """
+    ws = await connect(url)
+    try:
+        pong = await ws.ping()
+        await asyncio.wait_for(pong, 10)
+    except ConnectionClosed:
+        return ws, ws.close_code
+    await asyncio.sleep(0)
+    if ws.close_code is not None:
+        return ws, ws.close_code
+    return ws, None
+
+
+async def _codes(urls: list[str], stack: AsyncExitStack) -> list[int | None]:
+    codes = []
+    for url in urls:
+        ws, code = await _open(url)
+        stack.push_async_callback(ws.close)
+        codes.append(code)
+    return codes
+
+
+Pair = Callable[[dict[str, str]], tuple[Server, Server]]
+
+
+@pytest.fixture
+def pair(cluster: Callable[..., Server]) -> Iterator[Pair]:
+    """Two nodes of one cluster with the given settings; their limit keys removed after."""
+    started: list[Server] = []
+
+    def start(env: dict[str, str]) -> tuple[Server, Server]:
+        started.extend((cluster(env), cluster(env)))
+        return started[-2], started[-1]
+
+    yield start
+    if started:
+        import redis
+
+        client = redis.Redis.from_url(REDIS_URL)
+        prefix = started[0].env["RIDECAST_BUS_PREFIX"]
+        for key in client.scan_iter(f"{prefix}:limits:*"):
+            client.delete(key)
+
+
+def test_streams_per_user_and_per_token_count_over_both_nodes(
+    pair: Pair,
+) -> None:
+    """Per user 3 and per token 2, over two nodes: a token's 3rd stream is refused 4102 on
+    either node; the user's 4th (another token) likewise; closing one frees a slot that the
+    other node can use."""
+    a, b = pair({"RIDECAST_WS_MAX_STREAMS_PER_USER": "3",
+                 "RIDECAST_WS_MAX_STREAMS_PER_TOKEN": "2"})
+    user = a.create_user()
+    first, second = a.token(user), b.token(user)
+
+    def url(srv: Server, token: str) -> str:
+        return f"{srv.ws_url}/simulation_events/?token={token}"
+
+    async def scenario() -> None:
+        async with AsyncExitStack() as stack:
+            assert await _codes([url(a, first), url(b, first)], stack) == [None, None]
+            assert await _codes([url(a, first), url(b, first)], stack) == [4102, 4102]
+            held, code = await _open(url(b, second))
+            assert code is None
+            assert await _codes([url(a, second)], stack) == [4102]  # the user's 4th
+            await held.close()
+            # The slot is given back on Redis shortly after the close.
+            for _ in range(100):
+                ws, code = await _open(url(a, second))
+                stack.push_async_callback(ws.close)
+                if code is None:
+                    break
+                await asyncio.sleep(0.1)
+            assert code is None
+
+    asyncio.run(scenario())
+
+
+def test_a_dead_nodes_streams_are_given_back_within_its_lease(
+    pair: Pair,
+) -> None:
+    """A node holding a user's every stream is SIGKILLed: within RIDECAST_LIMITS_LEASE_S
+    the other node lets the user open them again."""
+    a, b = pair({"RIDECAST_WS_MAX_STREAMS_PER_USER": "2", "RIDECAST_LIMITS_LEASE_S": "2"})
+    user = a.create_user()
+    token = a.token(user)
+    url_a = f"{a.ws_url}/simulation_events/?token={token}"
+    url_b = f"{b.ws_url}/simulation_events/?token={token}"
+
+    async def fill() -> list[int | None]:
+        async with AsyncExitStack() as stack:
+            codes = await _codes([url_a, url_a], stack)
+            codes += await _codes([url_b], stack)
+            a.process.send_signal(signal.SIGKILL)  # the streams stay counted on Redis
+            a.process.wait(10)
+            return codes
+
+    assert asyncio.run(fill()) == [None, None, 4102]
+
+    async def reopen() -> float:
+        started = time.monotonic()
+        async with AsyncExitStack() as stack:
+            while True:
+                ws, code = await _open(url_b)
+                stack.push_async_callback(ws.close)
+                if code is None:
+                    break
+                assert code == 4102
+                assert time.monotonic() - started < 30
+                await asyncio.sleep(0.2)
+            assert await _codes([url_b], stack) == [None]
+        return time.monotonic() - started
+
+    assert asyncio.run(reopen()) < 30
+
+
+def test_requests_per_key_count_over_both_nodes(
+    pair: Pair,
+) -> None:
+    """Rate 0.1/s, burst 4: two requests on each node spend the burst; the next, on either
+    node, is 429 with Retry-After. Another key is not affected."""
+    a, b = pair({"RIDECAST_RATE_LIMIT_PER_KEY": "0.1", "RIDECAST_RATE_LIMIT_BURST": "4"})
+    user = a.create_user()
+    other = a.create_user()
+    with a.client(user) as on_a, b.client(user) as on_b:
+        statuses = [http.get("/api/v2/simulation").status_code
+                    for http in (on_a, on_b, on_a, on_b)]
+        assert statuses == [200] * 4
+        refused = [on_a.get("/api/v2/simulation"), on_b.get("/api/v2/simulation")]
+    assert [r.status_code for r in refused] == [429, 429]
+    assert all(int(r.headers["Retry-After"]) >= 1 for r in refused)
+    with b.client(other) as http:
+        assert http.get("/api/v2/simulation").status_code == 200
+
+
+def test_failed_authentications_count_over_both_nodes(
+    pair: Pair,
+) -> None:
+    """Per (user, address) 4: two wrong keys through each node, then the next attempt on
+    either node is 429; the same user's key from another address is still 200."""
+    a, b = pair({"RIDECAST_AUTH_FAILURES_PER_USER": "4"})
+    victim = a.create_user()
+    with httpx.Client(timeout=30) as http:
+        statuses = [http.get(f"{srv.base_url}/api/v2/user/token/",
+                             auth=(victim.name, f"x{i}")).status_code
+                    for i, srv in enumerate((a, b, a, b))]
+        assert statuses == [401] * 4
+        assert http.get(f"{a.base_url}/api/v2/simulation", auth=(victim.name, "y")) \
+            .status_code == 429
+        assert http.get(f"{b.base_url}/api/v2/simulation", auth=victim.auth).status_code == 429
+    with httpx.Client(timeout=30,
+                      transport=httpx.HTTPTransport(local_address="127.0.0.2")) as http:
+        assert http.get(f"{b.base_url}/api/v2/simulation", auth=victim.auth).status_code == 200
+
+
+def test_a_node_without_redis_counts_alone_and_says_so(
+    tmp_path: Path, pg_url: str, private_redis: PrivateRedis,
+) -> None:
+    """Redis killed: /readyz and /metrics say the limits fell back to this node's counts,
+    which still apply (the token's 3rd stream is refused); Redis back: cluster counts again."""
+    srv = launch_server(tmp_path, {"RIDECAST_BUS_URL": private_redis.url,
+                                   "RIDECAST_WS_MAX_STREAMS_PER_TOKEN": "2",
+                                   "RIDECAST_LIMITS_LEASE_S": "1",
+                                   "RIDECAST_BUS_TIMEOUT_S": "0.5"},
+                        database_url=pg_url)
+    try:
+        user = srv.create_user()
+        token = srv.token(user)
+
+        def limits() -> str:
+            return str(httpx.get(f"{srv.base_url}/readyz", timeout=10).json()["limits"])
+
+        def fallback_metric() -> str:
+            text = httpx.get(f"{srv.base_url}/metrics", timeout=10).text
+            return next(line for line in text.splitlines()
+                        if line.startswith("ridecast_limits_local_fallback "))
+
+        assert limits() == "redis"
+        assert fallback_metric().endswith(" 0.0")
+        private_redis.kill()
+        _wait_for(lambda: limits().startswith("local fallback"), what="the fallback")
+        assert fallback_metric().endswith(" 1.0")
+        url = f"{srv.ws_url}/simulation_events/?token={token}"
+
+        async def scenario() -> list[int | None]:
+            async with AsyncExitStack() as stack:
+                return await _codes([url, url, url], stack)
+
+        assert asyncio.run(scenario()) == [None, None, 4102]
+        private_redis.start()
+        _wait_for(lambda: limits() == "redis", what="Redis to count again")
+        assert fallback_metric().endswith(" 0.0")
+    finally:
+        srv.stop()
