@@ -340,6 +340,9 @@ class Readiness(BaseModel):
     status: Literal["ready"]
     store: str
     bus: str | None = Field(None, description="Absent with the in-process bus.")
+    limits: str = Field(description="Where the limits are counted: `memory` (one process), "
+                        "`redis` (the whole cluster), or `local fallback: ...` while this "
+                        "node cannot reach Redis and counts alone.")
 
 
 class AsyncApiDocument(BaseModel):
