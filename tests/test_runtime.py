@@ -162,3 +162,24 @@ def test_serve_with_its_websocket_port_taken_exits_with_one_line(tmp_path: Path)
     assert "Traceback" not in done.stderr
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", port))
+
+
+def test_serve_whose_redis_refuses_exits_with_one_clear_line(tmp_path: Path) -> None:
+    """A start that fails inside open_runtime (the bus's Redis refuses): ``ridecast serve``
+    exits non-zero with one line naming RIDECAST_BUS_URL and no traceback (that is for
+    RIDECAST_LOG_LEVEL=debug), and leaves its port free."""
+    port, dead = free_port(), free_port()
+    done = subprocess.run(
+        [sys.executable, "-m", "ridecast.cli.main", "serve", "--port", str(port)],
+        env={"PATH": "/usr/bin:/bin", "RIDECAST_BUS_URL": f"redis://127.0.0.1:{dead}/0",
+             "RIDECAST_DATABASE_URL": f"sqlite+aiosqlite:///{tmp_path / 'r.db'}"},
+        capture_output=True, text=True, timeout=60, cwd=tmp_path,
+    )
+    assert done.returncode != 0
+    errors = [line for line in done.stderr.splitlines() if "could not start" in line]
+    assert len(errors) == 1, done.stderr
+    assert f"the Redis bus at redis://127.0.0.1:{dead}/0 (RIDECAST_BUS_URL) does not answer" in (
+        errors[0])
+    assert "Traceback" not in done.stderr, done.stderr
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", port))

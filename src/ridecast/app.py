@@ -212,7 +212,16 @@ def create_app(settings: Settings | None = None, *,
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        runtime = await open_runtime(settings)
+        try:
+            runtime = await open_runtime(settings)
+        except Exception as exc:
+            # One line that says why; uvicorn's copy of the traceback is shown only at
+            # debug level (cli/startlog.py).
+            log.error("ridecast could not start: %s (%s); everything it had started is "
+                      "stopped%s", exc, type(exc).__name__,
+                      "" if settings.log_level == "debug"
+                      else " (RIDECAST_LOG_LEVEL=debug shows the traceback)")
+            raise
         app.state.runtime = runtime
         app.state.hub = runtime.hub
         try:

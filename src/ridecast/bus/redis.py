@@ -36,6 +36,7 @@ import time
 from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any
+from urllib.parse import urlsplit, urlunsplit
 
 import orjson
 from redis.asyncio import Redis
@@ -94,6 +95,15 @@ def decode(fields: dict[bytes, bytes]) -> BusMessage | None:
     return message
 
 
+def _redacted(url: str) -> str:
+    """``url`` without its password (a log line must not carry it)."""
+    parts = urlsplit(url)
+    if parts.password is None:
+        return url
+    netloc = parts.netloc.replace(f":{parts.password}@", ":***@", 1)
+    return urlunsplit(parts._replace(netloc=netloc))
+
+
 class RedisBus:
     """The bus of a cluster, on one Redis stream (see the module docstring)."""
 
@@ -133,7 +143,12 @@ class RedisBus:
         # The reader blocks in XREAD: a connection of its own, with a read timeout above
         # the block time so a silent network is noticed.
         self._reader = Redis.from_url(self._url, socket_timeout=10, socket_connect_timeout=5)
-        await self._redis.ping()
+        try:
+            await self._redis.ping()
+        except (RedisError, OSError) as exc:
+            raise ConnectionError(
+                f"the Redis bus at {_redacted(self._url)} (RIDECAST_BUS_URL) does not "
+                f"answer: {exc}") from exc
         if self._log is not None:
             self._last_event_id = await self._log.newest_id()
         # From the stream's current end: what came before is in the log, not needed here.

@@ -3,7 +3,9 @@
 ``serve`` says which store it uses and, once listening, one ready line with every URL.
 uvicorn's own start-up lines (process id, lifespan steps, "Uvicorn running on ...") repeat
 that line or mean nothing to a user, so at the default level they are dropped; with
-``RIDECAST_LOG_LEVEL=debug`` they are kept. Warnings and errors always pass.
+``RIDECAST_LOG_LEVEL=debug`` they are kept. Warnings and errors pass, but for one: when the
+start fails, the application logs one line saying why (``app.create_app``), and uvicorn's
+copy of the traceback that follows is kept for debug level.
 """
 
 from __future__ import annotations
@@ -19,12 +21,19 @@ _STARTUP_MESSAGES = (
 )
 
 
+# What uvicorn logs when the application's start-up fails: the traceback, as its message.
+_STARTUP_TRACEBACK = "Traceback (most recent call last)"
+
+
 class HideStartupChatter(logging.Filter):
-    """Drops uvicorn's INFO start-up lines; passes every other record."""
+    """Drops uvicorn's INFO start-up lines and its copy of a failed start-up's traceback;
+    passes every other record."""
 
     def filter(self, record: logging.LogRecord) -> bool:
-        if record.levelno > logging.INFO or not isinstance(record.msg, str):
+        if not isinstance(record.msg, str):
             return True
+        if record.levelno > logging.INFO:
+            return not record.msg.startswith(_STARTUP_TRACEBACK)
         return not record.msg.startswith(_STARTUP_MESSAGES)
 
 
