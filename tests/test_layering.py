@@ -3,12 +3,13 @@
 ``events`` is the contract (event model, webhook settings, signing): it imports nothing
 of ours but the errors table. The SDK (``client``) imports only the contract and the
 errors table, never the server. No package below the HTTP surface imports ``app``,
-``api`` or ``cli``.
+``api`` or ``cli``. One module owns the webhook delivery tables' SQL (``store/outbox.py``).
 """
 
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 import ridecast
@@ -126,3 +127,46 @@ def test_only_the_app_and_the_api_reach_the_runtime() -> None:
     allowed = {"app", "api", "cli", "__main__", "runtime"}
     users = {src for src, dsts in _graph().items() if "runtime" in dsts}
     assert users <= allowed
+
+
+_OUTBOX_SQL = re.compile(r"\b(?:FROM|INTO|UPDATE|JOIN|TABLE)\s+webhook_(?:deliveries|attempts)\b",
+                         re.IGNORECASE)
+_OUTBOX_OWNER = "ridecast.store.outbox"
+
+
+def _touches_the_outbox(path: Path) -> bool:
+    """Whether the file writes SQL on ``webhook_deliveries`` or ``webhook_attempts``, or
+    imports their ``Table`` objects."""
+    source = path.read_text(encoding="utf-8")
+    if _OUTBOX_SQL.search(source):
+        return True
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.ImportFrom) and any(
+            alias.name in ("webhook_deliveries", "webhook_attempts") for alias in node.names
+        ):
+            return True
+    return False
+
+
+def test_only_the_outbox_owner_touches_the_delivery_tables() -> None:
+    """``store/outbox.py`` holds every statement on the delivery tables; ``tables.py``
+    defines them and the migrations change them; nothing else names them in SQL."""
+    allowed = {_OUTBOX_OWNER, "ridecast.store.tables"}
+    offenders = sorted(
+        _module_name(path) for path in ROOT.rglob("*.py")
+        if _touches_the_outbox(path)
+        and _module_name(path) not in allowed
+        and not _module_name(path).startswith("ridecast.store.migrations")
+    )
+    assert offenders == []
+
+
+def test_the_layering_check_sees_a_stray_statement(tmp_path: Path) -> None:
+    """The check above finds SQL and imports it must refuse (it is not vacuous)."""
+    stray = tmp_path / "stray.py"
+    stray.write_text('SQL = "update webhook_deliveries set url = 1"\n', encoding="utf-8")
+    assert _touches_the_outbox(stray)
+    stray.write_text("from ridecast.store.tables import webhook_attempts\n", encoding="utf-8")
+    assert _touches_the_outbox(stray)
+    stray.write_text('PATH = "/api/v2/simulation/1/webhook_deliveries"\n', encoding="utf-8")
+    assert not _touches_the_outbox(stray)

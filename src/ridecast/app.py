@@ -45,9 +45,20 @@ from .simulator.settings import read_settings
 from .store.accounts import AccountStore
 from .store.engine import create_engine, upgrade
 from .store.eventlog import EventLog
+from .store.outbox import outbox_sql
 from .store.revocations import RevocationWatcher
 from .store.simulations import SimulationStore
+from .webhooks.bodies import Bodies
+from .webhooks.claimer import Claimer
+from .webhooks.deliverylog import DeliveryLog
+from .webhooks.dispatcher import Dispatcher
+from .webhooks.health import EndpointHealth
+from .webhooks.policy import DeliveryPolicy
+from .webhooks.recorder import Recorder
+from .webhooks.resolver import Resolver
+from .webhooks.sender import Sender
 from .webhooks.service import WebhookService
+from .webhooks.watch import OutboxWatch, newest_id_reader
 
 log = logging.getLogger(__name__)
 
@@ -114,9 +125,9 @@ async def _start(
     await limits.start()
 
     dispatch = settings.webhook_workers if run_dispatcher is None else run_dispatcher
-    webhooks = WebhookService(settings, engine, simulations_service, bus,
-                              run_dispatcher=dispatch,
-                              watch_outbox=watch_outbox and isinstance(bus, MemoryBus))
+    webhooks = _webhooks(settings, engine, bus, catalog, simulations_service,
+                         run_dispatcher=dispatch,
+                         watch_outbox=watch_outbox and isinstance(bus, MemoryBus))
     simulations_service.add_data_check(webhooks.check_data)
     stack.push_async_callback(_logging_failure, "webhooks", webhooks.close)
     webhooks.start()
@@ -160,6 +171,36 @@ async def _logging_failure(name: str, stop: Callable[[], Awaitable[None]]) -> No
         await stop()
     except Exception:
         log.exception("closing %s failed", name)
+
+
+def _webhooks(settings: Settings, engine: AsyncEngine, bus: Bus, catalog: SimulationCatalog,
+              simulations_service: SimulationService, *, run_dispatcher: bool,
+              watch_outbox: bool) -> WebhookService:
+    """The webhook parts: one owner of the outbox's statements for the store's dialect, the
+    claim, the record and the delivery log on it, the sender, and (when this process
+    delivers) the dispatcher, which reads simulations through the catalog."""
+    policy = DeliveryPolicy.from_settings(settings)
+    sql = outbox_sql(engine.dialect.name, hold_s=policy.claim_hold_s)
+    resolver = Resolver(allow_private=settings.webhook_allow_private)
+    sender = Sender(timeout_s=settings.webhook_timeout_s,
+                    connect_timeout_s=settings.webhook_connect_timeout_s,
+                    allow_private=settings.webhook_allow_private, resolver=resolver)
+    deliveries = DeliveryLog(engine, sql)
+    dispatcher: Dispatcher | None = None
+    if run_dispatcher:
+        recorder = Recorder(engine, sql)
+        watch_s = settings.webhook_watch_interval_s
+        dispatcher = Dispatcher(
+            policy, claimer=Claimer(engine, sql, recorder), recorder=recorder,
+            deliveries=deliveries, sender=sender, simulations=catalog,
+            health=EndpointHealth(engine, quiet_gap_s=policy.quiet_gap_s),
+            bodies=Bodies(policy.body_cache_bytes), bus=bus,
+            disable=simulations_service.disable_webhook,
+            watch=(OutboxWatch(newest_id_reader(engine), interval_s=watch_s)
+                   if watch_outbox and watch_s > 0 else None),
+        )
+    return WebhookService(resolver=resolver, sender=sender, deliveries=deliveries,
+                          dispatcher=dispatcher)
 
 
 def _simulator_host(settings: Settings, engine: AsyncEngine, bus: Bus,

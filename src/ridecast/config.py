@@ -221,6 +221,32 @@ class Settings(BaseSettings):
         "the outbox's newest delivery id to hear of new deliveries (0: not at all, then it "
         "finds them by its poll, `RIDECAST_WEBHOOK_POLL_INTERVAL_S`)."
     )
+    webhook_unit_rows: int = Field(
+        64, gt=0, le=100_000, description="Most deliveries of one ordered lane (one simulation) "
+        "a worker claims at once and sends one after the other."
+    )
+    webhook_chunk_rows: int = Field(
+        256, gt=0, le=100_000, description="Most deliveries of one unordered chunk (one URL) a "
+        "worker claims at once; a running chunk asks for more when half of it is left."
+    )
+    webhook_max_in_memory: int = Field(
+        8192, gt=0, le=1_000_000, description="Most deliveries one process holds claimed and "
+        "unsent; it claims no more until some are done."
+    )
+    webhook_body_cache_bytes: int = Field(
+        32 * 1024 * 1024, ge=0, description="Bytes of event bodies a process keeps for the "
+        "first attempt of the deliveries it appended (then no read back from the log); the "
+        "oldest are dropped first."
+    )
+    webhook_maintenance_interval_s: float = Field(
+        5.0, gt=0, description="How often a process that delivers webhooks updates the "
+        "queue-depth and backlog gauges and checks whether retention is due."
+    )
+    webhook_claim_hold_s: float = Field(
+        2.0, gt=0, description="PostgreSQL: how long the server waits for a worker stopped "
+        "inside a claim's or a record's transaction before it ends that transaction, "
+        "releasing its locks (a stalled worker then holds only its leases)."
+    )
     simulator_lease_s: float = Field(
         15.0, gt=0, description="Lease of a node on the simulator runs it owns, renewed every "
         "third of it; a running or paused run whose owner stops renewing (killed, cut off) "

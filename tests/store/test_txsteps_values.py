@@ -16,9 +16,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from sqlalchemy import create_engine
 
+from ridecast.store.outbox import SUCCESS_SQL as _SUCCESS_SQL
+from ridecast.store.outbox import SUCCESS_VALUES_SQL as _SUCCESS_VALUES_SQL
 from ridecast.store.tables import metadata
 from ridecast.store.txsteps import Many, Query, Steps, _sqlite_run
-from ridecast.webhooks.outbox import _SUCCESS_SQL, _SUCCESS_VALUES_SQL
 
 ROW_SQL = "INSERT INTO t (a, b, c) VALUES (?, ?, ?)"
 VALUES_SQL = "INSERT INTO t (a, b, c) {values}"
@@ -73,7 +74,7 @@ def outbox_file(tmp_path: Path) -> Iterator[str]:
 
 @pytest.mark.skipif(_SUCCESS_VALUES_SQL is None, reason="UPDATE ... FROM needs SQLite 3.33")
 def test_success_values_update_writes_what_the_row_update_writes(outbox_file: str) -> None:
-    """The success batch as one statement (``outbox._SUCCESS_VALUES_SQL``) against the same
+    """The success batch as one statement (``store.outbox.SUCCESS_VALUES_SQL``) against the same
     batch row by row (``_SUCCESS_SQL``), on the real table: the same columns, and rows not in
     the batch untouched."""
     results = []
@@ -86,7 +87,8 @@ def test_success_values_update_writes_what_the_row_update_writes(outbox_file: st
             "claim_token, lease_until) VALUES (?, ?, 1, 'vehicle_use', 'http://x/', "
             "'delivering', ?, 0, 0, 0, 0, 'tok', 99)",
             [(n, 100 + n, n % 3) for n in range(1, 41)])
-        batch = [(5.0, 6.0, 1000.0 + n, 1.5 * n, 200 + n % 2, None if n % 4 else f"ok {n}", n)
+        batch = [(5.0, 6.0, 1000.0 + n, 1.5 * n, 200 + n % 2, None if n % 4 else f"ok {n}", n,
+                  "tok")
                  for n in range(1, 41) if n % 5]  # every fifth row is not in the batch
 
         _sqlite_run(db, _success(batch, values))

@@ -15,13 +15,23 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from ridecast.bus.memory import MemoryBus
 from ridecast.cli.receiver import Receiver, Reply, Request
 from ridecast.config import Settings
+from ridecast.simulations import SimulationCatalog
 from ridecast.store.accounts import AccountStore
 from ridecast.store.engine import create_engine, upgrade
+from ridecast.store.outbox import outbox_sql
 from ridecast.store.simulations import SimulationStore
 from ridecast.store.tables import events, webhook_deliveries
-from ridecast.webhooks.dispatcher import CHUNK_ROWS, Dispatcher, SimStates
-from ridecast.webhooks.outbox import Outbox, Unit
+from ridecast.webhooks.bodies import Bodies
+from ridecast.webhooks.claimer import Claimer
+from ridecast.webhooks.deliverylog import DeliveryLog
+from ridecast.webhooks.dispatcher import Dispatcher
+from ridecast.webhooks.health import EndpointHealth
+from ridecast.webhooks.jobs import Unit
+from ridecast.webhooks.policy import DeliveryPolicy
+from ridecast.webhooks.recorder import Recorder
 from ridecast.webhooks.sender import Sender
+
+POLICY = DeliveryPolicy.from_settings(Settings())
 
 
 @pytest.fixture
@@ -53,13 +63,23 @@ async def _setup(engine: AsyncEngine, url: str, count: int, *, ordered: bool = T
     settings = Settings(webhook_allow_private=True, webhook_timeout_s=0.5,
                         webhook_lease_s=5, webhook_retry_schedule_s=[0.1],
                         webhook_concurrency_per_endpoint=per_endpoint)
+    policy = DeliveryPolicy.from_settings(settings)
     sender = Sender(timeout_s=0.5, connect_timeout_s=0.5, allow_private=True)
 
     async def disable(_sim: int, _at: float, _reason: str) -> None:
         return None
 
-    outbox = Outbox(engine)
-    return Dispatcher(settings, outbox, sender, store, MemoryBus(), disable), sender, sim
+    # Wired as app.py wires them.
+    sql = outbox_sql(engine.dialect.name)
+    recorder = Recorder(engine, sql)
+    bus = MemoryBus()
+    dispatcher = Dispatcher(
+        policy, claimer=Claimer(engine, sql, recorder), recorder=recorder,
+        deliveries=DeliveryLog(engine, sql), sender=sender,
+        simulations=SimulationCatalog(store, bus),
+        health=EndpointHealth(engine, quiet_gap_s=policy.quiet_gap_s),
+        bodies=Bodies(policy.body_cache_bytes), bus=bus, disable=disable)
+    return dispatcher, sender, sim
 
 
 async def _statuses(engine: AsyncEngine) -> list[tuple[str, str | None]]:
@@ -103,7 +123,7 @@ async def test_an_unordered_backlog_keeps_its_slot_in_one_unit(
 
     receiver = Receiver(record)
     await receiver.start()
-    count = CHUNK_ROWS * 2 + 100
+    count = POLICY.chunk_rows * 2 + 100
     dispatcher, sender, _sim = await _setup(engine, receiver.url, count, ordered=False,
                                             per_endpoint=1)
     started: list[int] = []
@@ -115,7 +135,7 @@ async def test_an_unordered_backlog_keeps_its_slot_in_one_unit(
 
     monkeypatch.setattr(Dispatcher, "_start_unit", counted)
     await _deliver_all(engine, dispatcher, sender, receiver)
-    assert started == [CHUNK_ROWS]
+    assert started == [POLICY.chunk_rows]
     assert sorted(received) == received and len(received) == count
 
 
@@ -164,29 +184,3 @@ async def test_close_gives_back_what_was_not_sent(engine: AsyncEngine) -> None:
         await asyncio.sleep(0.05)  # let the closed transports finish closing
     assert dispatcher.in_memory == 0 and dispatcher.units_running == 0
     assert sorted(await _statuses(engine)) == [("pending", None)] * 5
-
-
-async def test_simulation_state_is_read_once_by_concurrent_senders() -> None:
-    """Units asking for one simulation's state at once share one read of the store; a read
-    that fails fails for each of them, and the next ask reads again."""
-    reads = 0
-    fail = False
-
-    class Store:
-        async def get(self, simulation_id: int) -> None:
-            nonlocal reads
-            reads += 1
-            await asyncio.sleep(0.01)
-            if fail:
-                raise RuntimeError("store down")
-
-    states = SimStates(Store())  # type: ignore[arg-type]
-    got = await asyncio.gather(*(states.get(7) for _ in range(10)))
-    assert reads == 1 and all(not state.exists for state in got)
-    assert states.cached(7) is got[0]
-    states.forget(7)
-    fail = True
-    failed = await asyncio.gather(*(states.get(7) for _ in range(3)), return_exceptions=True)
-    assert reads == 2 and all(isinstance(exc, RuntimeError) for exc in failed)
-    fail = False
-    assert not (await states.get(7)).exists and reads == 3

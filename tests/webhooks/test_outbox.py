@@ -1,4 +1,5 @@
-"""The outbox queries on a real SQLite file: leases, reclaim, release, purge."""
+"""The claim, the record and the delivery log on a real store (SQLite, and PostgreSQL where
+named): leases, reclaim, release, purge."""
 
 from __future__ import annotations
 
@@ -14,8 +15,30 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from ridecast.bus import MemoryBus
 from ridecast.store.engine import create_engine, upgrade
 from ridecast.store.eventlog import EventLog
+from ridecast.store.outbox import outbox_sql
 from ridecast.store.tables import events, webhook_attempts, webhook_deliveries
-from ridecast.webhooks.outbox import Job, Outbox, Result
+from ridecast.webhooks.claimer import Claimer
+from ridecast.webhooks.deliverylog import DeliveryLog
+from ridecast.webhooks.jobs import Job, Result
+from ridecast.webhooks.recorder import Recorder
+
+
+class Outbox:
+    """The claim, the record and the delivery log on one store, as one worker holds them."""
+
+    def __init__(self, engine: AsyncEngine) -> None:
+        sql = outbox_sql(engine.dialect.name)
+        self.recorder = Recorder(engine, sql)
+        self.claimer = Claimer(engine, sql, self.recorder)
+        self.log = DeliveryLog(engine, sql)
+        self.claim = self.claimer.claim
+        self.record = self.recorder.record
+        self.release = self.claimer.release
+        self.retry = self.log.retry
+        self.list = self.log.listing
+        self.get = self.log.get
+        self.depth = self.log.depth
+        self.purge_older_than = self.log.purge_older_than
 
 
 @pytest.fixture
@@ -80,7 +103,7 @@ async def test_an_ordered_lane_is_held_by_one_claim_at_a_time(engine: AsyncEngin
         (1, b'{"i":0}'), (1, b'{"i":1}'), (1, b'{"i":2}'),
         (2, b'{"i":0}'), (2, b'{"i":1}'), (2, b'{"i":2}')]
     assert await claim(outbox, rows=3) == []  # both lanes are held
-    await outbox.record([Result(j.delivery_id, "succeeded", 1, time.time(), None)
+    await outbox.record([Result(j.delivery_id, "succeeded", 1, time.time(), None, token=j.token)
                          for j in first])
     rest = await claim(outbox, rows=3)
     assert sorted(j.body for j in rest) == [b'{"i":3}', b'{"i":3}', b'{"i":4}', b'{"i":4}']
@@ -101,7 +124,7 @@ async def test_release_makes_rows_due_again(engine: AsyncEngine) -> None:
     await _enqueue(engine, 2, "http://idle/", ordered=False)
     outbox = Outbox(engine)
     jobs = await claim(outbox)
-    await outbox.release([job.delivery_id for job in jobs])
+    await outbox.release([(job.delivery_id, job.token) for job in jobs])
     assert len(await claim(outbox)) == 2
 
 
@@ -114,8 +137,8 @@ async def test_a_pending_retry_blocks_its_lane_only(engine: AsyncEngine) -> None
     head = next(j for j in first if j.simulation_id == 1)
     other = next(j for j in first if j.simulation_id == 2)
     await outbox.record([
-        Result(head.delivery_id, "pending", 1, time.time() + 60, "HTTP 500"),
-        Result(other.delivery_id, "succeeded", 1, time.time(), None),
+        Result(head.delivery_id, "pending", 1, time.time() + 60, "HTTP 500", token=head.token),
+        Result(other.delivery_id, "succeeded", 1, time.time(), None, token=other.token),
     ])
     assert await claim(outbox) == []
 
@@ -156,9 +179,11 @@ async def test_purge_removes_old_finished_deliveries_with_attempts(engine: Async
                "error": None, "response_body": ""}
     await outbox.record([
         Result(jobs[0].delivery_id, "succeeded", 1, time.time(), None,
-               success=(1.0, 1.0, 204, "")),
-        Result(jobs[1].delivery_id, "failed", 1, time.time(), "HTTP 500", attempt),
-        Result(jobs[2].delivery_id, "pending", 1, time.time() + 60, "HTTP 500", attempt),
+               success=(1.0, 1.0, 204, ""), token=jobs[0].token),
+        Result(jobs[1].delivery_id, "failed", 1, time.time(), "HTTP 500", attempt,
+               token=jobs[1].token),
+        Result(jobs[2].delivery_id, "pending", 1, time.time() + 60, "HTTP 500", attempt,
+               token=jobs[2].token),
     ])
     assert await outbox.purge_older_than(time.time() + 1) == 2
     async with engine.connect() as conn:
@@ -227,9 +252,9 @@ async def test_a_success_is_one_write_on_the_delivery_and_listed_as_an_attempt(
     first, second = await claim(outbox)
     t = time.time()
     await outbox.record([Result(first.delivery_id, "succeeded", 1, t, None, simulation_id=1,
-                                success=_success(t - 1, 200, "ok")),
+                                success=_success(t - 1, 200, "ok"), token=first.token),
                          Result(second.delivery_id, "pending", 1, t - 1, "HTTP 500",
-                                _attempt(t - 2, 500, "boom"))])
+                                _attempt(t - 2, 500, "boom"), token=second.token)])
     async with any_engine.connect() as conn:
         rows = await conn.scalar(select(func.count()).select_from(webhook_attempts))
     assert rows == 1  # the failure's only
@@ -242,33 +267,37 @@ async def test_a_success_is_one_write_on_the_delivery_and_listed_as_an_attempt(
     # The retried one succeeds: failure first, success after it.
     (again,) = await claim(outbox)
     await outbox.record([Result(again.delivery_id, "succeeded", 2, t, None, simulation_id=1,
-                                success=_success(t, 204))])
-    # The first is replayed and succeeds again: both successes are in its log.
+                                success=_success(t, 204), token=again.token)])
+    # The first is replayed and succeeds again: both successes are in its log; the replay
+    # started a fresh schedule, so its attempt count is the one attempt since.
     assert await outbox.retry(1, first.delivery_id) is True
     (replayed,) = await claim(outbox)
-    await outbox.record([Result(replayed.delivery_id, "succeeded", 2, t + 1, None,
-                                simulation_id=1, success=_success(t + 1, 202))])
+    assert replayed.attempt_count == 0
+    await outbox.record([Result(replayed.delivery_id, "succeeded", 1, t + 1, None,
+                                simulation_id=1, success=_success(t + 1, 202),
+                                token=replayed.token)])
     listed, total = await outbox.list(1, status=None, message_type=None, limit=10, offset=0)
     assert total == 2
     by_id = {item["id"]: item for item in listed}
     assert [a["status_code"] for a in by_id[second.delivery_id]["attempts"]] == [500, 204]
     assert [a["status_code"] for a in by_id[first.delivery_id]["attempts"]] == [200, 202]
-    assert by_id[first.delivery_id]["attempt_count"] == 2
+    assert by_id[first.delivery_id]["attempt_count"] == 1
 
 
 async def test_a_batch_of_successes_keeps_the_earlier_success_of_replayed_rows_only(
     any_engine: AsyncEngine,
 ) -> None:
     """One batch of successes where some rows hold an earlier success (replayed) and some
-    hold none: the earlier ones move to the log as attempts, each row counts one attempt
-    more, and the fresh rows gain no attempt row."""
+    hold none: the earlier ones move to the log as attempts, each row counts the one attempt
+    of its (fresh, after the replay) schedule, and the fresh rows gain no attempt row."""
     await _enqueue(any_engine, 6)
     outbox = Outbox(any_engine)
     t = time.time()
     jobs = await claim(outbox, rows=4)
     assert len(jobs) == 4
     await outbox.record([Result(job.delivery_id, "succeeded", 1, t, None, simulation_id=1,
-                                success=_success(t - 10 + n, 200, f"first {n}"))
+                                success=_success(t - 10 + n, 200, f"first {n}"),
+                                token=job.token)
                          for n, job in enumerate(jobs)])
     replayed = [jobs[0].delivery_id, jobs[2].delivery_id]
     for delivery_id in replayed:
@@ -279,7 +308,8 @@ async def test_a_batch_of_successes_keeps_the_earlier_success_of_replayed_rows_o
     assert {job.delivery_id for job in batch} == (
         set(replayed) | (every - {job.delivery_id for job in jobs}))
     await outbox.record([Result(job.delivery_id, "succeeded", job.attempt_count + 1, t, None,
-                                simulation_id=1, success=_success(t + n, 202, f"second {n}"))
+                                simulation_id=1, success=_success(t + n, 202, f"second {n}"),
+                                token=job.token)
                          for n, job in enumerate(batch)])
     listed, total = await outbox.list(1, status=None, message_type=None, limit=10, offset=0)
     assert total == 6
@@ -288,7 +318,7 @@ async def test_a_batch_of_successes_keeps_the_earlier_success_of_replayed_rows_o
     for job in jobs:
         again = job.delivery_id in replayed
         assert codes[job.delivery_id] == ([200, 202] if again else [200])
-        assert counts[job.delivery_id] == (2 if again else 1)
+        assert counts[job.delivery_id] == 1
     fresh = [job.delivery_id for job in batch if job.delivery_id not in replayed]
     assert len(fresh) == 2 and all(codes[i] == [202] and counts[i] == 1 for i in fresh)
     async with any_engine.connect() as conn:
@@ -312,7 +342,7 @@ async def test_a_running_chunk_is_extended_under_its_token_in_its_slot(
     assert more.token == first.token
     assert [job.body for job in more.jobs] == [b'{"i":%d}' % i for i in range(4, 8)]
     assert not any(job.ordered for job in more.jobs)
-    done = [Result(job.delivery_id, "succeeded", 1, time.time(), None)
+    done = [Result(job.delivery_id, "succeeded", 1, time.time(), None, token=job.token)
             for job in [*first.jobs, *more.jobs]]
     # Every row of the token recorded in the same claim: its slot is free, no extension;
     # the plan takes the slot instead, under a new token.

@@ -14,9 +14,9 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from ridecast.store.engine import create_engine, upgrade
 from ridecast.store.tables import webhook_deliveries
-from ridecast.webhooks.outbox import Outbox
 from ridecast.webhooks.watch import (
     OutboxWatch,
+    PooledNewestId,
     PostgresNewestId,
     SqliteNewestId,
     newest_id_reader,
@@ -48,17 +48,16 @@ async def test_a_new_row_of_another_engine_wakes_the_watch_once(
     engines: tuple[AsyncEngine, AsyncEngine],
 ) -> None:
     watcher, writer = engines
-    outbox = Outbox(watcher)
     await _add_delivery(writer)  # there before the watch: the dispatcher's first poll's
     woken: list[int] = []
-    reader = newest_id_reader(outbox)  # its own connection, not the pool
+    reader = newest_id_reader(watcher)  # its own connection, not the pool
     assert isinstance(reader, SqliteNewestId | PostgresNewestId)
     watch = OutboxWatch(reader, lambda: woken.append(1), interval_s=0.01)
     try:
         assert await watch.check() is False  # the first read only sets the mark
         assert await watch.check() is False  # nothing new
         newest = await _add_delivery(writer)
-        assert await reader() == await outbox.newest_id() == newest  # the pool agrees
+        assert await reader() == await PooledNewestId(watcher)() == newest  # the pool agrees
         assert await watch.check() is True
         assert await watch.check() is False  # the same row does not wake it twice
         assert woken == [1]
@@ -71,7 +70,7 @@ async def test_the_running_watch_wakes_on_each_commit_and_sees_a_new_row_after_a
 ) -> None:
     watcher, writer = engines
     woken = asyncio.Event()
-    watch = OutboxWatch(newest_id_reader(Outbox(watcher)), woken.set, interval_s=0.005)
+    watch = OutboxWatch(newest_id_reader(watcher), woken.set, interval_s=0.005)
     task = asyncio.create_task(watch.run())
     try:
         await asyncio.sleep(0.05)  # the first read has set the mark
@@ -135,7 +134,7 @@ def test_the_interval_must_be_positive() -> None:
 async def test_the_postgres_reader_opens_a_new_connection_after_losing_one(pg_url: str) -> None:
     await upgrade(pg_url)
     writer = create_engine(pg_url)
-    reader = newest_id_reader(Outbox(writer))
+    reader = newest_id_reader(writer)
     assert isinstance(reader, PostgresNewestId)
     try:
         assert await reader() == 0
@@ -168,7 +167,7 @@ async def test_the_postgres_reader_connects_as_the_engine_does(pg_url: str) -> N
     url = f"{pg_url}?prepared_statement_cache_size=50"
     await upgrade(url)
     engine = create_engine(url)
-    reader = newest_id_reader(Outbox(engine))
+    reader = newest_id_reader(engine)
     assert isinstance(reader, PostgresNewestId)
     try:
         newest = await _add_delivery(engine)

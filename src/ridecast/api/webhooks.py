@@ -8,7 +8,7 @@ from fastapi import Query
 
 from ..errors import BadRequest
 from ..events.types import ALL_TYPES
-from ..webhooks.outbox import STATES
+from ..store.outbox import STATES
 from .deps import CurrentUser, RuntimeDep
 from .params import Id, Offset
 from .responses import Delivery, DeliveryList, RetriedCount, WebhookTestResult, answers

@@ -26,7 +26,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import and_, delete, func, select, text, union_all
+from sqlalchemy import and_, delete, func, select, text
 from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
@@ -36,21 +36,13 @@ from ..errors import ServiceUnavailable
 from ..metrics import EVENTLOG_COMMITS, EVENTLOG_EVENTS
 from .checkpointer import WalCheckpointer, disable_autocheckpoint
 from .driver_sql import insert_qmark, insert_values
-from .tables import (
-    active_delivery_wheres,
-    event_counter,
-    events,
-    first_id_since,
-    simulations,
-    webhook_deliveries,
-)
+from .outbox import outbox_sql
+from .tables import event_counter, events, first_id_since, simulations
 from .txsteps import DriverThread, Many, Query, Steps, driver_thread, run_on
 
 log = logging.getLogger(__name__)
 
 _EVENT_COLUMNS = ("id", "simulation_id", "message_type", "created_at", "body")
-_OUTBOX_COLUMNS = ("event_id", "simulation_id", "message_type", "url", "status",
-                   "attempt_count", "next_attempt_at", "created_at", "updated_at", "ordered")
 
 # Turns of the event loop the writer lets pass before it takes a group, while each turn
 # queues more requests (``EventLog._gather``).
@@ -133,11 +125,9 @@ class EventLog:
         # The group commit's INSERTs (``?`` placeholders, see ``store.txsteps``).
         # On SQLite, many rows per statement (``Many``'s ``values``).
         self._insert_events = insert_qmark(engine.dialect, events, _EVENT_COLUMNS)
-        self._insert_outbox = insert_qmark(engine.dialect, webhook_deliveries,
-                                           _OUTBOX_COLUMNS)
+        # The outbox's rows, in ``store.outbox.INSERT_COLUMNS`` order (its owner's SQL).
+        self._outbox = outbox_sql(engine.dialect.name)
         self._events_values = insert_values(engine.dialect, events, _EVENT_COLUMNS)
-        self._outbox_values = insert_values(engine.dialect, webhook_deliveries,
-                                            _OUTBOX_COLUMNS)
         # On SQLite, the writer connection's driver thread: a group commit is one trip
         # there (``store.txsteps``). Set with the connection.
         self._thread: DriverThread | None = None
@@ -389,15 +379,15 @@ class EventLog:
             raise RuntimeError("the event_counter row is missing (run the migrations)")
         last = int(found[0][0])
         first = last - len(flat) + 1
-        # To the driver as tuples (``_EVENT_COLUMNS``, ``_OUTBOX_COLUMNS`` order): no dict
-        # and no per-row processing by SQLAlchemy.
+        # To the driver as tuples (``_EVENT_COLUMNS``, ``outbox.INSERT_COLUMNS`` order): no
+        # dict and no per-row processing by SQLAlchemy.
         yield Many(self._insert_events, [(first + i, e.simulation_id, e.message_type, now,
                                           e.body) for i, e in enumerate(flat)],
                    self._events_values)
-        yield Many(self._insert_outbox, [
+        yield Many(self._outbox.insert, [
             (first + i, e.simulation_id, e.message_type, e.webhook_url, "pending", 0, now, now,
              now, e.webhook_ordered)
-            for i, e in enumerate(flat) if e.webhook_url], self._outbox_values)
+            for i, e in enumerate(flat) if e.webhook_url], self._outbox.insert_values)
         return last
 
     # ---- reads -------------------------------------------------------------------------
@@ -522,13 +512,10 @@ class EventLog:
     async def purge_older_than(self, cutoff: float) -> int:
         """Remove events created before ``cutoff`` (unix s), except those a delivery still needs
         (pending or in flight: read from the outbox's partial indexes)."""
-        still_needed = union_all(*(
-            select(webhook_deliveries.c.event_id).where(text(where))
-            for where in active_delivery_wheres(self._engine.dialect.name)
-        ))
+        still_needed = text(f"events.id NOT IN ({self._outbox.active_event_ids})")
         async with self._engine.begin() as conn:
             bound = await conn.scalar(first_id_since(events, cutoff))
-            old = [events.c.created_at < cutoff, events.c.id.not_in(still_needed)]
+            old: list[Any] = [events.c.created_at < cutoff, still_needed]
             if bound is not None:
                 old.append(events.c.id < bound)
             result = await conn.execute(delete(events).where(*old))

@@ -27,37 +27,9 @@ from sqlalchemy import (
     true,
 )
 
+from .outbox import LANE_ROWS_WHERE, LEASED_WHERE, LOOSE_PENDING_WHERE
+
 metadata = MetaData()
-
-# The predicates of the partial indexes on webhook deliveries still to send, per dialect. A
-# query uses such an index only when its WHERE holds the same literal terms (SQLite does not
-# prove a bound parameter implies them), so ``webhooks.outbox`` builds its claim queries from
-# these very strings.
-LANE_ROWS_WHERE = {
-    "sqlite": "status IN ('pending', 'delivering') AND ordered = 1",
-    "postgresql": "status IN ('pending', 'delivering') AND ordered",
-}
-# Leased rows (in flight), by claim token: a claim counts the units in flight with one index
-# seek per unit, not by reading every leased row (``outbox._IN_FLIGHT_SQL``).
-LEASED_WHERE = "status = 'delivering'"
-LOOSE_PENDING_WHERE = {
-    "sqlite": "status = 'pending' AND ordered = 0",
-    "postgresql": "status = 'pending' AND NOT ordered",
-}
-_LOOSE_LEASED_WHERE = {
-    "sqlite": f"{LEASED_WHERE} AND ordered = 0",
-    "postgresql": f"{LEASED_WHERE} AND NOT ordered",
-}
-
-
-def active_delivery_wheres(dialect: str) -> tuple[str, str, str]:
-    """Three disjoint predicates whose union is the deliveries still to send (pending or
-    delivering), each read from one of the partial indexes above: ordered rows (the lanes),
-    unordered rows waiting, unordered rows in flight. The queue-depth gauge and the event
-    log's retention count and read these instead of an index on ``status`` that every
-    status change would rewrite."""
-    return (LANE_ROWS_WHERE[dialect], LOOSE_PENDING_WHERE[dialect],
-            _LOOSE_LEASED_WHERE[dialect])
 
 
 def first_id_since(table: Table, cutoff: float) -> Select[tuple[Any]]:
@@ -206,15 +178,15 @@ webhook_deliveries = Table(
     Column("claim_token", String(32), nullable=True),
     # The delivery's latest successful attempt, kept on its row rather than as a
     # webhook_attempts row: a delivery that succeeds, the common case, costs one write to
-    # record. The delivery log shows it among the attempts (``Outbox.list``); before another
-    # success is written here, this one moves to webhook_attempts.
+    # record. The delivery log shows it among the attempts (``webhooks.deliverylog``);
+    # before another success is written here, this one moves to webhook_attempts.
     Column("success_started_at", Float, nullable=True),
     Column("success_latency_ms", Float, nullable=True),
     Column("success_status_code", Integer, nullable=True),
     Column("success_response_body", Text, nullable=True),
     # No index on (status, next_attempt_at): every delivery changes status three times, and
     # each change rewrote two of its entries. Claims read the partial indexes below; the
-    # depth gauge and retention read them too (``active_delivery_wheres``); the purge of
+    # depth gauge and retention read them too (``store.outbox``); the purge of
     # finished rows reads the oldest rows by id (migration 0011).
     Index("ix_deliveries_sim", "simulation_id", "id"),
     # Active ordered rows by lane, and waiting unordered rows by URL: a claim reads the head

@@ -212,5 +212,11 @@ class StepRunner:
             return await run_on(conn, make(), thread=await driver_thread(conn),
                                 styled=self._styled)
 
+    async def read(self, make: Callable[[], Steps[T]]) -> T:
+        """Run the read-only steps ``make()`` statement by statement on a pooled connection:
+        no write lock, no write gate (a read never waits for the group commit)."""
+        async with self._engine.connect() as conn:
+            return await _async_run(conn, conn.dialect, make(), self._styled)
+
 
 __all__ = ["DriverThread", "Many", "Query", "StepRunner", "Steps", "driver_thread", "run_on"]

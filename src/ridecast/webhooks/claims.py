@@ -17,9 +17,9 @@ Two kinds of unit:
   URL, oldest first; chunks of one URL run in parallel, up to the limit. A backlog goes out
   in chunks of ``chunk_rows``, fewer rows are shared evenly among the URL's slots
   (``chunk_size``). A chunk running out gets more rows under its claim token, shared the
-  same way (``Outbox.claim``'s ``extend``), so its slot does not wait for a claim: with
-  ``bench/webhooks.py``'s burst, chunks of 64 started together ended together and left every
-  slot idle for a claim (5-85 ms) after each ~80 ms of sending.
+  same way (``Claimer.claim``'s ``extend``), so its slot does not wait for a claim (chunks
+  started together otherwise end together and leave every slot idle for the next claim;
+  docs/performance.md).
 
 Units are handed out oldest first (by their first ``event_id``), so no endpoint starves.
 """
@@ -30,7 +30,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 
-@dataclass(slots=True)  # not frozen: one per candidate row of every claim (see outbox.Job)
+@dataclass(slots=True)  # not frozen: one per candidate row of every claim (see jobs.Job)
 class Row:
     """What the claim needs to know of one active (pending or delivering) delivery."""
 

@@ -1,11 +1,12 @@
 """A time-out for one task's requests, one after the other, with one timer for them all.
 
 ``asyncio.timeout`` around every request costs a timer handle (scheduled in the loop's heap
-and cancelled again) and a context manager per request: about 6% of the server's CPU when a
-dispatcher unit sends thousands of small deliveries. A unit sends its requests one after
-the other, so one timer does: ``start`` only records when the current request must end; the
-timer, armed for the earliest such moment, re-arms itself for the current one when it fires
-early, and cancels the task when the current request has run out of time. ``expired`` then
+and cancelled again) and a context manager per request, a visible share of the server's CPU
+when a dispatcher unit sends thousands of small deliveries (docs/performance.md). A unit
+sends its requests one after the other, so one timer does: ``start`` only records when the
+current request must end; the timer, armed for the earliest such moment, re-arms itself for
+the current one when it fires early, and cancels the task when the current request has run
+out of time. ``expired`` then
 tells the caller's ``except CancelledError`` that the cancellation was this time-out, not a
 shutdown.
 

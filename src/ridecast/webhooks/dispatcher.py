@@ -1,31 +1,29 @@
-"""The dispatcher: claims units of due deliveries from the outbox and sends them.
+"""The dispatcher: claims units of due deliveries and sends them.
 
 Two tasks and one task per claimed unit:
 
 * the cycle loop wakes on a bus batch holding a ``StoredEvent`` with ``has_webhook`` (this
-  process appended it; its body is kept in memory for the first attempt, see ``Bodies``),
-  on a finished attempt, or every ``RIDECAST_WEBHOOK_POLL_INTERVAL_S`` (1 s: rows written
-  by another process, retries coming due, leases of a dead process running out). Each cycle is one
-  transaction: it records the finished attempts gathered since the last one (in batches),
+  process appended it; its body is kept for the first attempt, see ``bodies``), on a
+  finished attempt, or every ``poll_interval_s`` (rows written by another process, retries
+  coming due, leases of a dead or stalled worker running out). Each cycle is one
+  transaction (``claimer``): it records the finished attempts gathered since the last one,
   then claims units (``claims.plan_units``): an ordered lane of one simulation, or an
-  unordered chunk of one URL; the store counts units in flight per URL, so
-  ``webhook_concurrency_per_endpoint`` holds across every worker process. What a recorded
-  result frees (a lane, a slot) is claimed again in the same transaction;
+  unordered chunk of one URL; the store counts units in flight per URL, so the
+  per-endpoint limit holds across every worker process;
 * a unit task sends its deliveries one after the other, in ``event_id`` order, renewing the
-  unit's lease when a slow receiver would outlast it; in an ordered lane a delivery that
-  must be retried gives the rest of the lane back (head-of-line: they wait behind it); the
-  task leaves the set when done, and every delivery it held is finished or given back. An
-  unordered chunk running out asks the next cycle for more rows of its URL under its token
-  (``Outbox.claim``'s ``extend``), up to ``UNIT_MAX_ROWS``: its slot never waits for a
-  claim. Chunks that ended together waited together for the claim after them: every slot of
-  the URL idle, for 50-85 ms while a busy event log held SQLite's write lock;
-* the maintenance loop updates the queue-depth gauge and purges old finished deliveries;
+  unit's lease when a slow receiver would outlast it; a unit that finds its lease taken by
+  another worker drops what it holds, unsent. In an ordered lane a delivery that must be
+  retried gives the rest of the lane back (head-of-line). An unordered chunk running out
+  asks the next cycle for more rows of its URL under its token, so its slot never waits
+  for a claim;
+* the maintenance loop updates the queue gauges and purges old finished deliveries;
 * in a process whose bus brings no other process's rows (``ridecast worker`` on the
   in-process bus), the outbox watch wakes the cycle loop when a row is added (``watch``).
 
-A delivery goes to the URL in force when it is sent (the simulation's current settings), not
-the one in force when its event was appended; with no webhook settings left, it is
-cancelled (``failed``, replayable).
+A delivery goes to the URL in force when it is sent (the simulation's current settings, read
+through the ``SimulationDirectory`` port), not the one in force when its event was appended;
+with no webhook settings left, it is cancelled (``failed``, replayable). Every collaborator
+comes from ``app.py``; the numbers come from the ``DeliveryPolicy``.
 """
 
 from __future__ import annotations
@@ -37,149 +35,30 @@ import random
 import time
 from collections import deque
 from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass
 from typing import Any
 
-from ..bus import Bus, BusMessage, SimulationChanged, StoredEvent
-from ..config import Settings
+from ..bus import Bus, BusMessage, StoredEvent
 from ..errors import ServiceUnavailable
-from ..events.webhook_settings import webhook_settings
 from ..metrics import WEBHOOK_ATTEMPTS, WEBHOOK_LATENCY, WEBHOOK_QUEUE
-from ..store.simulations import SimulationStore
+from ..ports import SimulationDirectory
+from .bodies import Bodies
+from .claimer import Claimer
 from .deadline import Deadline
+from .deliverylog import DeliveryLog
 from .health import EndpointHealth
-from .outbox import RELEASE, Job, Outbox, Result, Unit
-from .retry import Verdict, honours_retry_after, next_delay, quiet_gap, verdict
+from .jobs import RELEASE, Job, Result, Unit
+from .policy import DeliveryPolicy
+from .recorder import Recorder
+from .retry import ErrorClass, Verdict, honours_retry_after, judge, next_delay
 from .sender import Attempt, Sender
-from .watch import OutboxWatch, newest_id_reader
+from .watch import OutboxWatch
 
 log = logging.getLogger(__name__)
 
-MAX_IN_MEMORY = 8192
-UNIT_ROWS = 64  # deliveries per ordered lane's unit: one claim feeds a lane for this many
-CHUNK_ROWS = 256  # at most, per unordered chunk (``claims``: a URL's backlog, in long chunks)
-# An unordered chunk with this many rows left asks for more under its claim token (its slot
-# is not given up): at 1,000 deliveries/s a slot, 128 ms for the claim, which took up to
-# 85 ms behind a busy event log. A unit that has sent UNIT_MAX_ROWS ends instead, and its
-# slot is planned afresh with every lane and URL waiting (the oldest first).
-REFILL_AT = CHUNK_ROWS // 2
-UNIT_MAX_ROWS = 4096
-CLAIM_UNITS = 64
-WRITE_BATCH = 1000
-WRITE_INTERVAL_S = 0.01
-SIM_CACHE_TTL_S = 2.0
-BODY_CACHE_BYTES = 32 * 1024 * 1024
-
 DisableHook = Callable[[int, float, str], Awaitable[None]]
-# Successes are counted when their batch is recorded (one ``inc`` per batch: the counter's
-# lock cost about 1.5 µs a delivery); the other outcomes when they are judged.
+# Successes are counted when their batch is recorded (one ``inc`` per batch); the other
+# outcomes when they are judged.
 SUCCEEDED = WEBHOOK_ATTEMPTS.labels("succeeded")
-
-
-@dataclass(frozen=True, slots=True)
-class SimState:
-    """What the sender needs to know about a simulation at send time."""
-
-    exists: bool
-    subscribed: bool
-    disabled: bool
-    secret: str | None
-    url: str | None = None
-
-
-class SimStates:
-    """Current webhook state per simulation: a short TTL cache, emptied on ``SimulationChanged``.
-
-    The TTL covers changes made by another process when the bus is in-memory.
-    """
-
-    def __init__(self, store: SimulationStore) -> None:
-        self._store = store
-        self._cache: dict[int, tuple[float, SimState]] = {}
-        # One read per simulation at a time: when an entry runs out, every unit sending that
-        # simulation's deliveries asks at once; they share the one read. At most one per
-        # simulation being sent.
-        self._loading: dict[int, asyncio.Future[SimState]] = {}
-
-    def forget(self, simulation_id: int) -> None:
-        self._cache.pop(simulation_id, None)
-
-    def cached(self, simulation_id: int) -> SimState | None:
-        """The state if the cache holds it and it is fresh (no coroutine per delivery)."""
-        cached = self._cache.get(simulation_id)
-        if cached is not None and cached[0] > time.monotonic():
-            return cached[1]
-        return None
-
-    async def get(self, simulation_id: int) -> SimState:
-        cached = self.cached(simulation_id)
-        if cached is not None:
-            return cached
-        now = time.monotonic()
-        loading = self._loading.get(simulation_id)
-        if loading is not None:
-            return await asyncio.shield(loading)
-        future: asyncio.Future[SimState] = asyncio.get_running_loop().create_future()
-        self._loading[simulation_id] = future
-        try:
-            state = await self._load(simulation_id, now)
-        except asyncio.CancelledError:
-            future.cancel()
-            raise
-        except Exception as exc:
-            future.set_exception(exc)
-            future.exception()  # retrieved: the waiters (if any) see it, nobody else must
-            raise
-        else:
-            future.set_result(state)
-            return state
-        finally:
-            del self._loading[simulation_id]
-
-    async def _load(self, simulation_id: int, now: float) -> SimState:
-        record = await self._store.get(simulation_id)
-        if record is None:
-            state = SimState(False, False, False, None)
-        else:
-            hook = webhook_settings(record.data)
-            state = SimState(
-                True, hook is not None, record.webhook_disabled_at is not None,
-                hook.secret if hook else None, hook.url if hook else None,
-            )
-        self._cache[simulation_id] = (now + SIM_CACHE_TTL_S, state)
-        return state
-
-
-class Bodies:
-    """Event bodies this process appended with a webhook, by ``event_id``, for the first
-    attempt of their delivery: a claim then reads no body back from the log. Bounded by
-    bytes, oldest out first; a body taken for a send is dropped (a retry reads it back)."""
-
-    def __init__(self, limit_bytes: int = BODY_CACHE_BYTES) -> None:
-        self._limit = limit_bytes
-        self._size = 0
-        self._bodies: dict[int, bytes] = {}
-
-    def __len__(self) -> int:
-        return len(self._bodies)
-
-    @property
-    def mapping(self) -> dict[int, bytes]:
-        return self._bodies
-
-    def add(self, event_id: int, body: bytes) -> None:
-        if event_id in self._bodies:
-            return
-        self._bodies[event_id] = body
-        self._size += len(body)
-        while self._size > self._limit and self._bodies:
-            oldest = next(iter(self._bodies))
-            self._size -= len(self._bodies.pop(oldest))
-
-    def drop(self, event_id: int) -> None:
-        body = self._bodies.pop(event_id, None)
-        if body is not None:
-            self._size -= len(body)
 
 
 class Dispatcher:
@@ -187,44 +66,40 @@ class Dispatcher:
 
     def __init__(
         self,
-        settings: Settings,
-        outbox: Outbox,
+        policy: DeliveryPolicy,
+        *,
+        claimer: Claimer,
+        recorder: Recorder,
+        deliveries: DeliveryLog,
         sender: Sender,
-        store: SimulationStore,
+        simulations: SimulationDirectory,
+        health: EndpointHealth,
+        bodies: Bodies,
         bus: Bus,
         disable: DisableHook,
-        *,
+        watch: OutboxWatch | None = None,
         rng: random.Random | None = None,
-        watch_interval_s: float | None = None,
     ) -> None:
-        self._settings = settings
-        # A process whose bus brings no other process's rows (``ridecast worker`` on the
-        # in-process bus) watches the outbox for them instead (``watch``).
-        self._watch = (None if watch_interval_s is None else
-                       OutboxWatch(newest_id_reader(outbox), self.wake,
-                                   interval_s=watch_interval_s))
-        self._outbox = outbox
+        self._policy = policy
+        self._claimer = claimer
+        self._recorder = recorder
+        self._deliveries = deliveries
         self._sender = sender
-        self._sims = SimStates(store)
+        self._simulations = simulations
+        self._health = health
+        self._bodies = bodies
         self._bus = bus
         self._disable = disable
+        self._watch = watch
         self._rng = rng or random.Random()
         self._wake = asyncio.Event()
         # Something may be claimable: new events, a unit ended (a slot or a lane is free),
         # a wake-up from outside, the poll. Otherwise a cycle only records results.
         self._claim_due = True
         # Look for unordered rows whose lease ran out (a dead worker's): on the poll only, as
-        # they have waited a whole lease already (see ``Outbox.claim``).
+        # they have waited a whole lease already.
         self._stale_due = True
         self._results: list[Result] = []
-        self._health = EndpointHealth(
-            outbox.engine,
-            quiet_gap_s=quiet_gap(
-                settings.webhook_retry_schedule_s, jitter=settings.webhook_retry_jitter,
-                timeout_s=settings.webhook_timeout_s, lease_s=settings.webhook_lease_s,
-            ),
-        )
-        self._bodies = Bodies()
         self._tasks: list[asyncio.Task[None]] = []
         self._units: set[asyncio.Task[None]] = set()
         self._unsubscribe: Callable[[], None] | None = None
@@ -234,6 +109,8 @@ class Dispatcher:
         # are appended there; ``_run_unit``).
         self._refill_wanted: dict[str, str] = {}
         self._refilling: dict[str, deque[Job]] = {}
+        # Claim token -> the URL its rows were repointed to (one statement per unit and URL).
+        self._repointed: dict[str, str] = {}
         self.delivered = 0
 
     @property
@@ -255,7 +132,7 @@ class Dispatcher:
             asyncio.create_task(self._maintenance_loop(), name="ridecast-webhook-maintenance"),
         ]
         if self._watch is not None:
-            self._tasks.append(asyncio.create_task(self._watch.run(),
+            self._tasks.append(asyncio.create_task(self._watch.run(self.wake),
                                                    name="ridecast-webhook-outbox-watch"))
 
     def wake(self) -> None:
@@ -266,30 +143,26 @@ class Dispatcher:
     def _on_bus(self, messages: Sequence[BusMessage]) -> None:
         woken = False
         for message in messages:
-            if isinstance(message, StoredEvent):
-                if message.has_webhook:
-                    self._bodies.add(message.event_id, message.body)
-                    woken = True
-            elif isinstance(message, SimulationChanged):
-                self._sims.forget(message.simulation_id)
+            if isinstance(message, StoredEvent) and message.has_webhook:
+                self._bodies.add(message.event_id, message.body)
+                woken = True
         if woken:
             self.wake()  # one wake-up per bus batch (a commit batch or more)
 
     # ---- claiming ------------------------------------------------------------------------
 
     async def _cycle_loop(self) -> None:
+        policy = self._policy
         while True:
             try:
-                await asyncio.wait_for(self._wake.wait(),
-                                       timeout=self._settings.webhook_poll_interval_s)
+                await asyncio.wait_for(self._wake.wait(), timeout=policy.poll_interval_s)
             except TimeoutError:
                 self._claim_due = True  # rows of other processes, retries coming due
                 self._stale_due = True  # and unordered rows whose lease ran out
-            if self._results and len(self._results) < WRITE_BATCH and not self._claim_due:
+            if self._results and len(self._results) < policy.write_batch and not self._claim_due:
                 # Only results to write: let a batch gather, one commit for many. A freed
-                # slot or new rows are claimed at once (with what has gathered): a slot
-                # idle for the interval is a receiver's connection idle.
-                await asyncio.sleep(WRITE_INTERVAL_S)
+                # slot or new rows are claimed at once (with what has gathered).
+                await asyncio.sleep(policy.write_interval_s)
             self._wake.clear()
             try:
                 await self._cycle()
@@ -301,30 +174,30 @@ class Dispatcher:
                     log.debug("recording or claiming webhook deliveries failed: %s", exc)
                 else:
                     log.exception("recording or claiming webhook deliveries failed; retrying")
-                await asyncio.sleep(self._settings.webhook_poll_interval_s)
+                await asyncio.sleep(policy.poll_interval_s)
 
     async def _cycle(self) -> None:
         """Record what finished, then claim, in one transaction; again while it fills up."""
+        policy = self._policy
         while True:
-            batch, self._results = self._results[:WRITE_BATCH], self._results[WRITE_BATCH:]
-            want = min(CLAIM_UNITS, (MAX_IN_MEMORY - self.in_memory) // CHUNK_ROWS)
-            if not self._claim_due:
-                want = 0
+            batch = self._results[:policy.write_batch]
+            self._results = self._results[policy.write_batch:]
+            room = policy.max_in_memory - self.in_memory
+            want = min(policy.claim_units, room // policy.chunk_rows) if self._claim_due else 0
             self._claim_due = False
             extend = list(self._refill_wanted.items())
             self._refill_wanted.clear()
-            if self.in_memory + CHUNK_ROWS > MAX_IN_MEMORY:
+            if room < policy.chunk_rows:
                 extend = []  # the units run out and end; their slots are planned afresh
             if want <= 0 and not batch and not extend:
                 return  # a finished unit wakes us again
             extend_tokens = {token for token, _url in extend}
             try:
-                units = await self._outbox.claim(
-                    max_units=max(want, 0), unit_rows=UNIT_ROWS, chunk_rows=CHUNK_ROWS,
-                    per_endpoint=self._settings.webhook_concurrency_per_endpoint,
-                    lease_s=self._settings.webhook_lease_s, record=batch,
-                    bodies=self._bodies.mapping, stale=self._stale_due and want > 0,
-                    extend=extend,
+                units = await self._claimer.claim(
+                    max_units=max(want, 0), unit_rows=policy.unit_rows,
+                    chunk_rows=policy.chunk_rows, per_endpoint=policy.per_endpoint,
+                    lease_s=policy.lease_s, record=batch, bodies=self._bodies.mapping,
+                    stale=self._stale_due and want > 0, extend=extend,
                 )
             except Exception:
                 self._results = batch + self._results
@@ -344,7 +217,7 @@ class Dispatcher:
                     await self._start_unit(unit)
             if new == want > 0:
                 self._claim_due = True  # there may be more
-            if not self._claim_due and len(self._results) < WRITE_BATCH:
+            if not self._claim_due and len(self._results) < policy.write_batch:
                 return  # the next finished attempt or bus batch wakes the loop
 
     async def _start_unit(self, unit: Unit) -> None:
@@ -357,7 +230,7 @@ class Dispatcher:
             # Part of this lane is still being sent here: a second task would put two
             # requests of one simulation in flight. Give the rest back; the lane stays held
             # by the task that is sending it.
-            await self._outbox.release([job.delivery_id for job in jobs])
+            await self._claimer.release([(job.delivery_id, job.token) for job in jobs])
             return
         self._hold(jobs)
         task = asyncio.create_task(
@@ -376,6 +249,7 @@ class Dispatcher:
 
     async def _run_unit(self, unit: Unit) -> None:
         """Send the unit's deliveries in order; see the module docstring."""
+        policy = self._policy
         todo = deque(unit.jobs)
         token = unit.token
         loose = not todo[0].ordered
@@ -389,14 +263,14 @@ class Dispatcher:
             while todo:
                 job = todo[0]
                 # Renew while enough of the lease is left for this send to finish in it.
-                margin = min(2 * self._settings.webhook_timeout_s,
-                             self._settings.webhook_lease_s / 2)
-                if time.time() + margin > lease_until:
-                    renewed = time.time() + self._settings.webhook_lease_s
-                    if not await self._outbox.renew(
-                        unit.token, [j.delivery_id for j in todo], renewed
+                if time.time() + policy.renew_margin_s > lease_until:
+                    renewed = time.time() + policy.lease_s
+                    if not await self._claimer.renew(
+                        token, [j.delivery_id for j in todo], renewed
                     ):
-                        # The lease ran out and another worker holds these now.
+                        # The lease ran out and another worker holds these now: drop them
+                        # unsent (that worker sends them; a second send would put one
+                        # webhook-id, or one ordered lane, in flight twice).
                         for lost in todo:
                             self._held.pop(lost.delivery_id, None)
                         todo.clear()
@@ -404,19 +278,20 @@ class Dispatcher:
                     lease_until = renewed
                 try:
                     result = await self._attempt(job, deadline)
-                except Exception:
+                except Exception as exc:
+                    # Not given back as due now (a delivery that crashes every time would
+                    # spin): a failed attempt, retried on the schedule.
                     log.exception("webhook delivery %d crashed", job.delivery_id)
-                    result = Result(job.delivery_id, RELEASE, job.attempt_count, time.time(),
-                                    None)
+                    result = await self._crashed(job, exc)
                 todo.popleft()
                 sent += 1
                 self._finish(job, result)
                 if job.ordered and result.status not in ("succeeded", "failed"):
                     break  # head-of-line: the rest of the lane waits behind this delivery
                 if loose:
-                    if len(todo) > REFILL_AT:
+                    if len(todo) > policy.refill_at:
                         asked = False  # more came: ask again when these run out
-                    elif not asked and sent + len(todo) < UNIT_MAX_ROWS:
+                    elif not asked and sent + len(todo) < policy.unit_max_rows:
                         asked = True
                         self._refill_wanted[token] = job.url
                         self.wake()
@@ -425,12 +300,14 @@ class Dispatcher:
             # task of their own (``_cycle``).
             self._refilling.pop(token, None)
             self._refill_wanted.pop(token, None)
+            self._repointed.pop(token, None)
             deadline.close()
             # Whatever was not sent (cancelled at shutdown, or held behind a retry) is
             # given back, due now; it never stays held in memory.
             now = time.time()
             for job in todo:
-                self._finish(job, Result(job.delivery_id, RELEASE, job.attempt_count, now, None))
+                self._finish(job, Result(job.delivery_id, RELEASE, job.attempt_count, now,
+                                         None, token=job.token))
             self.wake()  # its slot (and lane) is free once the cycle records it
 
     def _finish(self, job: Job, result: Result) -> None:
@@ -441,93 +318,111 @@ class Dispatcher:
 
     async def _attempt(self, job: Job, deadline: Deadline | None = None) -> Result:
         now = time.time()
-        state = self._sims.cached(job.simulation_id) or await self._sims.get(job.simulation_id)
-        if not state.exists:
+        meta = await self._simulations.get(job.simulation_id)
+        if meta is None:
             return Result(job.delivery_id, "failed", job.attempt_count, now,
-                          "simulation deleted before delivery")
-        if state.disabled:
+                          "simulation deleted before delivery", token=job.token)
+        if meta.webhook_disabled:
             return Result(job.delivery_id, "disabled", job.attempt_count, now,
-                          "the simulation's webhook endpoint is disabled")
-        if state.url is None:
+                          "the simulation's webhook endpoint is disabled", token=job.token)
+        hook = meta.webhook
+        if hook is None:
             return Result(job.delivery_id, "failed", job.attempt_count, now,
-                          "cancelled: the simulation has no webhook settings any more")
+                          "cancelled: the simulation has no webhook settings any more",
+                          token=job.token)
         if job.body is None:
             return Result(job.delivery_id, "failed", job.attempt_count, now,
-                          f"event {job.event_id} is no longer in the log (retention)")
-        url = state.url
-        if url != job.url:
-            # The URL was changed after this event: it goes to the URL in force now.
-            await self._outbox.repoint(job.simulation_id, url)
-        attempt = await self._sender.send(url, job.msg_id, job.body, state.secret, deadline)
+                          f"event {job.event_id} is no longer in the log (retention)",
+                          token=job.token)
+        url = hook.url
+        if url != job.url and self._repointed.get(job.token) != url:
+            # The URL was changed after this event: it goes to the URL in force now, with
+            # the simulation's waiting rows and the rest of this unit (one statement).
+            await self._claimer.repoint(job.simulation_id, url, job.token)
+            self._repointed[job.token] = url
+        attempt = await self._sender.send(url, job.msg_id, job.body, hook.secret, deadline)
         if attempt.error_class is None:  # a 2xx answer: the common case, no coroutine
             WEBHOOK_LATENCY.observe(attempt.latency_ms / 1000.0)
             self.delivered += 1
             return Result(job.delivery_id, "succeeded", job.attempt_count + 1, time.time(),
                           None, None, job.simulation_id,
                           (attempt.started_at, round(attempt.latency_ms, 3),
-                           attempt.status_code, attempt.response_body))
+                           attempt.status_code, attempt.response_body), job.token)
         return await self._judge(job, url, attempt)
 
+    async def _crashed(self, job: Job, exc: Exception) -> Result:
+        """The result of an attempt that raised (a defect): a failed attempt of class
+        ``other``, retried on the schedule like any failure."""
+        attempt = Attempt(time.time(), 0.0, error_class=ErrorClass.OTHER,
+                          error=f"internal error: {type(exc).__name__}: {exc}"[:500])
+        try:
+            return await self._judge(job, job.url, attempt)
+        except Exception:
+            log.exception("judging the crashed delivery %d failed", job.delivery_id)
+            delay = self._policy.retry_schedule_s[0] if self._policy.retry_schedule_s else 60.0
+            return Result(job.delivery_id, "pending", job.attempt_count + 1,
+                          time.time() + delay, attempt.error, _attempt_row(attempt),
+                          token=job.token)
+
     async def _judge(self, job: Job, url: str, attempt: Attempt) -> Result:
-        """The outcome of an attempt that did not succeed (no answer, or not a 2xx, which
-        ``verdict`` and ``error_class_of_status`` agree on): retry, fail or disable."""
+        """The outcome of an attempt that did not succeed: retry, fail or disable."""
+        policy = self._policy
         count = job.attempt_count + 1
         row = _attempt_row(attempt)
         WEBHOOK_LATENCY.observe(attempt.latency_ms / 1000.0)
         now = time.time()
-        outcome = verdict(attempt.status_code)
+        outcome, _error_class = judge(attempt.status_code)
         error = attempt.error or "failed"
         if outcome is Verdict.DISABLE:
             WEBHOOK_ATTEMPTS.labels("disabled").inc()
             await self._disable_endpoint(
                 job.simulation_id, now, f"endpoint answered 410 Gone ({url})"
             )
-            return Result(job.delivery_id, "disabled", count, now, error, row)
+            return Result(job.delivery_id, "disabled", count, now, error, row, token=job.token)
         try:
             since = await self._health.failed(job.simulation_id, url, now)
         except Exception:
             log.exception("recording the failure of %s failed", url)
             since = now
-        if now - since >= self._settings.webhook_disable_after_s:
+        if now - since >= policy.disable_after_s:
             WEBHOOK_ATTEMPTS.labels("disabled").inc()
             await self._disable_endpoint(
                 job.simulation_id, now,
                 f"endpoint failed continuously for {now - since:.0f} s ({url}): {error}",
             )
-            return Result(job.delivery_id, "disabled", count, now, error, row)
+            return Result(job.delivery_id, "disabled", count, now, error, row, token=job.token)
         retry_after = attempt.retry_after_s if honours_retry_after(attempt.status_code) else None
-        delay = next_delay(
-            count, self._settings.webhook_retry_schedule_s,
-            jitter=self._settings.webhook_retry_jitter, rng=self._rng, retry_after=retry_after,
-        )
+        delay = next_delay(count, policy.retry_schedule_s, jitter=policy.retry_jitter,
+                           rng=self._rng, retry_after=retry_after)
         if delay is None:
             WEBHOOK_ATTEMPTS.labels("failed").inc()
-            return Result(job.delivery_id, "failed", count, now, error, row)
+            return Result(job.delivery_id, "failed", count, now, error, row, token=job.token)
         WEBHOOK_ATTEMPTS.labels("retry").inc()
-        return Result(job.delivery_id, "pending", count, now + delay, error, row)
+        return Result(job.delivery_id, "pending", count, now + delay, error, row,
+                      token=job.token)
 
     async def _disable_endpoint(self, simulation_id: int, at: float, reason: str) -> None:
         log.warning("disabling webhook of simulation %d: %s", simulation_id, reason)
-        self._sims.forget(simulation_id)
         try:
             await self._disable(simulation_id, at, reason)
-            await self._outbox.disable_pending(simulation_id, reason)
+            await self._deliveries.disable_pending(simulation_id, reason)
             await self._health.succeeded(simulation_id)  # a re-enabled endpoint starts afresh
         except Exception:
             log.exception("disabling the webhook of simulation %d failed", simulation_id)
 
-    # ---- recording -----------------------------------------------------------------------
+    # ---- maintenance ---------------------------------------------------------------------
 
     async def _maintenance_loop(self) -> None:
+        policy = self._policy
         last_purge = time.monotonic()
         while True:
-            await asyncio.sleep(5.0)
+            await asyncio.sleep(policy.maintenance_interval_s)
             try:
-                WEBHOOK_QUEUE.set(await self._outbox.depth())
-                if time.monotonic() - last_purge >= self._settings.retention_interval_s:
+                WEBHOOK_QUEUE.set(await self._deliveries.depth())
+                if time.monotonic() - last_purge >= policy.retention_interval_s:
                     last_purge = time.monotonic()
-                    cutoff = time.time() - self._settings.event_retention_s
-                    removed = await self._outbox.purge_older_than(cutoff)
+                    removed = await self._deliveries.purge_older_than(
+                        time.time() - policy.retention_s)
                     if removed:
                         log.info("retention removed %d finished webhook deliveries", removed)
             except ServiceUnavailable as exc:  # a store outage: its engine logs it
@@ -549,9 +444,10 @@ class Dispatcher:
         # Given back here, a restart need not wait out the lease.
         now = time.time()
         for job in list(self._held.values()):
-            self._finish(job, Result(job.delivery_id, RELEASE, job.attempt_count, now, None))
+            self._finish(job, Result(job.delivery_id, RELEASE, job.attempt_count, now, None,
+                                     token=job.token))
         try:
-            await self._outbox.record(self._results)
+            await self._recorder.record(self._results)
             _count_successes(self._results)
         except Exception:
             log.exception("recording webhook state at shutdown failed (leases will expire)")
@@ -565,7 +461,7 @@ def _count_successes(recorded: Sequence[Result]) -> None:
 
 
 def _attempt_row(attempt: Attempt) -> dict[str, Any]:
-    """An attempt as the outbox records it (``webhook_attempts``' columns)."""
+    """An attempt as the record writes it (``webhook_attempts``' columns)."""
     return {
         "started_at": attempt.started_at,
         "latency_ms": round(attempt.latency_ms, 3),
@@ -576,4 +472,4 @@ def _attempt_row(attempt: Attempt) -> dict[str, Any]:
     }
 
 
-__all__ = ["Bodies", "Dispatcher", "SimState", "SimStates"]
+__all__ = ["DisableHook", "Dispatcher"]

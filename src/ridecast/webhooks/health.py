@@ -6,10 +6,13 @@ restart or a second worker neither resets nor forks it. The rule itself is
 
 * a failure starts the clock (or continues the current streak; after a quiet gap it starts
   again), and forgets the clock of any other URL of the simulation: a URL change clears it;
-* a success deletes the row (``Outbox.record`` does that in the batch that records it).
+* a success deletes the row (``recorder.Recorder`` does that, with ``end_streaks``, in the
+  transaction that records the success).
 """
 
 from __future__ import annotations
+
+from collections.abc import Sequence
 
 from sqlalchemy import delete, select, update
 from sqlalchemy.dialects.postgresql import insert as pg_insert
@@ -17,9 +20,25 @@ from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from ..store.tables import webhook_endpoints
+from ..store.txsteps import Many, Query, Steps
 from .retry import streak_start
 
 E = webhook_endpoints
+
+
+def end_streaks(simulation_ids: Sequence[int]) -> Steps[None]:
+    """Steps that end the failing streaks of ``simulation_ids`` (a delivery succeeded), for
+    the transaction that records the success."""
+    if simulation_ids:
+        yield Many("DELETE FROM webhook_endpoints WHERE simulation_id = ?",
+                   [(sim,) for sim in sorted(simulation_ids)])
+
+
+def forget_before(cutoff: float) -> Steps[None]:
+    """Steps that drop failing clocks not moved since ``cutoff`` (retention). With the
+    default retention (a week) that is far past the quiet gap, so no decision changes."""
+    yield Query("DELETE FROM webhook_endpoints WHERE last_failure_at < :cutoff",
+                {"cutoff": cutoff})
 
 
 class EndpointHealth:
@@ -70,4 +89,4 @@ class EndpointHealth:
         return None if row is None else (row.url, row.failing_since)
 
 
-__all__ = ["EndpointHealth"]
+__all__ = ["EndpointHealth", "end_streaks", "forget_before"]

@@ -1,7 +1,7 @@
 """A lean HTTP/1.1 client for webhook POSTs: keep-alive pool, connect to a given address.
 
-Why not httpx: on a small machine httpx spends about a millisecond of CPU per request, which
-caps one process at a few hundred deliveries/s; this client does the one thing the
+Why not httpx: its CPU per request capped one process at a few hundred deliveries/s on a
+small machine (docs/performance.md); this client does the one thing the
 dispatcher needs (POST a body, read the status and the start of the answer) for a fraction
 of that. It also makes "connect to the checked address" explicit: the caller passes the IP,
 and the host name only travels as ``Host`` and as the TLS server name (SNI and certificate
@@ -60,7 +60,7 @@ class ConnectFailed(OSError):
         self.tls = tls
 
 
-@dataclass(slots=True)  # not frozen: made per delivery (see outbox.Job)
+@dataclass(slots=True)  # not frozen: made per delivery (see jobs.Job)
 class Answer:
     """The server's answer: status, headers (lower-case names), first bytes of the body."""
 

@@ -42,22 +42,36 @@ class Verdict(enum.StrEnum):
     DISABLE = "disable"
 
 
+# The one place that decides what an answer means: (first status, last status, verdict,
+# error class), first match wins; an answer in no row is a retried ``http_status``. Success
+# is the first row and nothing else: the sender and the dispatcher both read ``judge``.
+VERDICTS: tuple[tuple[int, int, Verdict, ErrorClass | None], ...] = (
+    (200, 299, Verdict.SUCCEEDED, None),
+    (300, 399, Verdict.RETRY, ErrorClass.REDIRECT),  # never followed
+    (410, 410, Verdict.DISABLE, ErrorClass.HTTP_STATUS),
+)
+_OTHERWISE = (Verdict.RETRY, ErrorClass.HTTP_STATUS)
+
+
+def judge(status_code: int | None) -> tuple[Verdict, ErrorClass | None]:
+    """The verdict and error class of an answer with ``status_code`` (None: no answer at
+    all, retried; its error class is the sender's: dns, connect, timeout...)."""
+    if status_code is None:
+        return Verdict.RETRY, None
+    for first, last, outcome, error_class in VERDICTS:
+        if first <= status_code <= last:
+            return outcome, error_class
+    return _OTHERWISE
+
+
 def error_class_of_status(status_code: int) -> ErrorClass | None:
-    """The error class of an HTTP answer; None for a 2xx."""
-    if 200 <= status_code < 300:
-        return None
-    if 300 <= status_code < 400:
-        return ErrorClass.REDIRECT
-    return ErrorClass.HTTP_STATUS
+    """The error class of an HTTP answer; None for a success (``judge``)."""
+    return judge(status_code)[1]
 
 
 def verdict(status_code: int | None) -> Verdict:
-    """The verdict for an answer with ``status_code`` (None: no answer at all)."""
-    if status_code is not None and 200 <= status_code < 300:
-        return Verdict.SUCCEEDED
-    if status_code == 410:
-        return Verdict.DISABLE
-    return Verdict.RETRY
+    """The verdict for an answer with ``status_code`` (``judge``)."""
+    return judge(status_code)[0]
 
 
 def honours_retry_after(status_code: int | None) -> bool:
@@ -106,9 +120,6 @@ def next_delay(
     return max(delay, 0.0)
 
 
-
-
-
 def streak_start(
     previous: tuple[float, float] | None, now: float, *, quiet_gap_s: float
 ) -> float:
@@ -136,10 +147,12 @@ def quiet_gap(schedule: Sequence[float], *, jitter: float, timeout_s: float,
 
 
 __all__ = [
+    "VERDICTS",
     "ErrorClass",
     "Verdict",
     "error_class_of_status",
     "honours_retry_after",
+    "judge",
     "next_delay",
     "parse_retry_after",
     "quiet_gap",

@@ -37,7 +37,7 @@ RESPONSE_BODY_LIMIT = 1024
 START_CACHE_MAX = 4096  # URLs whose request start is kept (emptied when full)
 
 
-@dataclass(slots=True)  # not frozen: made per delivery (see outbox.Job)
+@dataclass(slots=True)  # not frozen: made per delivery (see jobs.Job)
 class Attempt:
     """What one attempt did: for the log (``webhook_attempts``) and for the retry decision."""
 

@@ -1,9 +1,10 @@
 """The webhook part of a running process: target checks, the dispatcher, the log, the test send.
 
-``app.py`` builds it (with its collaborators) and registers ``check_data`` as a check of
-every simulation ``data`` write; the API routes of the delivery log call it. The dispatcher
-runs only when asked (the serve process with ``RIDECAST_WEBHOOK_WORKERS`` on, or
-``ridecast worker``); the log, replay and ``webhook_test`` work in every process.
+``app.py`` builds its collaborators and it (it builds nothing itself), and registers
+``check_data`` as a check of every simulation ``data`` write; the API routes of the delivery
+log call it. The dispatcher runs only when asked (the serve process with
+``RIDECAST_WEBHOOK_WORKERS`` on, or ``ridecast worker``); the log, replay and
+``webhook_test`` work in every process.
 """
 
 from __future__ import annotations
@@ -13,15 +14,11 @@ from datetime import UTC, datetime
 from typing import Any
 
 import orjson
-from sqlalchemy.ext.asyncio import AsyncEngine
 
-from ..bus import Bus
-from ..config import Settings
 from ..errors import BadRequest, Conflict, NotFound
 from ..events.webhook_settings import URL_KEY, webhook_settings
-from ..simulations import SimulationService
+from .deliverylog import DeliveryLog
 from .dispatcher import Dispatcher
-from .outbox import Outbox
 from .resolver import Resolver
 from .sender import Attempt, Sender
 from .targets import TargetRefused
@@ -32,24 +29,12 @@ TEST_MESSAGE_TYPE = "webhook_test"
 class WebhookService:
     """Webhook delivery for one process; see the module docstring."""
 
-    def __init__(self, settings: Settings, engine: AsyncEngine, simulations: SimulationService,
-                 bus: Bus, *, run_dispatcher: bool, watch_outbox: bool = False) -> None:
-        self.resolver = Resolver(allow_private=settings.webhook_allow_private)
-        self.sender = Sender(
-            timeout_s=settings.webhook_timeout_s,
-            connect_timeout_s=settings.webhook_connect_timeout_s,
-            allow_private=settings.webhook_allow_private,
-            resolver=self.resolver,
-        )
-        self.outbox = Outbox(engine)
-        self.dispatcher: Dispatcher | None = None
-        if run_dispatcher:
-            watch = settings.webhook_watch_interval_s
-            self.dispatcher = Dispatcher(
-                settings, self.outbox, self.sender, simulations.store, bus,
-                simulations.disable_webhook,
-                watch_interval_s=watch if watch_outbox and watch > 0 else None,
-            )
+    def __init__(self, *, resolver: Resolver, sender: Sender, deliveries: DeliveryLog,
+                 dispatcher: Dispatcher | None) -> None:
+        self.resolver = resolver
+        self.sender = sender
+        self.deliveries = deliveries
+        self.dispatcher = dispatcher
 
     def start(self) -> None:
         if self.dispatcher is not None:
@@ -84,13 +69,13 @@ class WebhookService:
         self, simulation_id: int, *, status: str | None, message_type: str | None,
         limit: int, offset: int,
     ) -> tuple[list[dict[str, Any]], int]:
-        rows, total = await self.outbox.list(
+        rows, total = await self.deliveries.listing(
             simulation_id, status=status, message_type=message_type, limit=limit, offset=offset
         )
         return [delivery_json(row) for row in rows], total
 
     async def retry(self, simulation_id: int, delivery_id: int) -> dict[str, Any]:
-        done = await self.outbox.retry(simulation_id, delivery_id)
+        done = await self.deliveries.retry(simulation_id, delivery_id)
         if done is None:
             raise NotFound(
                 f"no webhook delivery {delivery_id} in simulation {simulation_id}",
@@ -103,13 +88,13 @@ class WebhookService:
             )
         # Read before waking the dispatcher: the answer shows the delivery as queued, not
         # whatever state a claim (now one quick trip on SQLite) has moved it to since.
-        row = await self.outbox.get(simulation_id, delivery_id)
+        row = await self.deliveries.get(simulation_id, delivery_id)
         self.wake()
         assert row is not None
         return delivery_json(row)
 
     async def retry_failed(self, simulation_id: int) -> int:
-        count = await self.outbox.retry_failed(simulation_id)
+        count = await self.deliveries.retry_failed(simulation_id)
         self.wake()
         return count
 

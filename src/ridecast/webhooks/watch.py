@@ -12,9 +12,9 @@ A change the watch misses (the newest row purged and its id given to a new row b
 reads) leaves that row to the poll, as rows that come due later (retries, leases running
 out) are.
 
-Each store is read on a connection of the watch's own: through the pool (SQLAlchemy's
-checkout, aiosqlite's thread) a read cost an idle worker about 12% of a core on SQLite and
-8% on PostgreSQL at 100 reads a second; on its own connection, 1.6% and 2.8%.
+Each store is read on a connection of the watch's own, not through the pool: SQLAlchemy's
+checkout and aiosqlite's thread cost an idle worker several times more CPU per read
+(docs/performance.md, "The outbox watch").
 """
 
 from __future__ import annotations
@@ -26,7 +26,10 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from .outbox import NEWEST_ID_SQL, Outbox
+from sqlalchemy import text
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+from ..store.outbox import NEWEST_ID_SQL
 
 log = logging.getLogger(__name__)
 
@@ -92,22 +95,34 @@ class PostgresNewestId:
             conn.terminate()
 
 
-def newest_id_reader(outbox: Outbox) -> Callable[[], Awaitable[int]]:
-    """How the watch reads the newest delivery id of ``outbox``'s store: on a connection
+class PooledNewestId:
+    """The newest delivery id read through ``engine``'s pool (any other store)."""
+
+    def __init__(self, engine: AsyncEngine) -> None:
+        self._engine = engine
+
+    async def __call__(self) -> int:
+        async with self._engine.connect() as conn:
+            newest = await conn.scalar(text(NEWEST_ID_SQL))
+        return int(newest or 0)
+
+
+def newest_id_reader(engine: AsyncEngine) -> Callable[[], Awaitable[int]]:
+    """How the watch reads the newest delivery id of ``engine``'s store: on a connection
     of its own (an SQLite file; PostgreSQL through asyncpg), else through the pool."""
-    url = outbox.engine.url
+    url = engine.url
     backend = url.get_backend_name()
     if backend == "sqlite" and url.database not in (None, "", ":memory:"):
         return SqliteNewestId(str(url.database))
     if backend == "postgresql" and url.get_driver_name() == "asyncpg":
         # What the engine's own connections get: SQLAlchemy's dialect turns the URL (and
         # its query options) into asyncpg's arguments, less the options its adapter keeps.
-        _args, kwargs = outbox.engine.dialect.create_connect_args(url)
+        _args, kwargs = engine.dialect.create_connect_args(url)
         for adapter_only in ("prepared_statement_cache_size", "prepared_statement_name_func",
                              "async_creator_fn"):
             kwargs.pop(adapter_only, None)
         return PostgresNewestId(dict(kwargs))
-    return outbox.newest_id
+    return PooledNewestId(engine)
 
 
 def retry_wait(previous_s: float, *, cap_s: float | None = None) -> float:
@@ -119,8 +134,8 @@ def retry_wait(previous_s: float, *, cap_s: float | None = None) -> float:
 class OutboxWatch:
     """Calls ``on_new`` once per ``interval_s`` in which the newest delivery id changed."""
 
-    def __init__(self, newest_id: Callable[[], Awaitable[int]], on_new: Callable[[], None],
-                 *, interval_s: float) -> None:
+    def __init__(self, newest_id: Callable[[], Awaitable[int]],
+                 on_new: Callable[[], None] | None = None, *, interval_s: float) -> None:
         if interval_s <= 0:
             raise ValueError("the watch interval must be positive")
         self._newest_id = newest_id
@@ -136,16 +151,18 @@ class OutboxWatch:
         newest = await self._newest_id()
         changed = self._seen is not None and newest != self._seen
         self._seen = newest
-        if changed:
+        if changed and self._on_new is not None:
             self._on_new()
         return changed
 
-    async def run(self) -> None:
+    async def run(self, on_new: Callable[[], None] | None = None) -> None:
         """``check`` every ``interval_s`` until cancelled. A failed read (the store
         unreachable, or refusing the watch's own connection) is retried after twice the
         wait of the one before, up to ``MAX_RETRY_S``, so that a store that is down is not
         asked 100 times a second; the poll still finds the rows meanwhile. It warns at most
-        once a minute."""
+        once a minute. ``on_new``: whom to call from now on (the dispatcher's ``wake``)."""
+        if on_new is not None:
+            self._on_new = on_new
         wait = self._interval_s
         while True:
             try:

@@ -1,0 +1,593 @@
+"""The webhook outbox's one owner: every statement on ``webhook_deliveries`` and
+``webhook_attempts``, per dialect in one object.
+
+Nothing else in the tree writes SQL on these tables (``tests/test_layering.py`` checks it):
+the event log inserts its rows with ``insert``, its retention keeps the events named by
+``ACTIVE_EVENT_IDS``; the webhook package's claim, record and delivery-log modules run the
+statements below in their transactions (``store.txsteps``); the outbox watch reads
+``NEWEST_ID_SQL``; ``tables.py`` builds the partial indexes from the predicates here.
+
+SQLite and PostgreSQL differ in a few statements only (array parameters against JSON arrays,
+row locks, index hints); those differences are the two subclasses of ``OutboxSql``, chosen
+once by ``outbox_sql(dialect)``, never an ``if`` in a caller.
+
+Which claim each statement must hold is the table in docs/webhooks.md ("Who may write a
+delivery"): every statement that records, releases, renews or repoints a leased row names
+the claim token it holds (``WHERE claim_token = :t AND status = 'delivering'``), so the
+write of a worker whose lease ran out changes nothing.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from collections.abc import Sequence
+from typing import Any
+
+from .txsteps import Many, Query, Steps
+
+# ---- the partial indexes' predicates ----------------------------------------------------
+# A query uses a partial index only when its WHERE holds the same literal terms (SQLite does
+# not prove that a bound parameter implies them), so the claims are built from these strings.
+LANE_ROWS_WHERE = {
+    "sqlite": "status IN ('pending', 'delivering') AND ordered = 1",
+    "postgresql": "status IN ('pending', 'delivering') AND ordered",
+}
+# Leased rows (in flight), by claim token: a claim counts the units in flight with one index
+# seek per unit, not by reading every leased row.
+LEASED_WHERE = "status = 'delivering'"
+LOOSE_PENDING_WHERE = {
+    "sqlite": "status = 'pending' AND ordered = 0",
+    "postgresql": "status = 'pending' AND NOT ordered",
+}
+LOOSE_LEASED_WHERE = {
+    "sqlite": f"{LEASED_WHERE} AND ordered = 0",
+    "postgresql": f"{LEASED_WHERE} AND NOT ordered",
+}
+
+ACTIVE_STATES = ("pending", "delivering")
+TERMINAL_STATES = ("succeeded", "failed", "disabled")
+STATES = (*ACTIVE_STATES, *TERMINAL_STATES)
+
+# The newest delivery id: the last entry of the primary key (the outbox watch's readers).
+NEWEST_ID_SQL = "SELECT max(id) FROM webhook_deliveries"
+# The columns the event log's group commit writes, in the order of its row tuples.
+INSERT_COLUMNS = ("event_id", "simulation_id", "message_type", "url", "status",
+                  "attempt_count", "next_attempt_at", "created_at", "updated_at", "ordered")
+# What a statement that writes a leased row must find: the row still leased to the token it
+# names. A worker whose lease ran out (and whose rows another worker took) changes nothing.
+HELD = "claim_token = ? AND status = 'delivering'"
+_ROW_COLUMNS = ("id, event_id, simulation_id, message_type, url, status, attempt_count, "
+                "next_attempt_at, lease_until, created_at, updated_at, last_error, "
+                "ordered, claim_token, success_started_at, success_latency_ms, "
+                "success_status_code, success_response_body")
+ROW_FIELDS = tuple(name.strip() for name in _ROW_COLUMNS.split(","))
+_ATTEMPT_COLUMNS = ("id, delivery_id, started_at, latency_ms, status_code, error_class, "
+                    "error, response_body")
+ATTEMPT_FIELDS = tuple(name.strip() for name in _ATTEMPT_COLUMNS.split(","))
+BODY_READ_CHUNK = 500  # event ids per read of bodies (well under SQLite's variable limit)
+ID_READ_CHUNK = 500  # delivery ids per read of attempts
+
+# ---- statements the same on both dialects ----------------------------------------------
+SUCCESS_SQL = ("UPDATE webhook_deliveries SET status = 'succeeded', "
+               "attempt_count = attempt_count + 1, next_attempt_at = ?, last_error = NULL, "
+               "lease_until = NULL, claim_token = NULL, updated_at = ?, "
+               "success_started_at = ?, success_latency_ms = ?, success_status_code = ?, "
+               f"success_response_body = ? WHERE id = ? AND {HELD}")
+"""A success, written on the delivery row itself (one write per delivered event). Parameters:
+next_attempt_at, updated_at, started, latency, code, body, id, token."""
+SUCCESS_VALUES_SQL = (
+    "WITH u(next_at, updated, started, latency, code, body, id, token) AS ({values}) "
+    "UPDATE webhook_deliveries SET status = 'succeeded', "
+    "attempt_count = attempt_count + 1, next_attempt_at = u.next_at, last_error = NULL, "
+    "lease_until = NULL, claim_token = NULL, updated_at = u.updated, "
+    "success_started_at = u.started, success_latency_ms = u.latency, "
+    "success_status_code = u.code, success_response_body = u.body "
+    "FROM u WHERE webhook_deliveries.id = u.id AND webhook_deliveries.claim_token = u.token "
+    "AND webhook_deliveries.status = 'delivering'"
+) if sqlite3.sqlite_version_info >= (3, 33, 0) else None
+"""``SUCCESS_SQL`` for many rows per statement on SQLite (``Many``'s ``values``; UPDATE ...
+FROM needs SQLite 3.33)."""
+_RELEASE_SQL = ("UPDATE webhook_deliveries SET status = 'pending', lease_until = NULL, "
+                f"claim_token = NULL, updated_at = ? WHERE id = ? AND {HELD}")
+_RESULT_SQL = ("UPDATE webhook_deliveries SET status = :status, attempt_count = :count, "
+               "next_attempt_at = :next_at, last_error = :error, lease_until = NULL, "
+               "claim_token = NULL, updated_at = :now WHERE id = :id "
+               "AND claim_token = :token AND status = 'delivering' RETURNING id")
+_ATTEMPT_SQL = ("INSERT INTO webhook_attempts (delivery_id, started_at, latency_ms, "
+                "status_code, error_class, error, response_body) VALUES (?, ?, ?, ?, ?, ?, ?)")
+_RENEW_SQL = ("UPDATE webhook_deliveries SET lease_until = :lease, updated_at = :now "
+              "WHERE claim_token = :token AND status = 'delivering' RETURNING id")
+# A URL change: the simulation's waiting rows, and the rows the caller's claim holds, go to
+# the URL in force; rows another worker holds are left to it.
+_REPOINT_SQL = ("UPDATE webhook_deliveries SET url = :url, updated_at = :now "
+                "WHERE simulation_id = :sim AND url <> :url AND (status = 'pending' OR "
+                "(status = 'delivering' AND claim_token = :token))")
+# A replay is a fresh schedule (attempt_count back to 0, as Svix does); a row in flight is
+# left to its sender.
+_REPLAY_SQL = ("UPDATE webhook_deliveries SET status = 'pending', attempt_count = 0, "
+               "next_attempt_at = :now, lease_until = NULL, claim_token = NULL, "
+               "updated_at = :now WHERE id = :id AND simulation_id = :sim "
+               "AND status <> 'delivering' RETURNING id")
+_STATUS_SQL = "SELECT status FROM webhook_deliveries WHERE id = :id AND simulation_id = :sim"
+_REPLAY_FAILED_SQL = ("UPDATE webhook_deliveries SET status = 'pending', attempt_count = 0, "
+                      "next_attempt_at = :now, lease_until = NULL, claim_token = NULL, "
+                      "updated_at = :now WHERE simulation_id = :sim "
+                      "AND status IN ('failed', 'disabled') RETURNING id")
+_DISABLE_SQL = ("UPDATE webhook_deliveries SET status = 'disabled', last_error = :reason, "
+                "updated_at = :now WHERE simulation_id = :sim AND status = 'pending' "
+                "RETURNING id")
+_SUCCESS_HELD_SQL = ("SELECT id, success_started_at FROM webhook_deliveries "
+                     "WHERE id IN (SELECT value FROM json_each(:ids))")
+_KEEP_ONE_SUCCESS_SQL = (
+    "INSERT INTO webhook_attempts (delivery_id, started_at, latency_ms, status_code, "
+    "error_class, error, response_body) SELECT id, success_started_at, success_latency_ms, "
+    "success_status_code, NULL, NULL, success_response_body FROM webhook_deliveries "
+    f"WHERE id = ? AND {HELD} AND success_started_at IS NOT NULL")
+# Units in flight: one row per unit (claim token) holding a lease, not one per leased
+# delivery, read by a skip scan of ``ix_deliveries_leased``; rows leased with no token
+# (written before claim tokens) are a unit each.
+_IN_FLIGHT_SQL = (
+    "WITH RECURSIVE k(t) AS (SELECT MIN(claim_token) FROM webhook_deliveries{hint} "
+    "WHERE status = 'delivering' UNION ALL SELECT (SELECT MIN(claim_token) "
+    "FROM webhook_deliveries{hint} WHERE status = 'delivering' AND claim_token > k.t) "
+    "FROM k WHERE k.t IS NOT NULL) "
+    "SELECT d.url, d.simulation_id, d.ordered, d.claim_token, d.id FROM k "
+    "JOIN webhook_deliveries AS d ON d.id = (SELECT id FROM webhook_deliveries{hint} "
+    "WHERE status = 'delivering' AND claim_token = k.t AND lease_until >= :now LIMIT 1) "
+    "UNION ALL SELECT url, simulation_id, ordered, claim_token, id "
+    "FROM webhook_deliveries{hint} WHERE status = 'delivering' AND claim_token IS NULL "
+    "AND lease_until >= :now"
+)
+_CANDIDATE_COLUMNS = ("id, simulation_id, url, event_id, ordered, status, next_attempt_at, "
+                      "lease_until, claim_token, message_type, attempt_count")
+# Index range reads (a lane's head, a URL's oldest rows) per statement of a claim.
+CANDIDATE_PARTS = 64
+
+
+class OutboxSql:
+    """The outbox's statements on SQLite; ``PostgresOutboxSql`` overrides what differs."""
+
+    dialect = "sqlite"
+
+    def __init__(self) -> None:
+        self.lane_where = LANE_ROWS_WHERE[self.dialect]
+        self.loose_where = LOOSE_PENDING_WHERE[self.dialect]
+        self.in_flight_sql = _IN_FLIGHT_SQL.format(hint=self.hint("ix_deliveries_leased"))
+        self.insert = (f"INSERT INTO webhook_deliveries ({', '.join(INSERT_COLUMNS)}) "
+                       f"VALUES ({', '.join('?' * len(INSERT_COLUMNS))})")
+        """The event log's INSERT of one row (``INSERT_COLUMNS``, ``?`` placeholders)."""
+        self.insert_values = (f"INSERT INTO webhook_deliveries ({', '.join(INSERT_COLUMNS)}) "
+                              "{values}")
+        """The same with ``{values}`` for many rows (``Many``'s ``values``)."""
+
+    def hint(self, index: str) -> str:
+        """SQLite's planner may pick another index and sort: it is told the partial
+        ``index``; PostgreSQL finds it by itself."""
+        return f" INDEXED BY {index}"
+
+    @property
+    def active_wheres(self) -> tuple[str, str, str]:
+        """Three disjoint predicates whose union is the deliveries still to send, each read
+        from a partial index: ordered rows (the lanes), unordered rows waiting, unordered
+        rows in flight."""
+        return (LANE_ROWS_WHERE[self.dialect], LOOSE_PENDING_WHERE[self.dialect],
+                LOOSE_LEASED_WHERE[self.dialect])
+
+    @property
+    def active_event_ids(self) -> str:
+        """A SELECT of the event ids an unfinished delivery still needs (event retention
+        keeps them)."""
+        return " UNION ALL ".join(f"SELECT event_id FROM webhook_deliveries WHERE {where}"
+                                  for where in self.active_wheres)
+
+    @property
+    def depth_sql(self) -> str:
+        """Deliveries pending or in flight: three counts, each from a partial index."""
+        counts = " + ".join(f"(SELECT count(*) FROM webhook_deliveries WHERE {where})"
+                            for where in self.active_wheres)
+        return f"SELECT {counts}"
+
+    # ---- claiming ------------------------------------------------------------------------
+
+    def begin_claim(self, writes_first: bool) -> Steps[None]:
+        """Open a claim: SQLite takes its one write lock now (unless the transaction's first
+        statement writes anyway), so nothing below reads a state another writer changes."""
+        if not writes_first:
+            yield Query("UPDATE webhook_deliveries SET claim_token = NULL WHERE id = -1")
+
+    def lock_urls(self, urls: Sequence[str]) -> Steps[set[str]]:
+        """The URLs whose slots this transaction may plan: on SQLite all of them (the
+        transaction holds the database's one write lock)."""
+        if False:  # pragma: no cover - a generator with no step
+            yield Query("")
+        return set(urls)
+
+    def in_flight_query(self, now: float) -> Query:
+        """The units in flight at ``now``: rows of (url, simulation_id, ordered,
+        claim_token, first id), one per unit."""
+        return Query(self.in_flight_sql, {"now": now})
+
+    def in_flight_after_lock(self, now: float) -> Steps[list[tuple[Any, ...]] | None]:
+        """The units in flight again once ``lock_urls`` holds its URLs, or None when
+        nothing can have changed since the first count (SQLite: one writer)."""
+        if False:  # pragma: no cover - a generator with no step
+            yield Query("")
+        return None
+
+    def lock_rows(self, ids: Sequence[int], now: float) -> Steps[set[int]]:
+        """Of ``ids``, those still free to lease (pending, or leased by a lease that ran
+        out), locked for this transaction. SQLite: read in this very transaction, under its
+        write lock, so all of them."""
+        if False:  # pragma: no cover - a generator with no step
+            yield Query("")
+        return set(ids)
+
+    def keys(self, column: str, where: str, index: str) -> Steps[list[Any]]:
+        """The distinct values of ``column`` among the rows of the partial ``index`` (whose
+        predicate is ``where``), by a skip scan: one index seek per value."""
+        table = "webhook_deliveries" + self.hint(index)
+        sql = (f"WITH RECURSIVE k(v) AS (SELECT MIN({column}) FROM {table} "
+               f"WHERE {where} UNION ALL SELECT (SELECT MIN({column}) FROM {table} "
+               f"WHERE {where} AND {column} > k.v) FROM k WHERE k.v IS NOT NULL) "
+               "SELECT v FROM k WHERE v IS NOT NULL")
+        return [r[0] for r in (yield Query(sql))]
+
+    def lane_head(self, n: int, rows: int) -> str:
+        """The first ``rows`` active rows of the lane of simulation ``:s{n}``."""
+        return (f"SELECT {_CANDIDATE_COLUMNS} FROM webhook_deliveries"
+                f"{self.hint('ix_deliveries_lanes')} WHERE {self.lane_where} "
+                f"AND simulation_id = :s{n} ORDER BY event_id LIMIT {int(rows)}")
+
+    def url_head(self, n: int, rows: int) -> str:
+        """The oldest ``rows`` due unordered rows of URL ``:u{n}``."""
+        return (f"SELECT {_CANDIDATE_COLUMNS} FROM webhook_deliveries"
+                f"{self.hint('ix_deliveries_loose')} WHERE {self.loose_where} "
+                f"AND url = :u{n} AND next_attempt_at <= :now ORDER BY event_id "
+                f"LIMIT {int(rows)}")
+
+    def stale_rows(self, rows: int) -> str:
+        """Unordered rows whose lease ran out (a dead or stalled worker's)."""
+        return (f"SELECT {_CANDIDATE_COLUMNS} FROM webhook_deliveries "
+                f"WHERE status = 'delivering' AND lease_until < :now AND NOT ordered "
+                f"ORDER BY event_id LIMIT {int(rows)}")
+
+    def candidates(self, parts: Sequence[str], params: dict[str, Any],
+                   ) -> Steps[list[tuple[Any, ...]]]:
+        """The rows of many head reads (``lane_head``, ``url_head``, ``stale_rows``), a
+        few reads per statement."""
+        found: list[tuple[Any, ...]] = []
+        for start in range(0, len(parts), CANDIDATE_PARTS):
+            chunk = parts[start:start + CANDIDATE_PARTS]
+            query = " UNION ALL ".join(f"SELECT * FROM ({part}) AS p{start + n}"
+                                       for n, part in enumerate(chunk))
+            found += (yield Query(query, params))
+        return found
+
+    def free_url_rows(self, url: str, now: float, rows: int) -> Steps[list[tuple[Any, ...]]]:
+        """The oldest due unordered rows of ``url`` (to extend a running chunk), locked."""
+        found: list[tuple[Any, ...]] = yield Query(
+            f"SELECT id, event_id, simulation_id, message_type, attempt_count "
+            f"FROM webhook_deliveries{self.hint('ix_deliveries_loose')} "
+            f"WHERE {self.loose_where} AND url = :url AND next_attempt_at <= :now "
+            f"ORDER BY event_id LIMIT {int(rows)}{self.skip_locked}",
+            {"url": url, "now": now})
+        return found
+
+    skip_locked = ""
+
+    def lease(self, now: float, lease_until: float,
+              units: Sequence[tuple[str, Sequence[int]]]) -> Steps[None]:
+        """Lease each unit's deliveries (claim token, delivery ids) to its token: only rows
+        still pending, or leased by a lease that ran out before ``now``."""
+        yield Many(
+            "UPDATE webhook_deliveries SET status = 'delivering', lease_until = ?, "
+            "claim_token = ?, updated_at = ? WHERE id IN (SELECT value FROM json_each(?)) "
+            "AND (status = 'pending' OR (status = 'delivering' AND lease_until < ?))",
+            [(lease_until, token, now, json.dumps(list(ids)), now) for token, ids in units])
+
+    def bodies(self, event_ids: Sequence[int]) -> Steps[dict[int, bytes]]:
+        """The bodies of ``event_ids`` from the event log (those retention left)."""
+        read: dict[int, bytes] = {}
+        for start in range(0, len(event_ids), BODY_READ_CHUNK):
+            part = event_ids[start:start + BODY_READ_CHUNK]
+            marks = ", ".join(f":e{n}" for n in range(len(part)))
+            for event_id, body in (yield Query(
+                f"SELECT id, body FROM events WHERE id IN ({marks})",
+                {f"e{n}": event_id for n, event_id in enumerate(part)},
+            )):
+                read[event_id] = bytes(body)
+        return read
+
+    # ---- recording -----------------------------------------------------------------------
+
+    def successes(self, rows: Sequence[tuple[Any, ...]]) -> Steps[None]:
+        """Write successes (``SUCCESS_SQL``'s parameter rows), each only where its token
+        still holds the row; an earlier success on a row (a replay, or a send repeated after
+        a lease ran out) is kept as an attempt first."""
+        ids = [row[6] for row in rows]
+        if SUCCESS_VALUES_SQL is None or len(set(ids)) < len(ids):
+            # Old SQLite, or a delivery twice in one batch (never, from one dispatcher).
+            yield Many(_KEEP_ONE_SUCCESS_SQL, [(row[6], row[7]) for row in rows])
+            yield Many(SUCCESS_SQL, rows)
+            return
+        # Rows holding no success, the common case: no statement to look for one.
+        before = (yield Query("SELECT total_changes()"))[0][0]
+        yield Many(SUCCESS_SQL + " AND success_started_at IS NULL", rows,
+                   SUCCESS_VALUES_SQL + " AND webhook_deliveries.success_started_at IS NULL")
+        if (yield Query("SELECT total_changes()"))[0][0] - before == len(rows):
+            return
+        # A row left as it was holds an earlier success, or is no longer this claim's (the
+        # guarded statements below then change nothing on it).
+        held = dict((yield Query(_SUCCESS_HELD_SQL, {"ids": json.dumps(ids)})))
+        again = [row for row in rows
+                 if (started := held.get(row[6])) is not None and started != row[2]]
+        if again:
+            yield Many(_KEEP_ONE_SUCCESS_SQL, [(row[6], row[7]) for row in again])
+            yield Many(SUCCESS_SQL, again, SUCCESS_VALUES_SQL)
+
+    def releases(self, now: float, held: Sequence[tuple[int, str]]) -> Steps[None]:
+        """Give leased rows (id, token) back, due now, where the token still holds them."""
+        yield Many(_RELEASE_SQL, [(now, delivery_id, token) for delivery_id, token in held])
+
+    def result(self, now: float, delivery_id: int, token: str, status: str, count: int,
+               next_at: float, error: str | None) -> Steps[bool]:
+        """Write an outcome other than a success; False when the token no longer holds the
+        row (nothing written)."""
+        changed = yield Query(_RESULT_SQL, {
+            "status": status, "count": count, "next_at": next_at, "error": error,
+            "now": now, "id": delivery_id, "token": token})
+        return bool(changed)
+
+    def attempts(self, rows: Sequence[tuple[Any, ...]]) -> Steps[None]:
+        """Insert attempt rows (delivery_id, started_at, latency_ms, status_code,
+        error_class, error, response_body)."""
+        if rows:
+            yield Many(_ATTEMPT_SQL, rows)
+
+    def renew(self, token: str, now: float, lease_until: float) -> Steps[set[int]]:
+        """Extend the lease of every row ``token`` still holds; their ids."""
+        found = yield Query(_RENEW_SQL, {"lease": lease_until, "now": now, "token": token})
+        return {row[0] for row in found}
+
+    def repoint(self, simulation_id: int, url: str, token: str, now: float) -> Steps[None]:
+        """Point the simulation's waiting rows, and those ``token`` holds, at ``url``."""
+        yield Query(_REPOINT_SQL, {"url": url, "now": now, "sim": simulation_id,
+                                   "token": token})
+
+    # ---- the delivery log ----------------------------------------------------------------
+
+    def replay(self, simulation_id: int, delivery_id: int, now: float) -> Steps[bool | None]:
+        """Queue one delivery again on a fresh schedule; None when it does not exist, False
+        when it is in flight (left to its sender)."""
+        if (yield Query(_REPLAY_SQL, {"id": delivery_id, "sim": simulation_id, "now": now})):
+            return True
+        status = yield Query(_STATUS_SQL, {"id": delivery_id, "sim": simulation_id})
+        return None if not status else False
+
+    def replay_failed(self, simulation_id: int, now: float) -> Steps[int]:
+        """Queue every failed or disabled delivery of the simulation again, on a fresh
+        schedule each."""
+        return len((yield Query(_REPLAY_FAILED_SQL, {"sim": simulation_id, "now": now})))
+
+    def disable_pending(self, simulation_id: int, reason: str, now: float) -> Steps[int]:
+        """Mark the simulation's waiting deliveries ``disabled``."""
+        return len((yield Query(_DISABLE_SQL, {"sim": simulation_id, "reason": reason,
+                                               "now": now})))
+
+    def page(self, simulation_id: int, *, status: str | None, message_type: str | None,
+             before: int | None, limit: int, offset: int = 0,
+             ) -> Steps[list[dict[str, Any]]]:
+        """Deliveries of a simulation, newest first, below id ``before`` when given."""
+        conds = ["simulation_id = :sim"]
+        params: dict[str, Any] = {"sim": simulation_id, "limit": limit, "offset": offset}
+        if status is not None:
+            conds.append("status = :status")
+            params["status"] = status
+        if message_type is not None:
+            conds.append("message_type = :type")
+            params["type"] = message_type
+        if before is not None:
+            conds.append("id < :before")
+            params["before"] = before
+        rows = yield Query(f"SELECT {_ROW_COLUMNS} FROM webhook_deliveries "
+                           f"WHERE {' AND '.join(conds)} ORDER BY id DESC LIMIT :limit "
+                           "OFFSET :offset",
+                           params)
+        return [dict(zip(ROW_FIELDS, row, strict=True)) for row in rows]
+
+    def count(self, simulation_id: int, *, status: str | None,
+              message_type: str | None) -> Steps[int]:
+        conds = ["simulation_id = :sim"]
+        params: dict[str, Any] = {"sim": simulation_id}
+        if status is not None:
+            conds.append("status = :status")
+            params["status"] = status
+        if message_type is not None:
+            conds.append("message_type = :type")
+            params["type"] = message_type
+        found = yield Query(f"SELECT count(*) FROM webhook_deliveries "
+                            f"WHERE {' AND '.join(conds)}", params)
+        return int(found[0][0])
+
+    def one(self, simulation_id: int, delivery_id: int) -> Steps[dict[str, Any] | None]:
+        found = yield Query(f"SELECT {_ROW_COLUMNS} FROM webhook_deliveries "
+                            "WHERE id = :id AND simulation_id = :sim",
+                            {"id": delivery_id, "sim": simulation_id})
+        return dict(zip(ROW_FIELDS, found[0], strict=True)) if found else None
+
+    def attempts_of(self, delivery_ids: Sequence[int]) -> Steps[list[dict[str, Any]]]:
+        """The attempt rows of ``delivery_ids``, oldest first."""
+        out: list[dict[str, Any]] = []
+        for start in range(0, len(delivery_ids), ID_READ_CHUNK):
+            part = delivery_ids[start:start + ID_READ_CHUNK]
+            marks = ", ".join(f":d{n}" for n in range(len(part)))
+            rows = yield Query(f"SELECT {_ATTEMPT_COLUMNS} FROM webhook_attempts "
+                               f"WHERE delivery_id IN ({marks}) ORDER BY id",
+                               {f"d{n}": i for n, i in enumerate(part)})
+            out += [dict(zip(ATTEMPT_FIELDS, row, strict=True)) for row in rows]
+        return out
+
+    def backlog(self, simulation_id: int | None) -> Steps[list[tuple[int, int, float]]]:
+        """Per simulation (one, or every one): deliveries still to send, and the creation
+        time of the oldest of them."""
+        parts = [f"SELECT simulation_id, created_at FROM webhook_deliveries WHERE {where}"
+                 + (" AND simulation_id = :sim" if simulation_id is not None else "")
+                 for where in self.active_wheres]
+        rows = yield Query(
+            f"SELECT simulation_id, count(*), min(created_at) FROM ({' UNION ALL '.join(parts)})"
+            " AS a GROUP BY simulation_id ORDER BY simulation_id",
+            {} if simulation_id is None else {"sim": simulation_id})
+        return [(int(sim), int(count), float(oldest)) for sim, count, oldest in rows]
+
+    def purge(self, cutoff: float) -> Steps[int]:
+        """Remove finished deliveries last changed before ``cutoff``, with their attempts.
+
+        Only rows created before ``cutoff`` can qualify (a row changes after it is
+        created), and ids rise with creation: the candidates are the ids below the first
+        row created since, read by id from the oldest, not by a scan of the whole outbox.
+        """
+        bound = yield Query("SELECT id FROM webhook_deliveries WHERE created_at >= :cutoff "
+                            "ORDER BY id LIMIT 1", {"cutoff": cutoff})
+        old = ("SELECT id FROM webhook_deliveries WHERE status IN "
+               "('succeeded', 'failed', 'disabled') AND updated_at < :cutoff")
+        params: dict[str, Any] = {"cutoff": cutoff}
+        if bound:
+            old += " AND id < :bound"
+            params["bound"] = bound[0][0]
+        yield Query(f"DELETE FROM webhook_attempts WHERE delivery_id IN ({old})", params)
+        return (yield from self._delete_counted(
+            f"DELETE FROM webhook_deliveries WHERE id IN ({old})", params))
+
+    def _delete_counted(self, sql: str, params: dict[str, Any]) -> Steps[int]:
+        """Run a DELETE; the count of rows it removed."""
+        yield Query(sql, params)
+        return int((yield Query("SELECT changes()"))[0][0])
+
+
+class PostgresOutboxSql(OutboxSql):
+    """What differs on PostgreSQL: arrays for many rows, row locks, per-URL try-locks."""
+
+    dialect = "postgresql"
+    skip_locked = " FOR UPDATE SKIP LOCKED"
+    # The namespace of the per-URL transaction locks (``lock_urls``): "rcwh".
+    URL_LOCK_SPACE = 0x72637768
+
+    def __init__(self, *, hold_s: float = 2.0) -> None:
+        super().__init__()
+        self._hold_ms = max(1, int(hold_s * 1000))
+
+    def hint(self, index: str) -> str:
+        return ""
+
+    def _delete_counted(self, sql: str, params: dict[str, Any]) -> Steps[int]:
+        found = yield Query(f"WITH gone AS ({sql} RETURNING 1) SELECT count(*) FROM gone",
+                            params)
+        return int(found[0][0])
+
+    def begin_claim(self, writes_first: bool) -> Steps[None]:
+        # A worker stopped inside this transaction (SIGSTOP, a paused VM) would keep its row
+        # and URL locks: the server ends the transaction once it has waited this long for
+        # the worker, so a stalled worker holds only its leases.
+        yield Query(f"SET LOCAL idle_in_transaction_session_timeout = {self._hold_ms}")
+
+    def lock_urls(self, urls: Sequence[str]) -> Steps[set[str]]:
+        # Try-locks, one per URL, held to the end of the transaction: the slots of a URL
+        # are planned by one claim at a time (so the per-endpoint limit holds over every
+        # worker), and a claim never waits for another: a URL being planned elsewhere is
+        # left to the next claim.
+        if not urls:
+            return set()
+        found = yield Query(
+            "SELECT u FROM unnest(CAST(:urls AS text[])) AS u "
+            "WHERE pg_try_advisory_xact_lock(:space, hashtext(u))",
+            {"urls": list(urls), "space": self.URL_LOCK_SPACE})
+        return {row[0] for row in found}
+
+    def in_flight_after_lock(self, now: float) -> Steps[list[tuple[Any, ...]] | None]:
+        # A claim that held these URLs before this one may have committed leases since the
+        # first count (READ COMMITTED: a new statement sees them).
+        rows: list[tuple[Any, ...]] = yield self.in_flight_query(now)
+        return rows
+
+    def lock_rows(self, ids: Sequence[int], now: float) -> Steps[set[int]]:
+        # Rows another transaction holds are skipped, not waited for; the status is checked
+        # again on the row's newest version (another claim may have leased it since this
+        # claim read it).
+        if not ids:
+            return set()
+        found = yield Query(
+            "SELECT id FROM webhook_deliveries WHERE id = ANY(CAST(:ids AS bigint[])) "
+            "AND (status = 'pending' OR (status = 'delivering' AND lease_until < :now)) "
+            "FOR UPDATE SKIP LOCKED", {"ids": list(ids), "now": now})
+        return {row[0] for row in found}
+
+    def lease(self, now: float, lease_until: float,
+              units: Sequence[tuple[str, Sequence[int]]]) -> Steps[None]:
+        # Every unit in one statement: a statement per row costs a server round per row.
+        yield Query(
+            "UPDATE webhook_deliveries AS d SET status = 'delivering', "
+            "lease_until = :lease, claim_token = u.token, updated_at = :now "
+            "FROM unnest(CAST(:ids AS bigint[]), CAST(:tokens AS varchar[])) AS u(id, token) "
+            "WHERE d.id = u.id AND (d.status = 'pending' OR "
+            "(d.status = 'delivering' AND d.lease_until < :now))",
+            {"lease": lease_until, "now": now,
+             "ids": [i for _token, ids in units for i in ids],
+             "tokens": [t for t, ids in units for _i in ids]})
+
+    def successes(self, rows: Sequence[tuple[Any, ...]]) -> Steps[None]:
+        columns = list(zip(*rows, strict=True))
+        ids, tokens = list(columns[6]), list(columns[7])
+        arrays = ("FROM unnest(CAST(:ids AS bigint[]), CAST(:tokens AS varchar[])) "
+                  "AS h(id, token)")
+        yield Query(
+            "INSERT INTO webhook_attempts (delivery_id, started_at, latency_ms, status_code, "
+            "error_class, error, response_body) SELECT d.id, d.success_started_at, "
+            "d.success_latency_ms, d.success_status_code, NULL, NULL, "
+            f"d.success_response_body FROM webhook_deliveries AS d JOIN (SELECT * {arrays}) "
+            "AS h ON d.id = h.id AND d.claim_token = h.token WHERE d.status = 'delivering' "
+            "AND d.success_started_at IS NOT NULL ORDER BY d.id",
+            {"ids": ids, "tokens": tokens})
+        yield Query(
+            "UPDATE webhook_deliveries AS d SET status = 'succeeded', "
+            "attempt_count = d.attempt_count + 1, next_attempt_at = :now, "
+            "last_error = NULL, lease_until = NULL, claim_token = NULL, "
+            "updated_at = :now, success_started_at = u.started, "
+            "success_latency_ms = u.latency, success_status_code = u.code, "
+            "success_response_body = u.body FROM unnest(CAST(:ids AS bigint[]), "
+            "CAST(:tokens AS varchar[]), CAST(:started AS double precision[]), "
+            "CAST(:latency AS double precision[]), CAST(:code AS integer[]), "
+            "CAST(:body AS text[])) AS u(id, token, started, latency, code, body) "
+            "WHERE d.id = u.id AND d.claim_token = u.token AND d.status = 'delivering'",
+            {"now": rows[0][1], "ids": ids, "tokens": tokens, "started": list(columns[2]),
+             "latency": list(columns[3]), "code": list(columns[4]),
+             "body": list(columns[5])})
+
+
+def outbox_sql(dialect: str, *, hold_s: float = 2.0) -> OutboxSql:
+    """The statements of ``dialect`` (``sqlite`` or ``postgresql``). ``hold_s``: on
+    PostgreSQL, how long the server waits for a stalled claimer before it ends the claim's
+    transaction (``begin_claim``)."""
+    if dialect == "postgresql":
+        return PostgresOutboxSql(hold_s=hold_s)
+    if dialect == "sqlite":
+        return OutboxSql()
+    raise ValueError(f"no outbox statements for the {dialect!r} dialect")
+
+
+__all__ = [
+    "ACTIVE_STATES",
+    "INSERT_COLUMNS",
+    "LANE_ROWS_WHERE",
+    "LEASED_WHERE",
+    "LOOSE_LEASED_WHERE",
+    "LOOSE_PENDING_WHERE",
+    "NEWEST_ID_SQL",
+    "STATES",
+    "SUCCESS_SQL",
+    "SUCCESS_VALUES_SQL",
+    "TERMINAL_STATES",
+    "OutboxSql",
+    "PostgresOutboxSql",
+    "outbox_sql",
+]

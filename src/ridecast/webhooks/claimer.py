@@ -1,0 +1,255 @@
+"""The claim: leases units of due deliveries to this worker, and keeps or gives back leases.
+
+A claim is one transaction (``store.txsteps``): record the results gathered since the last
+one (``recorder``), count the units in flight, extend running chunks, read the heads of the
+free lanes and URLs, plan units (``claims.plan_units``), lock, lease. No claim waits for
+another, and a stalled worker holds only what it leased:
+
+* SQLite has one writer: the transaction holds the write lock from its first statement, so
+  what it reads stays true until it commits;
+* PostgreSQL: the slots of a URL are planned by one claim at a time, under a try-lock per
+  URL held to the end of the transaction (a URL another claim is planning is left to the
+  next claim, never waited for); after the lock the units in flight are counted again; each
+  row is then locked ``FOR UPDATE SKIP LOCKED`` with its status checked on its newest
+  version, and a unit stops before the first row it could not take. There is no global
+  lock. A worker stopped inside the transaction loses it after ``claim_hold_s``
+  (``store.outbox``'s ``begin_claim``).
+
+A lease is dated after every lock of its transaction is held (never before a wait), and
+the lease statement itself takes only rows still pending or whose lease ran out.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+from ..store.outbox import OutboxSql
+from ..store.txsteps import StepRunner, Steps
+from .claims import InFlight, Row, chunk_size, plan_units
+from .jobs import Job, Result, Unit
+from .recorder import Recorder
+
+
+def in_flight_of(rows: Sequence[tuple[Any, ...]]) -> InFlight:
+    """Units in flight per URL and the held ordered lanes, from the in-flight query's rows
+    (url, simulation_id, ordered, claim_token, first id)."""
+    units: set[tuple[str, str]] = set()
+    lanes: set[int] = set()
+    for url, simulation_id, ordered, claim_token, first in rows:
+        units.add((url, claim_token or f"row-{first}"))
+        if ordered:
+            lanes.add(simulation_id)
+    per_url: dict[str, int] = {}
+    for url, _token in units:
+        per_url[url] = per_url.get(url, 0) + 1
+    return InFlight(per_url, lanes)
+
+
+def _prefix(unit: Sequence[Row], got: set[int]) -> int:
+    """How many rows of ``unit``, from its head, were taken (a unit stops at a gap)."""
+    for index, row in enumerate(unit):
+        if row.id not in got:
+            return index
+    return len(unit)
+
+
+class Claimer:
+    """Claims units and keeps their leases (see the module docstring)."""
+
+    def __init__(self, engine: AsyncEngine, sql: OutboxSql, recorder: Recorder) -> None:
+        self._sql = sql
+        self._recorder = recorder
+        self._steps = StepRunner(engine)
+
+    async def claim(
+        self, *, max_units: int, unit_rows: int, per_endpoint: int, lease_s: float,
+        record: Sequence[Result] = (), bodies: Mapping[int, bytes] | None = None,
+        stale: bool = True, chunk_rows: int | None = None,
+        extend: Sequence[tuple[str, str]] = (),
+    ) -> list[Unit]:
+        """Lease up to ``max_units`` units of due deliveries (see ``claims.plan_units``).
+
+        ``record``: outcomes to write first, in the same transaction. ``bodies``: event
+        bodies the caller already holds (by ``event_id``); only the missing ones are read
+        from the log. ``stale``: also look for unordered rows whose lease ran out.
+        ``chunk_rows``: the most rows of an unordered chunk (default ``unit_rows``).
+        ``extend``: (claim token, URL) of this worker's unordered chunks that are running
+        out: each still holding its lease gets more due rows of its URL under the same token
+        (the same slot), returned as a ``Unit`` with that token, before new units are planned.
+        """
+        return await self._steps.run(lambda: self._claim_steps(
+            lease_s, max_units, unit_rows, per_endpoint, record, bodies or {}, stale,
+            unit_rows if chunk_rows is None else chunk_rows, extend))
+
+    def _claim_steps(
+        self, lease_s: float, max_units: int, unit_rows: int, per_endpoint: int,
+        record: Sequence[Result], known: Mapping[int, bytes], stale: bool, chunk_max: int,
+        extend: Sequence[tuple[str, str]],
+    ) -> Steps[list[Unit]]:
+        sql = self._sql
+        yield from sql.begin_claim(writes_first=bool(record))
+        if record:
+            yield from self._recorder.steps(record, time.time())
+        if max_units <= 0 and not extend:
+            return []
+        now = time.time()
+        leased = yield sql.in_flight_query(now)
+        busy = in_flight_of(leased)
+        units: list[Unit] = []
+        if extend:
+            # Only a token that still holds a lease holds its slot; one whose rows are all
+            # recorded is not counted in flight, and its slot is planned below.
+            holding = {token for _url, _sim, ordered, token, _first in leased
+                       if token is not None and not ordered}
+            units += yield from self._extend_steps(
+                lease_s, [(t, url) for t, url in extend if t in holding], per_endpoint,
+                chunk_max, known)
+        if max_units <= 0:
+            return units
+        # Unordered rows: per URL, no more than its free slots can take.
+        room = min(per_endpoint, max_units)
+        chunk_rows = {url: min(room, max(0, per_endpoint - count)) * chunk_max
+                      for url, count in busy.per_url.items()}
+        active, extra = yield from self._candidates(now, unit_rows, chunk_rows,
+                                                    room * chunk_max, busy.lanes, stale=stale)
+        # Plan, and hold the URLs of the plan; a URL another claim holds is left out and
+        # the plan made again without it (its units go to the next URLs in line).
+        locked: set[str] = set()
+        elsewhere: set[str] = set()
+        while True:
+            plan = plan_units([row for row in active if row.url not in elsewhere], busy,
+                              now=now, per_endpoint=per_endpoint, unit_rows=unit_rows,
+                              max_units=max_units, chunk_rows=chunk_max)
+            wanted = {unit[0].url for unit in plan} - locked
+            if not wanted:
+                break
+            got = yield from sql.lock_urls(sorted(wanted))
+            locked |= got
+            elsewhere |= wanted - got
+        if not plan:
+            return units
+        recount = yield from sql.in_flight_after_lock(time.time())
+        if recount is not None:
+            # Another claim may have leased slots of these URLs before this one held them:
+            # plan again on what is in flight now, with the URLs this claim holds.
+            plan = plan_units([row for row in active if row.url in locked],
+                              in_flight_of(recount), now=now, per_endpoint=per_endpoint,
+                              unit_rows=unit_rows, max_units=max_units, chunk_rows=chunk_max)
+        taken = yield from sql.lock_rows([row.id for unit in plan for row in unit], now)
+        plan = [unit[:_prefix(unit, taken)] for unit in plan]
+        plan = [unit for unit in plan if unit]
+        if not plan:
+            return units
+        leased_at = time.time()  # every lock is held: the lease starts now
+        lease_until = leased_at + lease_s
+        tokens = [uuid.uuid4().hex for _ in plan]
+        yield from sql.lease(leased_at, lease_until, [
+            (token, [row.id for row in unit]) for unit, token in zip(plan, tokens, strict=True)])
+        read = yield from sql.bodies(
+            [row.event_id for unit in plan for row in unit if row.event_id not in known])
+        for unit, token in zip(plan, tokens, strict=True):
+            jobs = []
+            for row in unit:
+                message_type, attempt_count = extra[row.id]
+                body = known.get(row.event_id)
+                jobs.append(Job(row.id, row.event_id, row.simulation_id, message_type, row.url,
+                                attempt_count, read.get(row.event_id) if body is None else body,
+                                row.ordered, token))
+            units.append(Unit(token, lease_until, jobs))
+        return units
+
+    def _extend_steps(
+        self, lease_s: float, extend: Sequence[tuple[str, str]], per_endpoint: int,
+        rows: int, known: Mapping[int, bytes],
+    ) -> Steps[list[Unit]]:
+        """Lease more due unordered rows of each URL to its running tokens, shared as
+        ``chunk_size`` shares a URL's rows among new chunks."""
+        by_url: dict[str, list[str]] = {}
+        for token, url in extend:
+            by_url.setdefault(url, []).append(token)
+        units: list[Unit] = []
+        for url, tokens in by_url.items():
+            found = yield from self._sql.free_url_rows(url, time.time(), len(tokens) * rows)
+            if not found:
+                continue
+            size = chunk_size(len(found), len(tokens), per_endpoint, rows)
+            shares = [(token, found[n * size:(n + 1) * size]) for n, token in enumerate(tokens)]
+            shares = [(token, share) for token, share in shares if share]
+            leased_at = time.time()
+            lease_until = leased_at + lease_s
+            yield from self._sql.lease(leased_at, lease_until, [
+                (token, [row[0] for row in share]) for token, share in shares])
+            read = yield from self._sql.bodies(
+                [row[1] for _token, share in shares for row in share if row[1] not in known])
+            for token, share in shares:
+                jobs = []
+                for id_, event_id, simulation_id, message_type, attempt_count in share:
+                    body = known.get(event_id)
+                    jobs.append(Job(id_, event_id, simulation_id, message_type, url,
+                                    attempt_count, read.get(event_id) if body is None else body,
+                                    False, token))
+                units.append(Unit(token, lease_until, jobs))
+        return units
+
+    def _candidates(
+        self, now: float, lane_rows: int, chunk_rows: dict[str, int],
+        default_chunk_rows: int, busy_lanes: set[int], *, stale: bool,
+    ) -> Steps[tuple[list[Row], dict[int, tuple[str, int]]]]:
+        """The rows a plan can use, read through the partial indexes rather than every active
+        row: the first ``lane_rows`` of each free simulation's ordered queue, and the oldest
+        due unordered rows of each URL (``chunk_rows`` of it, or ``default_chunk_rows``); with
+        each row's message type and attempt count. ``plan_units`` gives the same plan on
+        these as on all active rows. Unordered rows whose lease ran out are read only when
+        ``stale`` (the poll asks: they have waited a whole lease already)."""
+        sql = self._sql
+        parts: list[str] = []
+        params: dict[str, Any] = {"now": now}
+        lanes = yield from sql.keys("simulation_id", sql.lane_where, "ix_deliveries_lanes")
+        for n, sim in enumerate(s for s in lanes if s not in busy_lanes):
+            params[f"s{n}"] = sim
+            parts.append(sql.lane_head(n, lane_rows))
+        urls = yield from sql.keys("url", sql.loose_where, "ix_deliveries_loose")
+        for n, url in enumerate(urls):
+            rows = chunk_rows.get(url, default_chunk_rows)
+            if rows > 0:
+                params[f"u{n}"] = url
+                parts.append(sql.url_head(n, rows))
+        if stale:
+            parts.append(sql.stale_rows(default_chunk_rows))
+        found: list[Row] = []
+        extra: dict[int, tuple[str, int]] = {}
+        for (id_, sim, url, event_id, ordered, status, next_at, lease, token, message_type,
+             attempt_count) in (yield from sql.candidates(parts, params)):
+            found.append(Row(id_, sim, url, event_id, bool(ordered), status, next_at, lease,
+                             token))
+            extra[id_] = (message_type, attempt_count)
+        return found, extra
+
+    async def renew(self, token: str, delivery_ids: Sequence[int], lease_until: float) -> bool:
+        """Extend the lease of a unit's unsent deliveries; False if the unit no longer holds
+        every one of them (its lease ran out and another worker claimed them)."""
+        if not delivery_ids:
+            return True
+        held = await self._steps.run(
+            lambda: self._sql.renew(token, time.time(), lease_until))
+        return set(delivery_ids) <= held
+
+    async def release(self, held: Sequence[tuple[int, str]]) -> None:
+        """Give leased deliveries (id, claim token) back, due now, where the token still
+        holds them (a dispatcher stops, or hands back part of a lane it already sends)."""
+        if held:
+            await self._steps.run(lambda: self._sql.releases(time.time(), held))
+
+    async def repoint(self, simulation_id: int, url: str, token: str) -> None:
+        """Send the simulation's waiting deliveries, and those ``token`` holds, to ``url``,
+        the URL now in force: one statement, whatever the number of rows."""
+        await self._steps.run(lambda: self._sql.repoint(simulation_id, url, token,
+                                                        time.time()))
+
+
+__all__ = ["Claimer", "in_flight_of"]

@@ -1,0 +1,137 @@
+"""The delivery log: what was delivered and how, replay, the queue's gauges, retention.
+
+Reads of ``webhook_deliveries`` and ``webhook_attempts`` for the API, and the writes that
+need no claim (``store.outbox`` holds every statement): a replay queues a delivery that is
+not in flight on a fresh schedule (``attempt_count`` back to 0, as Svix does: a replay after
+the schedule ran out gets the whole schedule again); disabling marks waiting rows; the purge
+removes finished rows. A success is kept on its delivery row (one write per delivered
+event); the log shows it among the attempts, as the attempt row it stands for.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping
+from typing import Any
+
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+from ..store.outbox import NEWEST_ID_SQL, OutboxSql
+from ..store.txsteps import Query, StepRunner, Steps
+from .health import forget_before
+
+Row = dict[str, Any]
+_SUCCESS_COLUMNS = ("success_started_at", "success_latency_ms", "success_status_code",
+                    "success_response_body")
+
+
+def with_attempts(row: Mapping[str, Any], attempts: list[Row]) -> dict[str, Any]:
+    """A delivery row as ``list`` and ``get`` give it: its attempts oldest first, the
+    success kept on the row among them, as the attempt row it stands for."""
+    item = {k: v for k, v in row.items() if k not in _SUCCESS_COLUMNS}
+    if row["success_started_at"] is not None:
+        attempts = [*attempts, {
+            "id": None, "delivery_id": row["id"], "started_at": row["success_started_at"],
+            "latency_ms": row["success_latency_ms"],
+            "status_code": row["success_status_code"], "error_class": None, "error": None,
+            "response_body": row["success_response_body"],
+        }]
+        # Oldest first. The kept success is the newest attempt unless a second sender of
+        # the same delivery (its lease ran out) finished after it.
+        attempts.sort(key=lambda a: a["started_at"])
+    item["attempts"] = attempts
+    item["ordered"] = bool(item.get("ordered", True))
+    return item
+
+
+class DeliveryLog:
+    """The delivery log of the simulations (see the module docstring)."""
+
+    def __init__(self, engine: AsyncEngine, sql: OutboxSql) -> None:
+        self._sql = sql
+        self._steps = StepRunner(engine)
+        self._engine = engine
+
+    @property
+    def engine(self) -> AsyncEngine:
+        return self._engine
+
+    async def listing(
+        self, simulation_id: int, *, status: str | None, message_type: str | None,
+        limit: int, offset: int = 0, before: int | None = None,
+    ) -> tuple[list[Row], int]:
+        """Deliveries of a simulation, newest first, each with its attempts; and the total."""
+        def steps() -> Steps[tuple[list[Row], int]]:
+            rows = yield from self._sql.page(simulation_id, status=status,
+                                             message_type=message_type, before=before,
+                                             limit=limit, offset=offset)
+            total = yield from self._sql.count(simulation_id, status=status,
+                                               message_type=message_type)
+            return (yield from self._with_attempts(rows)), total
+
+        return await self._steps.read(steps)
+
+    def _with_attempts(self, rows: list[Row]) -> Steps[list[Row]]:
+        attempts: dict[int, list[Row]] = {row["id"]: [] for row in rows}
+        for attempt in (yield from self._sql.attempts_of(list(attempts))):
+            attempts[attempt["delivery_id"]].append(attempt)
+        return [with_attempts(row, attempts[row["id"]]) for row in rows]
+
+    async def get(self, simulation_id: int, delivery_id: int) -> dict[str, Any] | None:
+        """One delivery with its attempts; None when the simulation has no such delivery."""
+        def steps() -> Steps[dict[str, Any] | None]:
+            row = yield from self._sql.one(simulation_id, delivery_id)
+            if row is None:
+                return None
+            return (yield from self._with_attempts([row]))[0]
+
+        return await self._steps.read(steps)
+
+    async def retry(self, simulation_id: int, delivery_id: int) -> bool | None:
+        """Queue one delivery again, now, on a fresh schedule; None when it does not exist,
+        False when it is in flight."""
+        return await self._steps.run(
+            lambda: self._sql.replay(simulation_id, delivery_id, time.time()))
+
+    async def retry_failed(self, simulation_id: int) -> int:
+        """Queue every failed or disabled delivery of the simulation again (bulk replay)."""
+        return await self._steps.run(lambda: self._sql.replay_failed(simulation_id,
+                                                                     time.time()))
+
+    async def disable_pending(self, simulation_id: int, reason: str) -> int:
+        """Mark the simulation's waiting deliveries ``disabled`` (its endpoint was disabled)."""
+        return await self._steps.run(
+            lambda: self._sql.disable_pending(simulation_id, reason, time.time()))
+
+    async def depth(self) -> int:
+        """Deliveries pending or in flight (the queue-depth gauge), from partial indexes."""
+        def steps() -> Steps[int]:
+            return int((yield Query(self._sql.depth_sql))[0][0] or 0)
+
+        return await self._steps.read(steps)
+
+    async def backlog(self, simulation_id: int | None = None,
+                      ) -> list[tuple[int, int, float]]:
+        """(simulation id, deliveries still to send, creation time of the oldest of them)
+        for one simulation or every one with a backlog."""
+        return await self._steps.read(lambda: self._sql.backlog(simulation_id))
+
+    async def newest_id(self) -> int:
+        """The highest delivery id in the outbox (0 when empty)."""
+        def steps() -> Steps[int]:
+            return int((yield Query(NEWEST_ID_SQL))[0][0] or 0)
+
+        return await self._steps.read(steps)
+
+    async def purge_older_than(self, cutoff: float) -> int:
+        """Remove finished deliveries last changed before ``cutoff``, with their attempts,
+        and the failing clocks not moved since."""
+        def steps() -> Steps[int]:
+            removed = yield from self._sql.purge(cutoff)
+            yield from forget_before(cutoff)
+            return removed
+
+        return await self._steps.run(steps)
+
+
+__all__ = ["DeliveryLog", "with_attempts"]

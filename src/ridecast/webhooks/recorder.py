@@ -1,0 +1,69 @@
+"""The record: writes the outcome of finished attempts to the outbox, each under its claim.
+
+A success is one write on the delivery row (its attempt kept on the row; an earlier success
+there, from a replay, first moves to ``webhook_attempts``); any other outcome updates the
+row and inserts its attempt; a ``RELEASE`` gives the row back, due now. Every one of these
+statements names the claim token the result was sent under and the ``delivering`` status
+(``store.outbox``): the result of a worker whose lease ran out, and whose rows another
+worker took, changes nothing, and its attempt is not logged against the newer claim.
+
+``steps`` is the transaction's body, so the claimer records and claims in one transaction
+(what a result frees, a lane or a slot, is claimed again at once).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+from ..store.outbox import OutboxSql
+from ..store.txsteps import StepRunner, Steps
+from .health import end_streaks
+from .jobs import RELEASE, Result
+
+
+class Recorder:
+    """Writes results (see the module docstring)."""
+
+    def __init__(self, engine: AsyncEngine, sql: OutboxSql) -> None:
+        self._sql = sql
+        self._steps = StepRunner(engine)
+
+    async def record(self, results: Sequence[Result]) -> None:
+        """Write the outcome of many attempts in one transaction (one commit per batch)."""
+        if not results:
+            return
+        now = time.time()
+        await self._steps.run(lambda: self.steps(results, now))
+
+    def steps(self, results: Sequence[Result], now: float) -> Steps[None]:
+        """The writes of ``results`` at ``now``, as steps of the caller's transaction."""
+        ok = [r for r in results if r.status == "succeeded" and r.last_error is None]
+        released = [(r.delivery_id, r.token) for r in results if r.status == RELEASE]
+        done = {r.delivery_id for r in ok} | {delivery_id for delivery_id, _t in released}
+        rest = [r for r in results if r.delivery_id not in done]
+        if ok:
+            # attempt_count + 1 in SQL equals the dispatcher's count: a leased row has one
+            # attempt in flight.
+            yield from self._sql.successes([
+                (now, now, *(r.success or (None, None, None, None)), r.delivery_id, r.token)
+                for r in ok])
+        if released:
+            yield from self._sql.releases(now, released)
+        yield from end_streaks(sorted({r.simulation_id for r in results
+                                if r.status == "succeeded" and r.simulation_id is not None}))
+        attempts = []
+        for r in rest:
+            written = yield from self._sql.result(now, r.delivery_id, r.token, r.status,
+                                                  r.attempt_count, r.next_attempt_at,
+                                                  r.last_error)
+            if written and (a := r.attempt) is not None:
+                attempts.append((r.delivery_id, a["started_at"], a["latency_ms"],
+                                 a["status_code"], a["error_class"], a["error"],
+                                 a["response_body"]))
+        yield from self._sql.attempts(attempts)
+
+
+__all__ = ["Recorder"]
