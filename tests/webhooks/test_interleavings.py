@@ -1,0 +1,207 @@
+"""The interleavings of claims, results, retries and releases that many workers produce, run
+step by step against the real store (SQLite, then PostgreSQL): every write on a leased
+delivery holds its claim, so a stale worker's write changes nothing.
+
+A lease that "ran out" is made by claiming with a lease already in the past, so the order of
+events is fixed by the test, not by sleeping.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import AsyncIterator
+
+import pytest
+from sqlalchemy import func, insert, select, text
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+from ridecast.store.engine import create_engine, upgrade
+from ridecast.store.tables import events, webhook_attempts, webhook_deliveries
+from ridecast.webhooks.jobs import Job, Result
+
+from .test_outbox import Outbox
+
+D = webhook_deliveries
+EXPIRED = -1.0  # a lease that has run out by the time anyone looks at it
+FAILED = {"started_at": 1.0, "latency_ms": 1.0, "status_code": 500,
+          "error_class": "http_status", "error": "HTTP 500", "response_body": "no"}
+
+
+@pytest.fixture
+async def engine(store_url: str) -> AsyncIterator[AsyncEngine]:
+    await upgrade(store_url)
+    eng = create_engine(store_url)
+    yield eng
+    await eng.dispose()
+
+
+async def _enqueue(engine: AsyncEngine, count: int, *, sim: int = 1, ordered: bool = True,
+                   url: str = "http://a/") -> None:
+    now = time.time()
+    async with engine.begin() as conn:
+        for i in range(count):
+            event_id = (await conn.execute(insert(events).values(
+                simulation_id=sim, message_type="bookings", created_at=now,
+                body=b'{"i":%d}' % i))).inserted_primary_key[0]
+            await conn.execute(insert(D).values(
+                event_id=event_id, simulation_id=sim, message_type="bookings", url=url,
+                status="pending", attempt_count=0, next_attempt_at=now, created_at=now,
+                updated_at=now, ordered=ordered))
+
+
+async def _jobs(outbox: Outbox, lease_s: float = 30.0, **kwargs: object) -> list[Job]:
+    units = await outbox.claim(max_units=10, unit_rows=64, per_endpoint=8, lease_s=lease_s,
+                               **kwargs)  # type: ignore[arg-type]
+    return [job for unit in units for job in unit.jobs]
+
+
+async def _rows(engine: AsyncEngine) -> dict[int, tuple[str, str | None, int, str]]:
+    async with engine.connect() as conn:
+        found = await conn.execute(select(D.c.id, D.c.status, D.c.claim_token,
+                                          D.c.attempt_count, D.c.url))
+        return {r[0]: (r[1], r[2], r[3], r[4]) for r in found}
+
+
+async def _attempt_rows(engine: AsyncEngine) -> int:
+    async with engine.connect() as conn:
+        return int(await conn.scalar(select(func.count()).select_from(webhook_attempts)) or 0)
+
+
+def _ok(job: Job) -> Result:
+    return Result(job.delivery_id, "succeeded", job.attempt_count + 1, time.time(), None,
+                  simulation_id=job.simulation_id, success=(time.time(), 1.0, 200, "ok"),
+                  token=job.token)
+
+
+def _retry_later(job: Job) -> Result:
+    return Result(job.delivery_id, "pending", job.attempt_count + 1, time.time() + 60,
+                  "HTTP 500", dict(FAILED), token=job.token)
+
+
+async def test_a_late_result_after_expiry_changes_nothing(engine: AsyncEngine) -> None:
+    """Worker A's lease runs out, B claims the lane; A's late success, failure, release and
+    renewal all change nothing (no attempt logged against B's claim); B's result counts."""
+    await _enqueue(engine, 2)
+    a, b = Outbox(engine), Outbox(engine)
+    stale = await _jobs(a, EXPIRED)
+    fresh = await _jobs(b)
+    assert [j.delivery_id for j in fresh] == [j.delivery_id for j in stale]
+    assert {j.token for j in fresh}.isdisjoint({j.token for j in stale})
+    before = await _rows(engine)
+    await a.record([_ok(stale[0]), _retry_later(stale[1])])
+    await a.release([(j.delivery_id, j.token) for j in stale])
+    assert not await a.claimer.renew(stale[0].token, [stale[0].delivery_id], time.time() + 60)
+    assert await _rows(engine) == before
+    assert await _attempt_rows(engine) == 0
+    got = await a.get(1, stale[0].delivery_id)
+    assert got is not None and got["attempts"] == []
+    await b.record([_ok(j) for j in fresh])
+    assert {status for status, *_ in (await _rows(engine)).values()} == {"succeeded"}
+
+
+async def test_a_retry_request_never_takes_a_delivery_in_flight(engine: AsyncEngine) -> None:
+    """A replay of a delivery being sent is refused and changes nothing; the sender's result
+    then counts. A replay of a delivery waiting for its retry starts a fresh schedule, due
+    now, and the next claim takes it."""
+    await _enqueue(engine, 1)
+    outbox = Outbox(engine)
+    (job,) = await _jobs(outbox)
+    before = await _rows(engine)
+    assert await outbox.retry(1, job.delivery_id) is False
+    assert await outbox.retry(1, 999_999) is None
+    assert await _rows(engine) == before
+    await outbox.record([_retry_later(job)])
+    assert (await _rows(engine))[job.delivery_id][:3] == ("pending", None, 1)
+    assert await _jobs(outbox) == []  # its retry is a minute away
+    assert await outbox.retry(1, job.delivery_id) is True
+    assert (await _rows(engine))[job.delivery_id][:3] == ("pending", None, 0)
+    (again,) = await _jobs(outbox)
+    assert again.delivery_id == job.delivery_id and again.attempt_count == 0
+
+
+async def test_a_retry_after_a_new_claim_is_refused(engine: AsyncEngine) -> None:
+    """Expiry, then a claim by B, then a replay request: refused (B is sending it)."""
+    await _enqueue(engine, 1)
+    a, b = Outbox(engine), Outbox(engine)
+    await _jobs(a, EXPIRED)
+    (job,) = await _jobs(b)
+    assert await a.retry(1, job.delivery_id) is False
+    assert (await _rows(engine))[job.delivery_id][:2] == ("delivering", job.token)
+
+
+async def test_a_release_after_a_new_claim_leaves_it(engine: AsyncEngine) -> None:
+    """A gives back rows B has claimed since A's lease ran out: B keeps them; a release by
+    the claim that holds them makes them due at once."""
+    await _enqueue(engine, 3, ordered=False)
+    a, b = Outbox(engine), Outbox(engine)
+    stale = await _jobs(a, EXPIRED)
+    fresh = await _jobs(b)
+    assert sorted(j.delivery_id for j in fresh) == sorted(j.delivery_id for j in stale)
+    await a.release([(j.delivery_id, j.token) for j in stale])
+    rows = await _rows(engine)
+    assert {j.delivery_id: ("delivering", j.token) for j in fresh} == {
+        i: (status, token) for i, (status, token, _c, _u) in rows.items()}
+    await b.release([(j.delivery_id, j.token) for j in fresh])
+    assert len(await _jobs(a)) == 3
+
+
+async def test_a_url_change_is_one_statement_that_leaves_other_claims_alone(
+    engine: AsyncEngine,
+) -> None:
+    """A repoint moves the simulation's waiting rows and the caller's own rows to the new
+    URL; rows another worker holds keep theirs until that worker repoints them."""
+    await _enqueue(engine, 2, sim=1)
+    await _enqueue(engine, 2, sim=2)
+    a, b = Outbox(engine), Outbox(engine)
+    jobs = await a.claim(max_units=10, unit_rows=1, per_endpoint=8, lease_s=30)
+    mine = next(unit for unit in jobs if unit.jobs[0].simulation_id == 1).jobs[0]
+    other = next(unit for unit in jobs if unit.jobs[0].simulation_id == 2).jobs[0]
+    await b.claimer.repoint(1, "http://b/", "not-a-claim")
+    await a.claimer.repoint(2, "http://b/", mine.token)  # not the claim of sim 2's head
+    rows = await _rows(engine)
+    assert rows[mine.delivery_id][3] == "http://a/"  # held by a, repointed by b: kept
+    assert rows[other.delivery_id][3] == "http://a/"
+    assert sorted(url for _s, _t, _c, url in rows.values()) == [
+        "http://a/", "http://a/", "http://b/", "http://b/"]
+    await a.claimer.repoint(1, "http://b/", mine.token)
+    assert (await _rows(engine))[mine.delivery_id][3] == "http://b/"
+
+
+async def test_a_lease_is_dated_after_the_claim_holds_its_locks(engine: AsyncEngine) -> None:
+    """The lease written is the claim's lease from the moment the rows were taken: never
+    already run out when the claim returns."""
+    await _enqueue(engine, 1)
+    (unit,) = await Outbox(engine).claim(max_units=1, unit_rows=1, per_endpoint=1,
+                                         lease_s=30)
+    async with engine.connect() as conn:
+        lease, updated = (await conn.execute(select(D.c.lease_until, D.c.updated_at))).one()
+    assert lease == unit.lease_until and abs(lease - updated - 30) < 1e-6
+    assert lease > time.time() + 29
+
+
+async def test_postgres_claims_skip_what_a_stalled_transaction_holds(pg_url: str) -> None:
+    """On PostgreSQL, a transaction that holds a lane's rows (a worker stopped mid-claim)
+    and one that holds a URL's claim lock make another worker's claim skip exactly those,
+    never wait for them: it takes the other lane and the other URL at once."""
+    await upgrade(pg_url)
+    engine, stalled = create_engine(pg_url), create_engine(pg_url)
+    try:
+        await _enqueue(engine, 2, sim=1, url="http://a/")
+        await _enqueue(engine, 2, sim=2, url="http://a/")
+        await _enqueue(engine, 2, sim=3, url="http://locked/")
+        async with stalled.connect() as conn, conn.begin():
+            await conn.execute(text("SELECT id FROM webhook_deliveries WHERE simulation_id = 1 "
+                                    "FOR UPDATE"))
+            await conn.execute(text("SELECT pg_advisory_xact_lock(:space, hashtext(:url))"),
+                               {"space": 0x72637768, "url": "http://locked/"})
+            units = await asyncio.wait_for(Outbox(engine).claim(
+                max_units=10, unit_rows=64, per_endpoint=8, lease_s=30), timeout=30)
+        assert [unit.jobs[0].simulation_id for unit in units] == [2]
+        # Once the stalled transaction is gone, the rest is claimed.
+        rest = await Outbox(engine).claim(max_units=10, unit_rows=64, per_endpoint=8,
+                                          lease_s=30)
+        assert sorted(unit.jobs[0].simulation_id for unit in rest) == [1, 3]
+    finally:
+        await engine.dispose()
+        await stalled.dispose()
