@@ -20,7 +20,7 @@ from starlette.types import Receive, Scope, Send
 
 from . import __version__
 from .api import events as events_api
-from .api import health, simulations, token
+from .api import health, simulations, templates, token
 from .api import simulator as simulator_api
 from .api import webhooks as webhooks_api
 from .api.docs_pages import install_docs_pages
@@ -288,7 +288,8 @@ def create_app(settings: Settings | None = None, *,
     # Added last, so outermost of ours: it also catches what the body guard raises.
     app.add_middleware(UnexpectedErrors)
     # Routes are matched in order: the ingest hot path first.
-    for router in (events_api.router, token.router, simulations.router, health.router,
+    for router in (events_api.router, token.router, simulations.router, templates.router,
+                   health.router,
                    simulator_api.router):
         app.include_router(router)
     app.include_router(webhooks_api.router)

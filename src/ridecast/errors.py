@@ -83,6 +83,9 @@ _ROWS: tuple[ErrorSpec, ...] = (
     ErrorSpec("cursor_expired", 410, 4010,
               "since= points before the oldest retained event: the gap cannot be replayed."),
     ErrorSpec("not_found", 404, None, "No such resource."),
+    ErrorSpec("not_owner", 403, None,
+              "The template is visible to you but belongs to another user: only its owner "
+              "or an admin may change or delete it."),
     ErrorSpec("template_not_found", 404, None, "No simulation template with this id is visible."),
     ErrorSpec("delivery_not_found", 404, None, "No webhook delivery with this id."),
     ErrorSpec("method_not_allowed", 405, None, "The path exists but not with this method."),

@@ -103,6 +103,14 @@ def _anonymous(w: World, headers: dict[str, str] | None = None,
         return http.get("/api/v2/simulation", headers=headers, auth=auth)
 
 
+def _not_owner(w: World) -> httpx.Response:
+    """A member of the user's organisation deletes the user's template."""
+    template = w.http.post("/api/v2/simulation_template", json={"name": "t"}).json()["id"]
+    member = w.server.create_user(w.user.org)
+    with w.server.client(member) as http:
+        return http.delete(f"/api/v2/simulation_template/{template}")
+
+
 def _throttled(w: World) -> httpx.Response:
     name, key = _nobody()
     with httpx.Client(base_url=w.server.base_url, timeout=30) as http:
@@ -170,6 +178,7 @@ HTTP_RECIPES: dict[str, Callable[[World], httpx.Response]] = {
         headers={"Content-Type": "application/json"}),
     "headers_too_large": lambda w: w.http.get(
         "/api/v2/simulation", headers={"X-Big": "a" * (64 * 1024 + 1)}),
+    "not_owner": _not_owner,
     "too_many_requests": _throttled,
     "internal_error": _corrupt,
 }

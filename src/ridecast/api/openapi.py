@@ -89,6 +89,8 @@ def _statuses(path: str, method: str) -> set[int]:
         statuses.add(404)
     if method == "patch":
         statuses.update({404, 412})
+    if path.startswith("/api/v2/simulation_template/") and method in ("patch", "delete"):
+        statuses.add(403)  # not_owner
     if method == "post" and path.startswith("/api/v2/simulation") and "template_id" not in path:
         statuses.add(404)  # a template_id or simulation that is not visible
     if any(marker in path for marker in _CONFLICT_MARKERS):

@@ -63,6 +63,10 @@ class ListMeta(BaseModel):
     limit: int
     offset: int
     total_count: int
+    next_offset: int | None = Field(None, description="The offset= of the next page; null "
+                                                      "after the last.")
+    truncated: bool = Field(False, description="True when the page stopped at "
+                                               "RIDECAST_MAX_PAGE_BYTES before limit.")
 
 
 class SimulationList(BaseModel):
@@ -80,20 +84,16 @@ class Template(BaseModel):
     data: dict[str, Any] | None = _json_object()
     owner_id: int
     organisation_id: int
+    version: int = Field(1, description="Bumped by every change (the ETag is made from it).")
     created_at: datetime
-
-
-class TemplateListMeta(BaseModel):
-    """How many templates are listed."""
-
-    total_count: int
+    updated_at: datetime | None = None
 
 
 class TemplateList(BaseModel):
     """The templates visible to you."""
 
     objects: list[Template]
-    meta: TemplateListMeta
+    meta: ListMeta
 
 
 class IngestResult(BaseModel):

@@ -43,8 +43,20 @@ def template_json(record: TemplateRecord) -> dict[str, Any]:
         "data": renderable(record.data),
         "owner_id": record.owner_id,
         "organisation_id": record.org_id,
+        "version": record.version,
         "created_at": _iso(record.created_at),
+        "updated_at": _iso(record.updated_at or record.created_at),
     }
+
+
+def list_meta(limit: int, offset: int, total: int, count: int,
+              truncated: bool) -> dict[str, Any]:
+    """A list's ``meta``: the paging asked for, the total, and where the next page starts
+    (``next_offset``, null after the last); ``truncated`` when the byte budget
+    (``RIDECAST_MAX_PAGE_BYTES``) ended the page before ``limit``."""
+    end = offset + count
+    return {"limit": limit, "offset": offset, "total_count": total,
+            "next_offset": end if end < total else None, "truncated": truncated}
 
 
 # A ``str`` holds a surrogate code point only when it is lone: a decoder joins a valid pair
@@ -82,4 +94,4 @@ def _iso(ts: float) -> str:
     return datetime.fromtimestamp(ts, UTC).isoformat()
 
 
-__all__ = ["renderable", "simulation_json", "template_json"]
+__all__ = ["list_meta", "renderable", "simulation_json", "template_json"]

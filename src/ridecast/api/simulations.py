@@ -1,4 +1,4 @@
-"""Routes of simulations and simulation templates."""
+"""Routes of simulations (templates: ``templates.py``)."""
 
 from __future__ import annotations
 
@@ -11,9 +11,9 @@ from ..errors import BadRequest
 from .deps import CurrentUser, RuntimeDep
 from .jsonlimits import INT64_MAX, INT64_MIN
 from .params import Id, Offset
-from .responses import Simulation, SimulationList, Template, TemplateList, answers
+from .responses import Simulation, SimulationList, answers
 from .routing import SlashRouter
-from .simulation_views import simulation_json, template_json
+from .simulation_views import list_meta, simulation_json
 
 router = SlashRouter(tags=["simulations"])
 
@@ -42,33 +42,39 @@ class SimulationCreate(BaseModel):
     )
 
 
-def _patch_schema(schema: dict[str, Any]) -> None:
-    # Extra fields are allowed only to ignore the read-only ones a read-merge-PATCH sends
-    # back; any other is a 400, so the schema names them and allows nothing else.
-    props = schema.setdefault("properties", {})
-    for name in sorted(_READ_ONLY):
-        props.setdefault(name, {"description": "Read-only: sent back by a read-merge-PATCH, "
-                                               "ignored."})
-    schema["additionalProperties"] = False
+def patch_schema(read_only: set[str]) -> Any:
+    """A PATCH body's schema hook: extra fields are allowed only to ignore the read-only
+    ones a read-merge-PATCH sends back; any other is a 400, so the schema names them and
+    allows nothing else."""
+
+    def hook(schema: dict[str, Any]) -> None:
+        props = schema.setdefault("properties", {})
+        for name in sorted(read_only):
+            props.setdefault(name, {"description": "Read-only: sent back by a "
+                                                   "read-merge-PATCH, ignored."})
+        schema["additionalProperties"] = False
+
+    return hook
+
+
+def refuse_unknown(extra: dict[str, Any] | None, read_only: set[str]) -> None:
+    """400 for a PATCH field that is neither settable nor read-only."""
+    unknown = sorted(set(extra or {}) - read_only)
+    if unknown:
+        raise BadRequest(
+            f"unknown field(s): {', '.join(unknown)}; a PATCH may set name and data",
+            details=[{"field": f"body.{name}", "message": "unknown field"} for name in unknown],
+        )
 
 
 class SimulationPatch(BaseModel):
     """Body of ``PATCH /api/v2/simulation/{id}``: ``data`` replaces the whole object."""
 
-    model_config = ConfigDict(extra="allow", json_schema_extra=_patch_schema)
+    model_config = ConfigDict(extra="allow", json_schema_extra=patch_schema(_READ_ONLY))
 
     name: str | None = Field(None, min_length=1, max_length=200)
     data: Any = Field(None, description="Free-form settings object; replaces the whole data.",
                       json_schema_extra=_OBJECT)
-
-
-class TemplateCreate(BaseModel):
-    """Body of ``POST /api/v2/simulation_template``."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    name: str = Field(min_length=1, max_length=200)
-    data: Any = Field(None, description="Free-form settings object.", json_schema_extra=_OBJECT)
 
 
 def _with_etag(response: Response, etag: str) -> None:
@@ -94,11 +100,16 @@ async def list_simulations(
     limit: Annotated[int, Query(ge=1, le=1000)] = 100,
     offset: Offset = 0,
 ) -> dict[str, Any]:
-    """The simulations visible to you (yours, your organisation's; all for admins)."""
-    records, total = await runtime.simulations.list_visible(user, limit=limit, offset=offset)
+    """The simulations visible to you (yours, your organisation's; all for admins).
+
+    A page also stops at ``RIDECAST_MAX_PAGE_BYTES`` of stored names and data
+    (``meta.truncated``); page on with ``offset=meta.next_offset``.
+    """
+    records, total, truncated = await runtime.simulations.list_visible(
+        user, limit=limit, offset=offset, max_bytes=runtime.settings.max_page_bytes)
     return {
         "objects": [simulation_json(r) for r in records],
-        "meta": {"limit": limit, "offset": offset, "total_count": total},
+        "meta": list_meta(limit, offset, total, len(records), truncated),
     }
 
 
@@ -126,12 +137,7 @@ async def patch_simulation(
     To add a key safely, read the simulation, merge into its ``data`` and PATCH the result
     with ``If-Match: <ETag>``; a 412 means someone changed it in between.
     """
-    unknown = sorted(set(body.model_extra or {}) - _READ_ONLY)
-    if unknown:
-        raise BadRequest(
-            f"unknown field(s): {', '.join(unknown)}; a PATCH may set name and data",
-            details=[{"field": f"body.{name}", "message": "unknown field"} for name in unknown],
-        )
+    refuse_unknown(body.model_extra, _READ_ONLY)
     record = await runtime.simulations.update(
         user,
         simulation_id,
@@ -149,25 +155,3 @@ async def delete_simulation(simulation_id: Id, user: CurrentUser, runtime: Runti
     """Delete a simulation: its streams close and it stops producing events."""
     await runtime.simulations.delete(user, simulation_id)
     return Response(status_code=status.HTTP_204_NO_CONTENT)
-
-
-@router.post("/api/v2/simulation_template", status_code=status.HTTP_201_CREATED,
-             **answers(Template, 201))
-async def create_template(
-    body: TemplateCreate, user: CurrentUser, runtime: RuntimeDep
-) -> dict[str, Any]:
-    """Create a template; simulations created from it inherit its ``data``."""
-    return template_json(await runtime.simulations.create_template(user, body.name, body.data))
-
-
-@router.get("/api/v2/simulation_template", **answers(TemplateList))
-async def list_templates(user: CurrentUser, runtime: RuntimeDep) -> dict[str, Any]:
-    """The templates visible to you."""
-    records = await runtime.simulations.list_templates(user)
-    return {"objects": [template_json(r) for r in records], "meta": {"total_count": len(records)}}
-
-
-@router.get("/api/v2/simulation_template/{template_id}", **answers(Template))
-async def get_template(template_id: Id, user: CurrentUser, runtime: RuntimeDep) -> dict[str, Any]:
-    """One template."""
-    return template_json(await runtime.simulations.get_template(user, template_id))

@@ -12,7 +12,7 @@ from typing import Any
 
 from ..auth.visibility import Principal, can_see
 from ..bus import Bus, SimulationChanged
-from ..errors import NotFound, PreconditionFailed, ServiceUnavailable
+from ..errors import NotFound, PreconditionFailed, RidecastError, ServiceUnavailable
 from ..events.webhook_settings import validate_simulation_data, webhook_settings
 from ..store.simulations import SimulationRecord, SimulationStore, TemplateRecord
 from .catalog import SimulationCatalog, SimulationMeta
@@ -82,9 +82,11 @@ class SimulationService:
         return meta
 
     async def list_visible(
-        self, principal: Principal, *, limit: int, offset: int
-    ) -> tuple[list[SimulationRecord], int]:
-        return await self.store.list_visible(principal, limit=limit, offset=offset)
+        self, principal: Principal, *, limit: int, offset: int, max_bytes: int = 2**62,
+    ) -> tuple[list[SimulationRecord], int, bool]:
+        """A page of the visible simulations, its byte budget applied (see the store)."""
+        return await self.store.list_visible(principal, limit=limit, offset=offset,
+                                             max_bytes=max_bytes)
 
     async def create(
         self, principal: Principal, name: str, data: Any, template_id: int | None
@@ -176,8 +178,53 @@ class SimulationService:
             raise NotFound(f"template {template_id} not found", code="template_not_found")
         return record
 
-    async def list_templates(self, principal: Principal) -> list[TemplateRecord]:
-        return await self.store.list_templates(principal)
+    async def list_templates(
+        self, principal: Principal, *, limit: int, offset: int, max_bytes: int = 2**62,
+    ) -> tuple[list[TemplateRecord], int, bool]:
+        """A page of the visible templates, its byte budget applied (see the store)."""
+        return await self.store.list_templates(principal, limit=limit, offset=offset,
+                                               max_bytes=max_bytes)
+
+    async def _own_template(self, principal: Principal, template_id: int) -> TemplateRecord:
+        """The template if ``principal`` may change it: its owner or an admin. Others who
+        can see it get 403 not_owner; those who cannot, 404 as for reading."""
+        record = await self.get_template(principal, template_id)
+        if not principal.is_admin and record.owner_id != principal.user_id:
+            raise RidecastError(
+                f"template {template_id} belongs to another user; only its owner or an "
+                "admin may change or delete it", code="not_owner",
+            )
+        return record
+
+    async def update_template(
+        self, principal: Principal, template_id: int, *, if_match: str | None,
+        name: str | None, data: Any, data_given: bool,
+    ) -> TemplateRecord:
+        """PATCH, as for a simulation: ``data`` when given replaces the whole object, and
+        ``If-Match`` guards against a lost update (412)."""
+        current = await self._own_template(principal, template_id)
+        # A bad body is a 400 whatever the If-Match: the request could never succeed.
+        new_data = await self._validate(data) if data_given else None
+        expected = None
+        if if_match is not None:
+            if if_match.strip() != "*" and current.etag not in _etags(if_match):
+                raise PreconditionFailed(
+                    f"template {template_id} changed since you read it "
+                    f"(current ETag {current.etag})",
+                    details=[{"etag": current.etag}],
+                )
+            expected = current.version
+        record = await self.store.update_template(
+            template_id, expected_version=expected, name=name, data=new_data)
+        if record is None:
+            raise PreconditionFailed(
+                f"template {template_id} changed while it was being updated; read it again")
+        return record
+
+    async def delete_template(self, principal: Principal, template_id: int) -> None:
+        """Delete a template; simulations made from it keep their data and template_id."""
+        await self._own_template(principal, template_id)
+        await self.store.delete_template(template_id)
 
 
 def _etags(header: str) -> set[str]:

@@ -6,7 +6,7 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import func, insert, or_, select, update
+from sqlalchemy import Text, cast, func, insert, or_, select, update
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from ..auth.visibility import Principal
@@ -44,6 +44,12 @@ class TemplateRecord:
     owner_id: int
     org_id: int
     created_at: float
+    version: int = 1
+    updated_at: float | None = None
+
+    @property
+    def etag(self) -> str:
+        return f'"t{self.id}-{self.version}"'
 
 
 _SIM_COLUMNS = (
@@ -66,7 +72,32 @@ _TPL_COLUMNS = (
     simulation_templates.c.owner_id,
     simulation_templates.c.org_id,
     simulation_templates.c.created_at,
+    simulation_templates.c.version,
+    simulation_templates.c.updated_at,
 )
+_LIVE_TEMPLATE = simulation_templates.c.deleted_at.is_(None)
+
+
+def _page_ids(rows: list[Any], max_bytes: int) -> tuple[list[int], bool]:
+    """The ids of ``rows`` (id, size) that fit in ``max_bytes`` (at least one), and whether
+    the budget cut the list."""
+    ids: list[int] = []
+    used = 0
+    for row_id, size in rows:
+        used += int(size or 0) + ROW_OVERHEAD
+        if ids and used > max_bytes:
+            return ids, True
+        ids.append(row_id)
+    return ids, False
+
+
+ROW_OVERHEAD = 400
+"""Bytes a listed row adds to its name and data: ids, times, field names."""
+
+
+def _size(table: Any) -> Any:
+    """The stored size of a row's name and data, in characters (a byte each in ASCII)."""
+    return func.length(table.c.name) + func.length(cast(table.c.data, Text))
 
 
 def _visible_clause(principal: Principal, org_col: Any, owner_col: Any) -> Any:
@@ -115,20 +146,28 @@ class SimulationStore:
         return SimulationRecord(*row) if row else None
 
     async def list_visible(
-        self, principal: Principal, *, limit: int, offset: int
-    ) -> tuple[list[SimulationRecord], int]:
+        self, principal: Principal, *, limit: int, offset: int, max_bytes: int = 2**62,
+    ) -> tuple[list[SimulationRecord], int, bool]:
+        """A page of the visible simulations, cut to ``max_bytes`` of stored name and data
+        (at least one row), the count of all of them, and whether the budget cut the page.
+
+        Ids and sizes are read first, so large rows are never loaded beyond the page."""
         clause = _visible_clause(principal, simulations.c.org_id, simulations.c.owner_id)
-        base = select(*_SIM_COLUMNS).where(simulations.c.deleted_at.is_(None), clause)
+        live = simulations.c.deleted_at.is_(None)
         async with self._engine.connect() as conn:
-            rows = (
-                await conn.execute(base.order_by(simulations.c.id).limit(limit).offset(offset))
-            ).all()
+            sized = (await conn.execute(
+                select(simulations.c.id, _size(simulations)).where(live, clause)
+                .order_by(simulations.c.id).limit(limit).offset(offset)
+            )).all()
+            ids, truncated = _page_ids(list(sized), max_bytes)
+            rows = (await conn.execute(
+                select(*_SIM_COLUMNS).where(simulations.c.id.in_(ids), live)
+                .order_by(simulations.c.id)
+            )).all() if ids else []
             total = await conn.scalar(
-                select(func.count())
-                .select_from(simulations)
-                .where(simulations.c.deleted_at.is_(None), clause)
+                select(func.count()).select_from(simulations).where(live, clause)
             )
-        return [SimulationRecord(*row) for row in rows], int(total or 0)
+        return [SimulationRecord(*row) for row in rows], int(total or 0), truncated
 
     async def list_active(self) -> list[SimulationRecord]:
         """Every simulation not deleted (for start-up work such as resuming simulators)."""
@@ -206,28 +245,71 @@ class SimulationStore:
                     owner_id=owner.user_id,
                     org_id=owner.org_id,
                     created_at=time.time(),
+                    version=1,
                 )
                 .returning(*_TPL_COLUMNS)
             )
             return TemplateRecord(*result.one())
 
     async def get_template(self, template_id: int) -> TemplateRecord | None:
+        """The template, or None when it does not exist or was deleted."""
         async with self._engine.connect() as conn:
             row = (
                 await conn.execute(
-                    select(*_TPL_COLUMNS).where(simulation_templates.c.id == template_id)
+                    select(*_TPL_COLUMNS).where(
+                        simulation_templates.c.id == template_id, _LIVE_TEMPLATE)
                 )
             ).first()
         return TemplateRecord(*row) if row else None
 
-    async def list_templates(self, principal: Principal) -> list[TemplateRecord]:
-        clause = _visible_clause(
-            principal, simulation_templates.c.org_id, simulation_templates.c.owner_id
-        )
+    async def list_templates(
+        self, principal: Principal, *, limit: int = 2**31, offset: int = 0,
+        max_bytes: int = 2**62,
+    ) -> tuple[list[TemplateRecord], int, bool]:
+        """A page of the visible templates, as ``list_visible`` pages simulations."""
+        tpl = simulation_templates
+        clause = _visible_clause(principal, tpl.c.org_id, tpl.c.owner_id)
         async with self._engine.connect() as conn:
-            rows = (
-                await conn.execute(
-                    select(*_TPL_COLUMNS).where(clause).order_by(simulation_templates.c.id)
-                )
-            ).all()
-        return [TemplateRecord(*row) for row in rows]
+            sized = (await conn.execute(
+                select(tpl.c.id, _size(tpl)).where(_LIVE_TEMPLATE, clause)
+                .order_by(tpl.c.id).limit(limit).offset(offset)
+            )).all()
+            ids, truncated = _page_ids(list(sized), max_bytes)
+            rows = (await conn.execute(
+                select(*_TPL_COLUMNS).where(tpl.c.id.in_(ids), _LIVE_TEMPLATE)
+                .order_by(tpl.c.id)
+            )).all() if ids else []
+            total = await conn.scalar(
+                select(func.count()).select_from(tpl).where(_LIVE_TEMPLATE, clause))
+        return [TemplateRecord(*row) for row in rows], int(total or 0), truncated
+
+    async def update_template(
+        self, template_id: int, *, expected_version: int | None, name: str | None = None,
+        data: dict[str, Any] | None = None,
+    ) -> TemplateRecord | None:
+        """Apply a change atomically; None when the template is gone or the version moved
+        on (the version check is in the UPDATE's WHERE clause, as for simulations)."""
+        tpl = simulation_templates
+        values: dict[str, Any] = {"version": tpl.c.version + 1, "updated_at": time.time()}
+        if name is not None:
+            values["name"] = name
+        if data is not None:
+            values["data"] = data
+        conds = [tpl.c.id == template_id, _LIVE_TEMPLATE]
+        if expected_version is not None:
+            conds.append(tpl.c.version == expected_version)
+        async with self._engine.begin() as conn:
+            row = (await conn.execute(
+                update(tpl).where(*conds).values(**values).returning(*_TPL_COLUMNS)
+            )).first()
+        return TemplateRecord(*row) if row else None
+
+    async def delete_template(self, template_id: int) -> bool:
+        """Delete softly: simulations made from it keep their ``template_id``."""
+        async with self._engine.begin() as conn:
+            result = await conn.execute(
+                update(simulation_templates)
+                .where(simulation_templates.c.id == template_id, _LIVE_TEMPLATE)
+                .values(deleted_at=time.time())
+            )
+        return bool(result.rowcount)

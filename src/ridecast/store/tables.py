@@ -107,6 +107,10 @@ simulation_templates = Table(
     Column("owner_id", Integer, ForeignKey("users.id"), nullable=False),
     Column("org_id", Integer, ForeignKey("organisations.id"), nullable=False, index=True),
     Column("created_at", Float, nullable=False),
+    # Bumped on every change; the ETag is derived from it (migration 0013).
+    Column("version", Integer, nullable=False, default=1, server_default="1"),
+    Column("updated_at", Float, nullable=True),
+    Column("deleted_at", Float, nullable=True),
 )
 
 simulations = Table(
