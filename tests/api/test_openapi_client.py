@@ -38,14 +38,20 @@ import httpx
 
 from models import (
     BookingCreated,
+    Delivery,
+    DeliveryList,
     Health,
     IngestResult,
+    Readiness,
     EventPage,
     Simulation,
     SimulationList,
     SimulatorStatus,
+    Template,
+    TemplateList,
     TokenResponse,
     VehicleChanged,
+    WebhookTestResult,
 )
 
 TRIP = {"pickup_lat": 52.52, "pickup_lon": 13.405, "dropoff_lat": 52.525, "dropoff_lon": 13.42}
@@ -57,6 +63,12 @@ def main(base: str, user: str, key: str, event: dict[str, object]) -> None:
     with httpx.Client(base_url=base, auth=(user, key), timeout=60) as http:
         health = Health.model_validate(http.get("/healthz").json())
         assert_type(health.version, str)
+        ready = Readiness.model_validate(http.get("/readyz").json())
+        assert_type(ready.store, str)
+        template = Template.model_validate(
+            http.post("/api/v2/simulation_template", json={"name": "typed"}).json())
+        templates = TemplateList.model_validate(http.get("/api/v2/simulation_template").json())
+        assert_type(templates.objects[0].id, int)
         token = TokenResponse.model_validate(http.get("/api/v2/user/token/").json())
         assert_type(token.token, str)
 
@@ -65,6 +77,13 @@ def main(base: str, user: str, key: str, event: dict[str, object]) -> None:
         sim = Simulation.model_validate(created.json())
         assert_type(sim.id, int)
         assert_type(sim.template_id, int | None)
+
+        hook = {"messaging_webhook_url": "http://127.0.0.1:9/hook",
+                "messaging_webhook_message_types": ["vehicle_use"]}
+        patched = Simulation.model_validate(
+            http.patch(f"/api/v2/simulation/{sim.id}",
+                       json={"data": {"simulator": SIMULATOR, **hook}}).json())
+        assert_type(patched.version, int)
 
         event["simulation_id"] = sim.id
         ingested = IngestResult.model_validate(
@@ -78,6 +97,18 @@ def main(base: str, user: str, key: str, event: dict[str, object]) -> None:
         assert_type(page.meta.count, int)
         first_page = [event.event_id for event in page.objects]  # any of the 18 event models
         assert_type(first_page, list[str | None])
+
+        deliveries = DeliveryList.model_validate(
+            http.get(f"/api/v2/simulation/{sim.id}/webhook_deliveries").json())
+        assert_type(deliveries.meta.total_count, int)
+        retried = Delivery.model_validate(http.post(
+            f"/api/v2/simulation/{sim.id}/webhook_deliveries/{deliveries.objects[0].id}/retry"
+        ).json())
+        assert_type(retried.attempt_count, int)
+        assert_type(retried.webhook_id, str)
+        tested = WebhookTestResult.model_validate(
+            http.post(f"/api/v2/simulation/{sim.id}/webhook_test").json())
+        assert_type(tested.ok, bool)
 
         listed = SimulationList.model_validate(http.get("/api/v2/simulation").json())
         assert_type(listed.meta.total_count, int)
@@ -100,6 +131,9 @@ def main(base: str, user: str, key: str, event: dict[str, object]) -> None:
             "simulation_id": sim.id, "event_ids": ingested.event_ids,
             "first_page": first_page,
             "listed": ids, "started": str(started.status.value),
+            "deliveries": [d.event_id for d in deliveries.objects], "retried": retried.status,
+            "template": template.id, "templates": [t.id for t in templates.objects],
+            "webhook_test_ok": tested.ok,
             "booking": booked.booking.id, "published": [str(p.value) for p in booked.published],
             "vehicle_enabled": vehicle.vehicle.enabled, "stopped": str(stopped.status.value),
         }))
@@ -214,6 +248,10 @@ def test_a_generated_client_type_checks_and_reads_real_answers(
     assert seen["event_ids"] == [e["event_id"] for e in stored["objects"]][:2]
     assert seen["first_page"] == seen["event_ids"][:1]
     assert seen["simulation_id"] in seen["listed"]
+    assert sorted(seen["deliveries"]) == sorted(seen["event_ids"])  # vehicle_use: both sent
+    assert seen["retried"] == "pending"
+    assert seen["template"] in seen["templates"]
+    assert seen["webhook_test_ok"] is False  # nothing listens on port 9
     assert seen["started"] == "running" and seen["stopped"] == "stopped"
     assert seen["published"][0] == "bookings"
     assert seen["vehicle_enabled"] is False
