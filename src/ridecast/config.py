@@ -294,6 +294,12 @@ class Settings(BaseSettings):
         "© OpenStreetMap contributors",
         description="Attribution shown on the dashboard map for the tiles (plain text).",
     )
+    map_roads: Literal["auto", "always", "never"] = Field(
+        "auto", description="When the dashboard map draws the bundled road network's streets "
+        "(OpenStreetMap data, ODbL, credited on the map) as its base layer: auto = when no "
+        "tile loads (offline, or RIDECAST_TILE_URL empty), always = under the tiles too, "
+        "never.",
+    )
 
     @field_validator("webhook_retry_schedule_s")
     @classmethod

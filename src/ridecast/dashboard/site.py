@@ -1,10 +1,11 @@
-"""Serves the dashboard: ``GET /`` (the page) and ``/dashboard/...`` (its static assets).
+"""Serves the dashboard: ``GET /`` (the page), ``/dashboard/...`` (its static assets) and
+``/dashboard/networks/{name}.json`` (a bundled road network's streets, see ``roads.py``).
 
 The page is ``static/index.html`` with the few server settings it needs (tile URL and
-attribution, version) inlined as a JSON ``<script>`` block, so that it needs no extra request
-and no build step. Routes are added with explicit paths, never a catch-all mount at ``/``: the
-API, ``/docs``, ``/metrics`` and the ``/simulation_events/...`` websockets stay untouched
-whatever order the routers are included in.
+attribution, when to draw the road network, version) inlined as a JSON ``<script>`` block, so
+that it needs no extra request and no build step. Routes are added with explicit paths, never
+a catch-all mount at ``/``: the API, ``/docs``, ``/metrics`` and the ``/simulation_events/...``
+websockets stay untouched whatever order the routers are included in.
 """
 
 from __future__ import annotations
@@ -21,6 +22,8 @@ from starlette.types import Scope
 
 from .. import __version__
 from ..config import Settings
+from ..errors import NotFound
+from .roads import bundled_network_json
 
 STATIC_DIR = Path(__file__).parent / "static"
 """The dashboard's files, shipped inside the package."""
@@ -57,6 +60,7 @@ def page_config(settings: Settings) -> dict[str, Any]:
     return {
         "tile_url": settings.tile_url,
         "tile_attribution": settings.tile_attribution,
+        "map_roads": settings.map_roads,
         "version": __version__,
         "asset_prefix": ASSET_PREFIX,
     }
@@ -108,5 +112,19 @@ def mount_dashboard(app: FastAPI, settings: Settings) -> None:
     async def index(request: Request) -> Response:
         return HTMLResponse(page, headers=PAGE_HEADERS)
 
+    def network(request: Request) -> Response:
+        # Sync on purpose: the first answer is built in Starlette's thread pool (about 2 s of
+        # CPU for the bundled network), never on the event loop; later ones are cached.
+        name = str(request.path_params["name"])
+        try:
+            body = bundled_network_json(name)
+        except KeyError:
+            raise NotFound(f"no bundled road network named {name!r}") from None
+        return Response(body, media_type="application/json", headers={
+            "Cache-Control": "public, max-age=86400", "X-Content-Type-Options": "nosniff"})
+
     app.add_route("/", index, methods=["GET", "HEAD"], include_in_schema=False)
+    # Before the assets' mount, which would otherwise answer this path with a 404.
+    app.add_route(ASSET_PREFIX + "/networks/{name}.json", network, methods=["GET", "HEAD"],
+                  include_in_schema=False)
     app.mount(ASSET_PREFIX, _Assets(directory=STATIC_DIR), name="dashboard")

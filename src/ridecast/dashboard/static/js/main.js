@@ -27,7 +27,8 @@ const app = {
   replayUntil: 0, // events up to this id were history when the stream opened
   state: new FleetState(),
   timers: [],
-  map: new FleetMap($("map"), { tileUrl: config.tile_url, tileAttribution: config.tile_attribution }),
+  map: new FleetMap($("map"), { tileUrl: config.tile_url, tileAttribution: config.tile_attribution,
+    roads: config.map_roads, assetPrefix: config.asset_prefix }),
   feed: new Feed({ list: $("feed"), filters: $("feed-filters"), total: $("feed-total"),
     rate: $("feed-rate"), pauseButton: $("feed-pause") }),
 };
@@ -108,6 +109,7 @@ async function refreshSimulator(id) {
     if (id !== app.simulationId) return;
     renderSimulator(simulatorParts, answer);
     if (answer.settings && answer.settings.area) app.map.showArea(answer.settings.area);
+    app.map.showRoads(answer.settings || null);
   } catch (exc) {
     if (id !== app.simulationId) return;
     renderSimulator(simulatorParts, null,

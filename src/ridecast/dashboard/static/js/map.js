@@ -2,10 +2,12 @@
 // tagged with data-testid and their position) that glide between GPS fixes; routes, nodes
 // and requests go to one canvas layer, which stays fast with hundreds of them.
 //
-// Tiles come from the configured URL; when none loads (no network) the plain background,
-// the service area outline and the fleet still make a readable map.
+// Tiles come from the configured URL; when none loads (no network, or no tile URL) the map
+// draws the streets of the simulator's bundled road network instead (OpenStreetMap data,
+// ODbL, from /dashboard/networks/{name}.json), under the service area outline and the fleet.
 
 import { vehicleColor } from "./format.js";
+import { decodePolyline } from "./polyline.js";
 
 const L = window.L;
 
@@ -25,22 +27,43 @@ const escapeHtml = (text) => String(text).replace(/[&<>"']/g,
   (c) => ({ "&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;", "'": "&#39;" })[c]);
 
 export class FleetMap {
-  constructor(element, { tileUrl, tileAttribution }) {
+  constructor(element, { tileUrl, tileAttribution, roads = "auto", assetPrefix = "/dashboard" }) {
+    this.element = element;
     this.map = L.map(element, { preferCanvas: true, zoomControl: true, attributionControl: true })
       .setView([57.705, 11.963], 12);
-    // The simulator's bundled road network is OpenStreetMap data (ODbL): always credited.
+    // The simulator's bundled road network is OpenStreetMap data (ODbL): always credited, the
+    // tiles too when they are OpenStreetMap's, in one credit rather than two.
+    const osmTiles = /openstreetmap/i.test(tileAttribution || "") && Boolean(tileUrl);
     this.map.attributionControl.addAttribution(
-      'Road network © <a href="https://www.openstreetmap.org/copyright">OpenStreetMap</a> '
-      + "contributors (ODbL)");
+      '© <a href="https://www.openstreetmap.org/copyright">OpenStreetMap</a> contributors'
+      + (osmTiles ? ": map tiles; road network (ODbL)" : ": road network (ODbL)"));
+    this.roadsMode = roads;
+    this.assetPrefix = assetPrefix;
+    this.tilesLoaded = false;
+    this.tilesFailed = !tileUrl; // no tiles at all counts as tiles that do not load
     if (tileUrl) {
       L.tileLayer(tileUrl, {
         maxZoom: 19,
         errorTileUrl: EMPTY_TILE,
         // Leaflet renders attribution as HTML; ours is plain text from the settings.
-        attribution: escapeHtml(tileAttribution || ""),
+        attribution: osmTiles ? "" : escapeHtml(tileAttribution || ""),
         crossOrigin: true,
-      }).addTo(this.map);
+      // A failed tile is replaced by EMPTY_TILE, whose own load Leaflet reports as a tileload.
+      }).on("tileload", (loaded) => {
+        if (loaded.tile && loaded.tile.src === EMPTY_TILE) return;
+        this.tilesLoaded = true;
+        this.updateRoads();
+      })
+        .on("tileerror", () => { this.tilesFailed = true; this.updateRoads(); })
+        .addTo(this.map);
     }
+    // The streets go in a pane of their own, above the tiles and below everything else.
+    this.map.createPane("roads").style.zIndex = 250;
+    this.roadRenderer = L.canvas({ pane: "roads", padding: 0.5 });
+    this.roadLayer = null;
+    this.roadsWanted = null; // the network name the current simulation drives on
+    this.networks = new Map(); // name -> Promise of the network's document (or null)
+    this.element.dataset.roads = "none";
     L.control.scale({ imperial: false }).addTo(this.map);
     this.renderer = L.canvas({ padding: 0.3 });
     this.routeLayer = L.layerGroup().addTo(this.map);
@@ -53,6 +76,65 @@ export class FleetMap {
     this.requests = new Map(); // booking id -> circle marker
     this.fitted = false;
     this.reducedMotion = window.matchMedia("(prefers-reduced-motion: reduce)").matches;
+  }
+
+  /**
+   * Draw the streets of the road network the simulator's `settings` drive on, when tiles do
+   * not load (or always, as configured). The network is the settings' `network`, or, when
+   * unset, the bundled one whose bounds hold the area's centre (as the simulator picks it).
+   */
+  async showRoads(settings) {
+    const chosen = settings && settings.network;
+    const name = chosen || "gothenburg";
+    if (name === "straight" || this.roadsMode === "never") {
+      this.setRoadLayer(null, null);
+      return;
+    }
+    if (!this.networks.has(name)) {
+      this.networks.set(name, fetch(`${this.assetPrefix}/networks/${encodeURIComponent(name)}.json`)
+        .then((answer) => (answer.ok ? answer.json() : null)).catch(() => null));
+    }
+    const doc = await this.networks.get(name);
+    const area = settings && settings.area;
+    const centre = area && (typeof area.lat === "number" ? [area.lat, area.lon]
+      : [(area.min_lat + area.max_lat) / 2, (area.min_lon + area.max_lon) / 2]);
+    const inside = !centre || !doc || !doc.bounds || (centre[0] >= doc.bounds[0]
+      && centre[0] <= doc.bounds[2] && centre[1] >= doc.bounds[1] && centre[1] <= doc.bounds[3]);
+    this.setRoadLayer(doc && (chosen || inside) ? name : null, doc);
+  }
+
+  setRoadLayer(name, doc) {
+    if (this.roadsWanted === name && (this.roadLayer || !doc)) {
+      this.updateRoads();
+      return;
+    }
+    this.roadsWanted = name;
+    if (this.roadLayer) this.roadLayer.remove();
+    this.roadLayer = null;
+    if (name && doc) {
+      const lines = [];
+      for (const street of doc.streets) {
+        try {
+          lines.push(decodePolyline(street));
+        } catch {
+          /* a damaged street is left out, not drawn across the map */
+        }
+      }
+      this.roadLayer = L.polyline(lines, { renderer: this.roadRenderer, color: "#8796a8",
+        weight: 1.3, opacity: 0.85, interactive: false });
+      this.roadLayer.streetCount = lines.length;
+    }
+    this.updateRoads();
+  }
+
+  /** Show or hide the streets: always, never, or (auto) while no tile has loaded. */
+  updateRoads() {
+    const show = Boolean(this.roadLayer) && (this.roadsMode === "always"
+      || (this.roadsMode === "auto" && this.tilesFailed && !this.tilesLoaded));
+    if (show && !this.map.hasLayer(this.roadLayer)) this.roadLayer.addTo(this.map);
+    if (!show && this.roadLayer && this.map.hasLayer(this.roadLayer)) this.roadLayer.remove();
+    this.element.dataset.roads = show ? "shown" : (this.roadLayer ? "hidden" : "none");
+    this.element.dataset.roadStreets = show ? String(this.roadLayer.streetCount) : "0";
   }
 
   /** Outline the simulator's service area ({lat,lon,radius_m} or a bounding box) and fit. */

@@ -1,0 +1,128 @@
+"""The side column at laptop sizes, in chromium against a running demo (issue 35 item 8):
+
+- every type-filter chip is in view (none hidden in a scrolling box), with all 18 types on
+  the stream, at 1366x768 and 1280x720, and the busy one, gps_data, can be switched off;
+- the event feed takes at least 55% of the side column (docs/dashboard.md), and stays in view,
+  a dozen rows, with "All indicators" open;
+- the map credits OpenStreetMap once.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import httpx
+import pytest
+
+from ridecast.events import MessageType
+from ridecast.events.examples import all_examples
+from tests.dashboard.conftest import local_only
+from tests.dashboard.demo_process import DemoProcess, Printed
+from tests.dashboard.test_browser import sign_in, wait_for
+
+pytestmark = pytest.mark.browser
+
+Demo = tuple[DemoProcess, Printed]
+VIEWPORTS = [(1366, 768), (1280, 720)]
+FEED_SHARE = 0.55  # docs/dashboard.md: "at least 55 % of the side column"
+MIN_ROWS = 9
+
+
+@pytest.fixture(scope="module")
+def every_type(demo: Demo) -> None:
+    """One event of each of the 18 types in the demo simulation (the simulator makes some
+    types only now and then), posted through the API as any producer would."""
+    process, printed = demo
+    env = printed.export_env()
+    sim = int(printed.listen.split()[-1])
+    with httpx.Client(base_url=process.base_url, timeout=30,
+                      auth=(env["RIDECAST_USER"], env["RIDECAST_API_KEY"])) as http:
+        answer = http.post(f"/api/v2/simulation/{sim}/events", json=all_examples(sim))
+        assert answer.status_code == 201, answer.text
+
+
+@pytest.fixture(params=VIEWPORTS, ids=[f"{w}x{h}" for w, h in VIEWPORTS])
+def sized_page(request: pytest.FixtureRequest, browser: Any, demo: Demo,
+               every_type: None) -> Iterator[Any]:
+    width, height = request.param
+    context = browser.new_context(viewport={"width": width, "height": height})
+    page = context.new_page()
+    page.errors = []
+    page.on("pageerror", lambda exc: page.errors.append(str(exc)))
+    local_only(page, demo[0].base_url)
+    sign_in(page, demo)
+    wait_for(lambda: page.locator("#feed-filters .chip").count() >= len(MessageType), 30,
+             lambda: f"a chip per type ({page.locator('#feed-filters .chip').count()})")
+    wait_for(lambda: page.get_by_test_id("feed-item").count() >= 40, 30, "40 feed rows")
+    wait_for(lambda: page.get_by_test_id("kpi-bookings").count() == 1, 20, "the KPIs")
+    yield page
+    context.close()
+
+
+def rect(page: Any, selector: str) -> dict[str, float]:
+    found: dict[str, float] = page.eval_on_selector(
+        selector, "e => e.getBoundingClientRect().toJSON()")
+    return found
+
+
+def rows_in_view(page: Any) -> int:
+    feed = rect(page, "[data-testid=event-feed]")
+    count: int = page.eval_on_selector_all(
+        "[data-testid=feed-item]",
+        f"els => els.filter(e => {{ const r = e.getBoundingClientRect();"
+        f" return r.height > 0 && r.top >= {feed['top'] - 0.5}"
+        f" && r.bottom <= {min(feed['bottom'], page.viewport_size['height']) + 0.5}; }}).length")
+    return count
+
+
+def test_every_type_chip_is_in_view(sized_page: Any) -> None:
+    page = sized_page
+    box = page.get_by_test_id("feed-filters")
+    assert box.evaluate("e => e.scrollHeight - e.clientHeight") <= 1  # nothing scrolled away
+    outside = page.eval_on_selector_all(
+        "#feed-filters .chip",
+        "(els) => { const box = document.getElementById('feed-filters').getBoundingClientRect();"
+        " return els.filter(e => { const r = e.getBoundingClientRect();"
+        " return r.height === 0 || r.top < box.top - 0.5 || r.bottom > box.bottom + 0.5"
+        " || r.bottom > window.innerHeight || r.right > window.innerWidth; })"
+        ".map(e => e.dataset.type); }")
+    assert outside == []
+    types = page.eval_on_selector_all("#feed-filters .chip", "els => els.map(e => e.dataset.type)")
+    assert set(types) >= {t.value for t in MessageType}
+    chip = page.get_by_test_id("feed-filter-gps_data")
+    chip.click()  # in view, so a plain click reaches it
+    wait_for(lambda: chip.get_attribute("aria-pressed") == "false", 5, "gps_data switched off")
+    chip.click()
+    assert page.errors == []
+
+
+def test_the_feed_keeps_its_share_and_stays_in_view_with_all_indicators_open(
+        sized_page: Any) -> None:
+    page = sized_page
+    width, height = page.viewport_size["width"], page.viewport_size["height"]
+    side, feed_panel = rect(page, "aside.side"), rect(page, "[data-testid=feed-panel]")
+    assert feed_panel["height"] >= FEED_SHARE * side["height"], (feed_panel, side)
+    assert feed_panel["bottom"] <= height + 0.5
+    assert rows_in_view(page) >= MIN_ROWS
+
+    page.locator("details.more > summary").click()
+    wait_for(lambda: page.eval_on_selector("details.more", "e => e.open"), 5, "the details open")
+    wait_for(lambda: page.locator("#kpis-more .kpi").count() > 0, 10, "all indicators")
+    page.screenshot(path=f"test-artifacts/dashboard-indicators-{width}x{height}.png")
+    feed_panel = rect(page, "[data-testid=feed-panel]")
+    assert feed_panel["height"] >= FEED_SHARE * side["height"], feed_panel
+    assert feed_panel["bottom"] <= height + 0.5 and feed_panel["top"] >= side["top"]
+    assert rows_in_view(page) >= MIN_ROWS
+    # The indicators are all reachable: the panel scrolls to the last one.
+    last = page.locator("#kpis-more .kpi").last
+    last.scroll_into_view_if_needed()
+    assert last.is_visible()
+    page.locator("details.more > summary").click()
+    assert page.errors == []
+
+
+def test_openstreetmap_is_credited_once(sized_page: Any) -> None:
+    text = sized_page.locator(".leaflet-control-attribution").text_content()
+    assert text.count("OpenStreetMap") == 1, text
+    assert "ODbL" in text
