@@ -69,6 +69,14 @@ def main(base: str, user: str, key: str, event: dict[str, object]) -> None:
             http.post("/api/v2/simulation_template", json={"name": "typed"}).json())
         templates = TemplateList.model_validate(http.get("/api/v2/simulation_template").json())
         assert_type(templates.objects[0].id, int)
+        fetched = http.get(f"/api/v2/simulation_template/{template.id}")
+        renamed = Template.model_validate(http.patch(
+            f"/api/v2/simulation_template/{template.id}", json={"name": "typed again"},
+            headers={"If-Match": fetched.headers["ETag"]}).json())
+        assert_type(renamed.name, str)
+        spare = Template.model_validate(
+            http.post("/api/v2/simulation_template", json={"name": "spare"}).json())
+        deleted = http.delete(f"/api/v2/simulation_template/{spare.id}").status_code
         token = TokenResponse.model_validate(http.get("/api/v2/user/token/").json())
         assert_type(token.token, str)
 
@@ -133,6 +141,7 @@ def main(base: str, user: str, key: str, event: dict[str, object]) -> None:
             "listed": ids, "started": str(started.status.value),
             "deliveries": [d.event_id for d in deliveries.objects], "retried": retried.status,
             "template": template.id, "templates": [t.id for t in templates.objects],
+            "renamed": renamed.name, "deleted": deleted,
             "webhook_test_ok": tested.ok,
             "booking": booked.booking.id, "published": [str(p.value) for p in booked.published],
             "vehicle_enabled": vehicle.vehicle.enabled, "stopped": str(stopped.status.value),
@@ -251,6 +260,7 @@ def test_a_generated_client_type_checks_and_reads_real_answers(
     assert sorted(seen["deliveries"]) == sorted(seen["event_ids"])  # vehicle_use: both sent
     assert seen["retried"] == "pending"
     assert seen["template"] in seen["templates"]
+    assert seen["renamed"] == "typed again" and seen["deleted"] == 204
     assert seen["webhook_test_ok"] is False  # nothing listens on port 9
     assert seen["started"] == "running" and seen["stopped"] == "stopped"
     assert seen["published"][0] == "bookings"
