@@ -1,7 +1,7 @@
 """What a simulator takeover costs: rebuilding a run from its seed and journal.
 
 A node that takes a run over replays it from simulated second 0 to where the run was, in
-steps of ``runner.MAX_STEP_S`` as the runner does, and drops the events already published
+steps of ``runner.CATCH_UP_STEP_S`` as the runner does, and drops the events already published
 (``simulator/resume.py``). This times that replay for the engine alone (the bench's demand:
 ``--bookings`` over ``--hours``, flat, on the bundled Gothenburg network by default), and the
 filter over the replayed events. Reading the journal and the log's tail are single queries
@@ -19,7 +19,7 @@ from datetime import UTC, datetime
 
 from ridecast.simulator import Engine, SimulatorSettings
 from ridecast.simulator.resume import AlreadyPublished, Progress
-from ridecast.simulator.runner import MAX_STEP_S
+from ridecast.simulator.runner import CATCH_UP_STEP_S
 
 START = datetime(2024, 5, 6, 6, 0, tzinfo=UTC)
 
@@ -42,7 +42,7 @@ def main() -> None:
     published = AlreadyPublished(Progress(10**12, 1))  # every event already published
     count = 0
     while engine.now < until:
-        events = engine.advance(min(until, engine.now + MAX_STEP_S))
+        events = engine.advance(min(until, engine.now + CATCH_UP_STEP_S))
         count += len(events)
         published.filter(events)
     done = time.perf_counter()

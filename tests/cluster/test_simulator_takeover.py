@@ -5,8 +5,9 @@ Two ``ridecast serve`` nodes on PostgreSQL and Redis run a seeded run with a fix
 SIGTERM, as the rolling-upgrade procedure of docs/deployment.md says; in the second the
 owner is killed with SIGKILL. Either way the run's stream must be exactly the stream the
 same run publishes uninterrupted on one embedded process (types, order, data, simulated
-times; ``server_ts`` aside), the run finishes, and a subscriber that follows the live nodes
-(resuming with ``since=`` when its node goes) sees every event once, in order.
+times; ``server_ts`` aside), the run finishes, and SDK subscribers given both nodes' URLs
+(failing over and resuming with ``since=`` when their node goes) see every event once, in
+order. A restarted node comes back on the same address, as in a rolling upgrade.
 """
 
 from __future__ import annotations
@@ -16,15 +17,17 @@ import json
 import signal
 import threading
 import time
+import uuid
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from websockets.asyncio.client import connect
+import pytest
 
-from tests.conftest import Server, User, launch_server
+from ridecast.client import AsyncClient
+from tests.conftest import REDIS_URL, Server, User, launch_server, redis_answers
 
-SETTINGS = {"seed": 21, "vehicles": 6, "bookings_per_hour": 240, "duration_s": 600,
+SETTINGS = {"seed": 21, "vehicles": 6, "bookings_per_hour": 300, "duration_s": 480,
             "start_ts": "2024-05-06T08:00:00+00:00", "network": "straight",
             "area": {"lat": 57.705, "lon": 11.963, "radius_m": 3000},
             "vehicle_break_probability": 0.3, "break_duration_s": 120}
@@ -67,11 +70,10 @@ def _wait(condition: Callable[[], bool], timeout: float = 120.0) -> None:
         time.sleep(0.05)
 
 
-def _reference(tmp_path: Path) -> list[dict[str, Any]]:
+@pytest.fixture(scope="module")
+def reference(tmp_path_factory: pytest.TempPathFactory) -> list[dict[str, Any]]:
     """The run uninterrupted on one embedded process (SQLite, in-process bus)."""
-    folder = tmp_path / "embedded"
-    folder.mkdir()
-    server = launch_server(folder)
+    server = launch_server(tmp_path_factory.mktemp("embedded"))
     try:
         user = server.create_user()
         sim = server.create_simulation(user, REFERENCE)
@@ -84,37 +86,35 @@ def _reference(tmp_path: Path) -> list[dict[str, Any]]:
 
 
 class Subscriber(threading.Thread):
-    """A websocket client of the simulation's stream that follows the live nodes: when its
-    node goes it reconnects to another with ``since=`` the last event it received."""
+    """An SDK client given both nodes' URLs (``AsyncClient([first, second])``), streaming the
+    simulation's raw frames: when its node goes it fails over to the other and resumes with
+    ``since=`` (the SDK's own doing)."""
 
-    def __init__(self, nodes: list[Server], path: str) -> None:
+    def __init__(self, urls: list[str], user: User, simulation_id: int) -> None:
         super().__init__(daemon=True)
-        self.nodes = nodes
-        self.path = path
+        self.urls = urls
+        self.user = user
+        self.simulation_id = simulation_id
         self.frames: list[dict[str, Any]] = []
-        self.connections = 0
+        self.statuses: list[str] = []
         self.done = threading.Event()
+
+    @property
+    def connected(self) -> bool:
+        return "connected" in self.statuses
 
     def run(self) -> None:
         asyncio.run(self._follow())
 
     async def _follow(self) -> None:
-        while not self.done.is_set():
-            for node in list(self.nodes):
-                if node.process.poll() is not None:
-                    continue
-                since = f"&since={self.frames[-1]['event_id']}" if self.frames else ""
-                try:
-                    async with connect(f"{node.ws_url}{self.path}{since}",
-                                       open_timeout=5) as ws:
-                        self.connections += 1
-                        async for message in ws:
-                            self.frames.append(json.loads(message))
-                            if self.done.is_set():
-                                return
-                except Exception:  # its node went away: the next one
-                    continue
-            await asyncio.sleep(0.05)
+        async with AsyncClient(self.urls, user=self.user.name, key=self.user.key) as client:
+            stream = client.stream(self.simulation_id,
+                                   on_status=lambda s: self.statuses.append(s.kind))
+            async with stream:
+                async for frame in stream.frames():
+                    self.frames.append(json.loads(frame.raw))
+                    if self.done.is_set():
+                        return
 
 
 def _owner(status: dict[str, Any]) -> str | None:
@@ -122,51 +122,70 @@ def _owner(status: dict[str, Any]) -> str | None:
     return str(owner) if owner is not None else None
 
 
-def _scenario(tmp_path: Path, cluster: Callable[..., Server], sig: int,
+def _scenario(reference: list[dict[str, Any]], tmp_path: Path, pg_url: str, sig: int,
               restarts: int) -> list[float]:
     """Start on node 0; ``restarts`` times stop the run's owner with ``sig`` (the other node
-    takes it over), then start a node in its place; check the stream; the seconds from each
-    signal until the new owner had caught up."""
-    reference = _reference(tmp_path)
+    takes it over), then start the node again on the same address; check the stream; the
+    seconds from each signal until the new owner had caught up."""
     assert len(reference) > 500
-    nodes = [cluster(ENV), cluster(ENV)]
-    user = nodes[0].create_user()
-    sim = nodes[0].create_simulation(user, FAST)
-    token = nodes[0].token(user)
-    subscriber = Subscriber(nodes, f"/simulation_events/{sim}?token={token}")
-    subscriber.start()
-    _wait(lambda: subscriber.connections > 0)
-    time.sleep(0.5)  # the websocket is subscribed once its handshake is answered
-    with nodes[0].client(user) as http:
-        started = http.post(f"/api/v2/simulation/{sim}/simulator/start")
-        assert started.status_code == 200, started.text
-    owner, other = nodes[0], nodes[1]
-    owners = [_owner(_status(other, user, sim))]
-    takeovers: list[float] = []
-    for _ in range(restarts):
-        _wait(lambda node=other: _status(node, user, sim)["kpis"].get("bookings", 0) >= 3)
-        seconds, new_owner = _hand_over(owner, other, user, sim, sig)
-        owners.append(new_owner)
-        takeovers.append(seconds)
-        owner.stop()
-        nodes.append(cluster(ENV))
-        owner, other = other, nodes[-1]
-    _wait(lambda: _status(other, user, sim)["status"] == "finished")
-    logged = _events(other, user, sim)
-    got = [_produced(e) for e in logged]
-    for k, (a, b) in enumerate(zip(got, reference, strict=False)):
-        assert a == b, f"event {k} differs:\n{a}\n{b}"
-    assert len(got) == len(reference)
-    # The subscriber saw every event once, in order, across its reconnections.
-    _wait(lambda: len(subscriber.frames) >= len(logged), timeout=60)
-    subscriber.done.set()
-    ids = [int(f["event_id"]) for f in subscriber.frames]
-    assert ids == [int(e["event_id"]) for e in logged]
-    assert [_produced(f) for f in subscriber.frames] == reference
-    assert subscriber.connections >= 2
-    assert len(set(owners)) == restarts + 1, owners
-    assert _status(owner, user, sim)["status"] == "finished"
-    return takeovers
+    if not redis_answers():
+        pytest.skip(f"no Redis at {REDIS_URL}")
+    env = {**ENV, "RIDECAST_BUS_URL": REDIS_URL,
+           "RIDECAST_BUS_PREFIX": f"test-{uuid.uuid4().hex[:12]}"}
+    started_nodes: list[Server] = []
+
+    def launch(port: int | None = None) -> Server:
+        folder = tmp_path / f"node{len(started_nodes)}"
+        folder.mkdir()
+        node = launch_server(folder, env, database_url=pg_url, port=port)
+        started_nodes.append(node)
+        return node
+
+    try:
+        owner, other = launch(), launch()
+        user = owner.create_user()
+        sim = owner.create_simulation(user, FAST)
+        subscribers = [Subscriber([owner.base_url, other.base_url], user, sim),
+                       Subscriber([other.base_url, owner.base_url], user, sim)]
+        for subscriber in subscribers:
+            subscriber.start()
+        _wait(lambda: all(s.connected for s in subscribers))
+        time.sleep(0.5)  # a stream is subscribed once its handshake is answered
+        with owner.client(user) as http:
+            started = http.post(f"/api/v2/simulation/{sim}/simulator/start")
+            assert started.status_code == 200, started.text
+        owners = [_owner(_status(other, user, sim))]
+        takeovers: list[float] = []
+        for _ in range(restarts):
+            _wait(lambda node=other: _status(node, user, sim)["kpis"].get("bookings", 0) >= 3)
+            seconds, new_owner = _hand_over(owner, other, user, sim, sig)
+            owners.append(new_owner)
+            takeovers.append(seconds)
+            owner.stop()
+            owner, other = other, launch(owner.port)  # the new version, same address
+        _wait(lambda: _status(other, user, sim)["status"] == "finished")
+        logged = _events(other, user, sim)
+        got = [_produced(e) for e in logged]
+        for k, (a, b) in enumerate(zip(got, reference, strict=False)):
+            assert a == b, f"event {k} differs:\n{a}\n{b}"
+        assert len(got) == len(reference)
+        # Each SDK subscriber saw every event once, in order, across its failovers.
+        ids = [int(e["event_id"]) for e in logged]
+        for subscriber in subscribers:
+            _wait(lambda s=subscriber: len(s.frames) >= len(logged), timeout=60)
+            subscriber.done.set()
+            assert [int(f["event_id"]) for f in subscriber.frames] == ids
+            assert [_produced(f) for f in subscriber.frames] == reference
+        assert sum(s.statuses.count("connected") for s in subscribers) >= 3
+        assert len(set(owners)) == restarts + 1, owners
+        assert _status(owner, user, sim)["status"] == "finished"
+        return takeovers
+    finally:
+        for node in started_nodes:
+            node.stop()
+        import redis
+
+        redis.Redis.from_url(REDIS_URL).delete(f"{env['RIDECAST_BUS_PREFIX']}:bus")
 
 
 def _hand_over(owner: Server, other: Server, user: User, sim: int,
@@ -183,7 +202,9 @@ def _hand_over(owner: Server, other: Server, user: User, sim: int,
         status = _status(other, user, sim)
         seen.append(status)
         assert status["status"] in ("running", "finished"), status
-        assert (_owner(status) is not None) != (status.get("takeover") == "pending"), status
+        assert (_owner(status) is not None) != (status.get("takeover") == "pending"), (
+            {k: v for k, v in status.items() if k not in ("kpis", "settings")}, len(seen),
+            time.monotonic() - signalled)
         return _owner(status) not in (None, before) and status.get("takeover") is None
 
     _wait(taken)
@@ -193,17 +214,17 @@ def _hand_over(owner: Server, other: Server, user: User, sim: int,
 
 
 def test_a_rolling_restart_changes_nothing_in_the_run(
-        tmp_path: Path, cluster: Callable[..., Server]) -> None:
+        reference: list[dict[str, Any]], tmp_path: Path, pg_url: str) -> None:
     """SIGTERM the owner (the other node takes over at once), start its replacement, then
     the same with the new owner: the run's stream is the uninterrupted run's, the run
     finishes, a following subscriber sees no gap and no duplicate."""
-    takeovers = _scenario(tmp_path, cluster, signal.SIGTERM, restarts=2)
+    takeovers = _scenario(reference, tmp_path, pg_url, signal.SIGTERM, restarts=2)
     print(f"SIGTERM takeovers caught up after {[round(t, 2) for t in takeovers]} s")
 
 
 def test_a_killed_owner_is_taken_over_within_the_lease(
-        tmp_path: Path, cluster: Callable[..., Server]) -> None:
+        reference: list[dict[str, Any]], tmp_path: Path, pg_url: str) -> None:
     """SIGKILL of the owner: once its lease (3 s here) has passed the other node takes the
     run over and it goes on exactly as the uninterrupted run, with no gap or duplicate."""
-    takeovers = _scenario(tmp_path, cluster, signal.SIGKILL, restarts=1)
+    takeovers = _scenario(reference, tmp_path, pg_url, signal.SIGKILL, restarts=1)
     print(f"SIGKILL takeover caught up after {takeovers[0]:.2f} s (lease 3 s)")

@@ -170,7 +170,7 @@ class ClusterHost:
         record = await self.leases.read(simulation_id)
         if record is None or (record.owner_node == self.node_id
                               and simulation_id in self.manager.runners):
-            return self.manager.status(simulation_id)
+            return self._live_status(simulation_id)
         return effective_status(record, self.leases.now())
 
     def _live_status(self, simulation_id: int) -> dict[str, Any]:

@@ -13,8 +13,9 @@ An accepted operation is written to the run's journal (``record``) before its ev
 submitted and before it is answered. A runner that takes a run over is given the journal
 (``replay``): its entries are applied at their simulated times as the engine passes them,
 and ``AlreadyPublished`` drops the events the previous owner published. The engine never
-advances more than ``MAX_STEP_S`` in one go, so catching up an hour does not hold the
-event loop (and the events do not depend on the steps: tests/simulator/test_steps.py).
+advances more than ``MAX_STEP_S`` (``CATCH_UP_STEP_S`` while catching up) in one go, so
+catching up an hour does not hold the event loop (and the events do not depend on the
+steps: tests/simulator/test_steps.py).
 """
 
 from __future__ import annotations
@@ -40,6 +41,9 @@ log = logging.getLogger(__name__)
 
 MAX_STEP_S = 60.0
 """Most simulated seconds the engine advances between two turns of the event loop."""
+CATCH_UP_STEP_S = 10.0
+"""The same while a taken-over run catches up: a busy run's minute holds the loop for about
+a second, and the node answers its other requests meanwhile."""
 
 
 class Recorder(Protocol):
@@ -181,7 +185,8 @@ class Runner:
                     elif engine.now < self.replay_until:
                         target = self.replay_until
                     if target is not None:
-                        events = self._advance(min(target, engine.now + MAX_STEP_S))
+                        step = CATCH_UP_STEP_S if self.catching_up else MAX_STEP_S
+                        events = self._advance(min(target, engine.now + step))
                         await self._settle()
                         if events:
                             self._inflight = asyncio.create_task(
