@@ -9,6 +9,7 @@ node control the run.
 
 from __future__ import annotations
 
+import json
 import signal
 import time
 import uuid
@@ -47,6 +48,14 @@ def _call(server: Server, user: User, method: str, path: str,
 def _status(server: Server, user: User, sim: int) -> dict[str, Any]:
     body: dict[str, Any] = _call(server, user, "GET", f"/api/v2/simulation/{sim}/simulator").json()
     return body
+
+
+def _events(server: Server, user: User, sim: int) -> list[dict[str, Any]]:
+    with server.client(user) as http:
+        page = http.get(f"/api/v2/simulation/{sim}/events", params={"limit": 1000}).json()
+    objects: list[dict[str, Any]] = page["objects"]
+    assert len(objects) < 1000
+    return objects
 
 
 def _wait_status(server: Server, user: User, sim: int, want: str) -> dict[str, Any]:
@@ -167,3 +176,53 @@ def test_a_run_started_on_a_is_controlled_through_b(tmp_path: Path, pg_url: str)
     finally:
         a.stop()
         b.stop()
+
+
+def test_a_paused_run_is_taken_over_paused_where_it_stood(tmp_path: Path) -> None:
+    """SIGTERM with the run paused; the next process takes it over still paused, at the
+    same simulated time, having published nothing more; resumed, its stream goes on with no
+    event twice."""
+    first_dir, second_dir = tmp_path / "first", tmp_path / "second"
+    first_dir.mkdir()
+    second_dir.mkdir()
+    url = f"sqlite+aiosqlite:///{tmp_path / 'one.db'}"
+    data = {"simulator": {**DATA["simulator"], "speed": 20, "bookings_per_hour": 200}}
+    first = launch_server(first_dir, database_url=url)
+    try:
+        user = first.create_user()
+        sim = first.create_simulation(user, data)
+        base = f"/api/v2/simulation/{sim}/simulator"
+        assert _call(first, user, "POST", base + "/start").status_code == 200
+        time.sleep(1.0)  # 20 simulated seconds a second: some events
+        paused = _call(first, user, "POST", base + "/pause").json()
+        assert paused["status"] == "paused"
+        events_before = _events(first, user, sim)
+    finally:
+        first.stop()
+    second = launch_server(second_dir, database_url=url)
+    try:
+        deadline = time.monotonic() + 20
+        while True:
+            status = _status(second, user, sim)
+            if status.get("owner_node") is not None and status.get("takeover") is None:
+                break
+            assert time.monotonic() < deadline, status
+            time.sleep(0.1)
+        assert status["status"] == "paused"
+        assert status["sim_ts"] == paused["sim_ts"]
+        same = _events(second, user, sim)
+        assert same == events_before  # nothing published twice, nothing new while paused
+        assert _call(second, user, "POST", base + "/resume").json()["status"] == "running"
+        deadline = time.monotonic() + 20
+        while True:
+            after = _events(second, user, sim)
+            if len(after) > len(events_before) + 5:
+                break
+            assert time.monotonic() < deadline
+            time.sleep(0.2)
+        assert after[:len(events_before)] == events_before
+        assert min(e["current_sim_ts"] for e in after[len(events_before):]) >= paused["sim_ts"]
+        keys = [(e["message_type"], json.dumps(e["data"], sort_keys=True)) for e in after]
+        assert len(set(keys)) == len(keys)
+    finally:
+        second.stop()

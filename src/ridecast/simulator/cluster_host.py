@@ -291,7 +291,10 @@ class ClusterHost:
     def _progress(self, simulation_id: int, runner: Runner) -> dict[str, Any]:
         """The run's progress for its row: events published, and its clock."""
         clock = ClockState(time.time(), runner.clock.target(runner.engine.now))
-        return {**runner.progress.to_json(), "clock": clock.to_json()}
+        # The engine's own time too: a paused run's engine stands behind its clock (it
+        # catches up on resume), and its successor must stand where it stood.
+        return {**runner.progress.to_json(), "clock": clock.to_json(),
+                "engine_t": runner.engine.now}
 
     async def _snapshot(self, simulation_id: int) -> None:
         runner = self.manager.runners.get(simulation_id)
@@ -345,10 +348,12 @@ class ClusterHost:
             paused = record.status == Status.PAUSED.value
             sim_now = clock.now(time.time(), spec.settings.realtime_factor,
                                 paused) if clock else 0.0
+            engine_t = float(progress_json.get("engine_t", sim_now))
             tail = await self.tail.after(sim, progress.last_id or 0)
             self._adopted[sim] = (time.time(), 0.0)
             await self.manager.adopt(sim, spec, entries, AlreadyPublished(progress, tail),
-                                     sim_now=sim_now, paused=paused)
+                                     sim_now=sim_now, paused=paused,
+                                     replay_until=engine_t if paused else sim_now)
             self._spec_written.add(sim)
             await self._snapshot(sim)
         except Exception as exc:

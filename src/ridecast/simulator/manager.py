@@ -64,16 +64,17 @@ class SimulatorManager:
         return self.status(simulation_id)
 
     async def adopt(self, simulation_id: int, spec: RunSpec, entries: Sequence[JournalEntry],
-                    published: AlreadyPublished, *, sim_now: float,
-                    paused: bool) -> dict[str, Any]:
+                    published: AlreadyPublished, *, sim_now: float, paused: bool,
+                    replay_until: float) -> dict[str, Any]:
         """Take over a run another process owned: rebuild its engine from ``spec``, replay
         ``entries`` on the way and publish only what ``published`` lets through; its clock
-        reads ``sim_now`` (the run's own clock, pinned to the wall clock)."""
+        reads ``sim_now`` (the run's own clock, pinned to the wall clock), and its engine
+        catches up to ``replay_until`` even when ``paused``."""
         settings = spec.settings
         clock = clock_for(settings.realtime_factor, at=sim_now)
         runner = Runner(simulation_id, spec.engine(simulation_id), clock, self.sink,
                         self.max_batch, record=self._recorder(simulation_id, spec),
-                        replay=entries, published=published, replay_until=sim_now)
+                        replay=entries, published=published, replay_until=replay_until)
         self._install(simulation_id, spec, runner)
         runner.start()
         if paused:
