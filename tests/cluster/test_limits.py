@@ -18,7 +18,14 @@ from websockets.asyncio.client import ClientConnection, connect
 from websockets.exceptions import ConnectionClosed
 
 from tests.cluster.privateredis import PrivateRedis
-from tests.conftest import REDIS_URL, Server, launch_server
+from tests.conftest import (
+    REDIS_URL,
+    CrossNodeServer,
+    Server,
+    drop_cluster_pair,
+    launch_cluster_pair,
+    launch_server,
+)
 
 
 def _wait_for(condition: Callable[[], bool], timeout: float = 30, what: str = "") -> None:
@@ -55,36 +62,37 @@ async def _codes(urls: list[str], stack: AsyncExitStack) -> list[int | None]:
     return codes
 
 
-Pair = Callable[[dict[str, str]], tuple[Server, Server]]
+SHARED = {"RIDECAST_WS_MAX_STREAMS_PER_USER": "3", "RIDECAST_WS_MAX_STREAMS_PER_TOKEN": "2",
+          "RIDECAST_RATE_LIMIT_PER_KEY": "0.1", "RIDECAST_RATE_LIMIT_BURST": "4",
+          "RIDECAST_AUTH_FAILURES_PER_USER": "4"}
+"""Every limit small at once: each test has its own users, so they do not meet."""
 
 
-@pytest.fixture
-def pair(cluster: Callable[..., Server]) -> Iterator[Pair]:
-    """Two nodes of one cluster with the given settings; their limit keys removed after."""
-    started: list[Server] = []
+def _drop(pair: CrossNodeServer) -> None:
+    import redis
 
-    def start(env: dict[str, str]) -> tuple[Server, Server]:
-        started.extend((cluster(env), cluster(env)))
-        return started[-2], started[-1]
+    client = redis.Redis.from_url(REDIS_URL)
+    for key in client.scan_iter(f"{pair.bus_prefix}:limits:*"):
+        client.delete(key)
+    drop_cluster_pair(pair)
 
-    yield start
-    if started:
-        import redis
 
-        client = redis.Redis.from_url(REDIS_URL)
-        prefix = started[0].env["RIDECAST_BUS_PREFIX"]
-        for key in client.scan_iter(f"{prefix}:limits:*"):
-            client.delete(key)
+@pytest.fixture(scope="module")
+def nodes(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Server, Server]]:
+    """Two nodes of one cluster with SHARED limits, for the module."""
+    pair = launch_cluster_pair(tmp_path_factory.mktemp("limits"), SHARED)
+    assert pair.other is not None
+    yield pair, pair.other
+    _drop(pair)
 
 
 def test_streams_per_user_and_per_token_count_over_both_nodes(
-    pair: Pair,
+    nodes: tuple[Server, Server],
 ) -> None:
     """Per user 3 and per token 2, over two nodes: a token's 3rd stream is refused 4102 on
     either node; the user's 4th (another token) likewise; closing one frees a slot that the
     other node can use."""
-    a, b = pair({"RIDECAST_WS_MAX_STREAMS_PER_USER": "3",
-                 "RIDECAST_WS_MAX_STREAMS_PER_TOKEN": "2"})
+    a, b = nodes
     user = a.create_user()
     first, second = a.token(user), b.token(user)
 
@@ -111,12 +119,19 @@ def test_streams_per_user_and_per_token_count_over_both_nodes(
     asyncio.run(scenario())
 
 
-def test_a_dead_nodes_streams_are_given_back_within_its_lease(
-    pair: Pair,
-) -> None:
+def test_a_dead_nodes_streams_are_given_back_within_its_lease(tmp_path: Path) -> None:
     """A node holding a user's every stream is SIGKILLed: within RIDECAST_LIMITS_LEASE_S
     the other node lets the user open them again."""
-    a, b = pair({"RIDECAST_WS_MAX_STREAMS_PER_USER": "2", "RIDECAST_LIMITS_LEASE_S": "2"})
+    pair = launch_cluster_pair(tmp_path, {"RIDECAST_WS_MAX_STREAMS_PER_USER": "2",
+                                          "RIDECAST_LIMITS_LEASE_S": "2"})
+    try:
+        assert pair.other is not None
+        _dead_node_gives_back(pair, pair.other)
+    finally:
+        _drop(pair)
+
+
+def _dead_node_gives_back(a: Server, b: Server) -> None:
     user = a.create_user()
     token = a.token(user)
     url_a = f"{a.ws_url}/simulation_events/?token={token}"
@@ -149,12 +164,10 @@ def test_a_dead_nodes_streams_are_given_back_within_its_lease(
     assert asyncio.run(reopen()) < 30
 
 
-def test_requests_per_key_count_over_both_nodes(
-    pair: Pair,
-) -> None:
+def test_requests_per_key_count_over_both_nodes(nodes: tuple[Server, Server]) -> None:
     """Rate 0.1/s, burst 4: two requests on each node spend the burst; the next, on either
     node, is 429 with Retry-After. Another key is not affected."""
-    a, b = pair({"RIDECAST_RATE_LIMIT_PER_KEY": "0.1", "RIDECAST_RATE_LIMIT_BURST": "4"})
+    a, b = nodes
     user = a.create_user()
     other = a.create_user()
     with a.client(user) as on_a, b.client(user) as on_b:
@@ -168,12 +181,10 @@ def test_requests_per_key_count_over_both_nodes(
         assert http.get("/api/v2/simulation").status_code == 200
 
 
-def test_failed_authentications_count_over_both_nodes(
-    pair: Pair,
-) -> None:
+def test_failed_authentications_count_over_both_nodes(nodes: tuple[Server, Server]) -> None:
     """Per (user, address) 4: two wrong keys through each node, then the next attempt on
     either node is 429; the same user's key from another address is still 200."""
-    a, b = pair({"RIDECAST_AUTH_FAILURES_PER_USER": "4"})
+    a, b = nodes
     victim = a.create_user()
     with httpx.Client(timeout=30) as http:
         statuses = [http.get(f"{srv.base_url}/api/v2/user/token/",
