@@ -72,6 +72,10 @@ class Settings(BaseSettings):
         "its headers; a request whose headers are not complete by then has its connection "
         "closed.",
     )
+    http_body_timeout_s: float = Field(
+        60.0, gt=0, description="Time from the end of an HTTP request's headers to the end of "
+        "its body; a request whose body is not complete by then has its connection closed.",
+    )
     http_idle_timeout_s: float = Field(
         5.0, gt=0, description="An HTTP connection with no request in progress (new, or kept "
         "alive after a response) that begins none within this time is closed.",

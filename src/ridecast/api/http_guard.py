@@ -4,7 +4,7 @@ uvicorn's httptools protocol sets no limit on the size of a request's line and h
 parser buffers a 64 MB header whole) and no timer on a connection that has not yet sent a
 request: a connection that sends nothing, or headers that never end, is held for ever.
 ``HttpGuard`` sits in front of that protocol (and of ``IngestHttpProtocol``, which extends
-it) and adds three bounds, each a setting:
+it) and adds four bounds, each a setting:
 
 - ``RIDECAST_MAX_HEADER_BYTES``: a request whose line and headers pass it is answered
   431 ``headers_too_large`` and the connection closed; the parser never holds more than
@@ -15,8 +15,11 @@ it) and adds three bounds, each a setting:
   alive, that begins none within this time is closed (uvicorn's keep-alive timer is set to
   the same value; stray bytes that begin no request do not rearm either).
 
-A request whose headers are complete is the application's: the guard does not time bodies
-or responses (a body is bounded in bytes by ``RIDECAST_MAX_BODY_BYTES``).
+- ``RIDECAST_HTTP_BODY_TIMEOUT_S``: from the end of a request's headers to the end of its
+  body (bounded in bytes by ``RIDECAST_MAX_BODY_BYTES``); a body that stalls closes the
+  connection.
+
+Once a request is whole, the time its answer takes is the application's.
 """
 
 from __future__ import annotations
@@ -39,6 +42,7 @@ class HttpBounds:
     max_header_bytes: int = 65536
     header_timeout_s: float = 10.0
     idle_timeout_s: float = 5.0
+    body_timeout_s: float = 60.0
 
 
 def headers_too_large(max_bytes: int) -> RidecastError:
@@ -138,6 +142,12 @@ class HttpGuard(HttpToolsProtocol):
             self._refuse_head()
             raise _HeadRefused
         super().on_headers_complete()
+        if not (self.parser.should_upgrade() and self._should_upgrade()):
+            self._arm(self.bounds.body_timeout_s)  # until on_message_complete
+
+    def on_message_complete(self) -> None:
+        self._disarm()
+        super().on_message_complete()
 
     def on_response_complete(self) -> None:
         self._open_requests = max(0, self._open_requests - 1)

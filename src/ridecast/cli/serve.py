@@ -42,7 +42,8 @@ def uvicorn_config(app: Any, settings: Settings, host: str, port: int,
 
     bounds = HttpBounds(max_header_bytes=settings.max_header_bytes,
                         header_timeout_s=settings.http_header_timeout_s,
-                        idle_timeout_s=settings.http_idle_timeout_s)
+                        idle_timeout_s=settings.http_idle_timeout_s,
+                        body_timeout_s=settings.http_body_timeout_s)
 
     return uvicorn.Config(
         app,
