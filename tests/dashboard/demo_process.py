@@ -117,8 +117,9 @@ class DemoProcess:
 
 
 def launch_demo(data_dir: Path, *, port: int | None = None,
-                extra_env: dict[str, str] | None = None) -> DemoProcess:
-    """Start ``ridecast demo --port P --data-dir D`` (nothing else configured)."""
+                extra_env: dict[str, str] | None = None,
+                args: list[str] | None = None) -> DemoProcess:
+    """Start ``ridecast demo --port P --data-dir D`` (and ``args``; nothing else configured)."""
     port = port or free_port()
     # A clean environment for ridecast: the demo must not need any RIDECAST_* setting.
     env = {k: v for k, v in os.environ.items() if not k.startswith("RIDECAST_")}
@@ -127,7 +128,7 @@ def launch_demo(data_dir: Path, *, port: int | None = None,
     with open(stderr_path, "w") as stderr:
         process = subprocess.Popen(
             [sys.executable, "-m", "ridecast.cli.main", "demo", "--port", str(port),
-             "--data-dir", str(data_dir)],
+             "--data-dir", str(data_dir), *(args or [])],
             stdout=subprocess.PIPE, stderr=stderr, text=True, env=env, cwd=data_dir.parent,
         )
     demo = DemoProcess(port, data_dir, process, stderr_path)

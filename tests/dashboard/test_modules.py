@@ -166,3 +166,27 @@ def test_webhook_health_reads_failing_only_while_the_newest_attempt_failed(js: A
         {"state": "active", "error": ""},
         {"state": "disabled", "error": "410 Gone"},
     ]
+
+
+def test_a_run_starts_where_the_run_module_says_and_a_rerun_is_told_apart(js: Any) -> None:
+    """runs.js against the engine: a run's first event, and only it among the first minute's,
+    is its snapshot at ``started_sim_ts``; the tracker sees a new start, or a rerun of the same
+    start (the event count going down), as another run, and polls of one run as the same."""
+    start = datetime(2026, 3, 1, 7, 30, tzinfo=UTC)
+    engine = Engine(1, SimulatorSettings(vehicles=4, seed=3), start)
+    events = engine.advance(60.0)
+    started = engine.timestamp(0.0)
+    result = js.evaluate("""async ([events, started]) => {
+        const { RunTracker, isRunStart } = await import('/dashboard/js/runs.js');
+        const flags = events.map((e) => isRunStart(e, started));
+        const t = new RunTracker();
+        const status = (start, events) => ({ started_sim_ts: start, settings: { seed: 3 },
+                                             kpis: { events } });
+        const seen = [t.observe({ status: 'idle', kpis: {} }), t.observe(status(started, 10)),
+                      t.observe(status(started, 50)), t.observe(status(started, 7)),
+                      t.observe(status('2026-03-01T08:00:00.000+00:00', 9))];
+        return { flags, seen, start: t.start };
+    }""", [events, started])
+    assert result["flags"][0] is True and not any(result["flags"][1:])
+    assert result["seen"] == [False, False, False, True, True]
+    assert result["start"] == "2026-03-01T08:00:00.000+00:00"

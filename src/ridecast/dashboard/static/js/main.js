@@ -5,6 +5,7 @@ import { Api, ApiError, exchangeKey } from "./api.js";
 import { Feed } from "./feed.js";
 import { FleetMap } from "./map.js";
 import { renderLegend, renderSimulator, renderWebhook } from "./panels.js";
+import { RunTracker, isRunStart } from "./runs.js";
 import { FleetState } from "./state.js";
 import { EventStream } from "./stream.js";
 
@@ -26,6 +27,7 @@ const app = {
   queue: [],
   replayUntil: 0, // events up to this id were history when the stream opened
   state: new FleetState(),
+  runs: new RunTracker(), // the simulator's run on screen: a new run clears the view
   timers: [],
   map: new FleetMap($("map"), { tileUrl: config.tile_url, tileAttribution: config.tile_attribution,
     roads: config.map_roads, assetPrefix: config.asset_prefix }),
@@ -34,7 +36,8 @@ const app = {
 };
 
 const simulatorParts = {
-  status: $("sim-status"), clock: $("sim-clock"), kpis: $("kpis"), more: $("kpis-more"),
+  status: $("sim-status"), clock: $("sim-clock"), run: $("sim-run"), kpis: $("kpis"),
+  more: $("kpis-more"),
   error: $("sim-error"),
   buttons: { start: $("sim-start"), pause: $("sim-pause"), resume: $("sim-resume") },
 };
@@ -68,6 +71,12 @@ function drain(nowMs, draw) {
   const queue = app.queue;
   app.queue = [];
   for (const event of queue) {
+    // A run starts with its snapshot at its start time: what came before (an earlier run's
+    // stops, bookings and counts) is not this run's, so the view starts over.
+    if (isRunStart(event, app.runs.start)) {
+      app.state.clear();
+      app.feed.clear();
+    }
     app.state.apply(event, nowMs);
     app.feed.push(event, nowMs, Number(event.event_id) <= app.replayUntil);
   }
@@ -103,11 +112,17 @@ function every(ms, work) {
   app.timers.push(setInterval(run, ms));
 }
 
+/** Show a simulator answer; when it is another run than the one on screen, show that one. */
+function showSimulator(id, answer) {
+  renderSimulator(simulatorParts, answer);
+  if (app.runs.observe(answer) && id === app.simulationId) openSimulation(id);
+}
+
 async function refreshSimulator(id) {
   try {
     const answer = await app.api.simulator(id);
     if (id !== app.simulationId) return;
-    renderSimulator(simulatorParts, answer);
+    showSimulator(id, answer);
     if (answer.settings && answer.settings.area) app.map.showArea(answer.settings.area);
     app.map.showRoads(answer.settings || null);
   } catch (exc) {
@@ -180,6 +195,7 @@ function closeSimulation() {
   app.map.showArea(null);
   app.map.reset();
   app.feed.clear();
+  app.runs = new RunTracker();
 }
 
 async function replayCursor() {
@@ -202,6 +218,9 @@ async function openSimulation(id) {
   closeSimulation();
   app.simulationId = id;
   history.replaceState(null, "", `#sim=${id}`);
+  // The run's start first: the replay below clears the view where the current run began.
+  await refreshSimulator(id);
+  if (id !== app.simulationId) return;
   every(STATUS_EVERY_MS, () => refreshSimulator(id));
   every(DELIVERIES_EVERY_MS, () => refreshWebhook(id));
   const since = await replayCursor();
@@ -222,7 +241,7 @@ async function openSimulation(id) {
 async function control(action) {
   try {
     const answer = await app.api.control(app.simulationId, action);
-    renderSimulator(simulatorParts, answer);
+    showSimulator(app.simulationId, answer);
   } catch (exc) {
     toast(`${action}: ${exc.message}`);
   }

@@ -2,6 +2,7 @@
 // Everything user-provided goes through textContent, never innerHTML.
 
 import { clock, kpiLabel, kpiTitle, kpiValue } from "./format.js";
+import { runOf } from "./runs.js";
 
 /**
  * KPIs shown up front, in this order: two rows of three, so that the panel fits whole beside
@@ -30,7 +31,7 @@ function kpiTile(name, value) {
 
 /**
  * Render GET .../simulator into the KPI panel.
- * @param {object} parts {status, clock, kpis, more, error, buttons: {start, pause, resume}}
+ * @param {object} parts {status, clock, run, kpis, more, error, buttons: {start, pause, resume}}
  * @param {object|null} answer the endpoint's JSON, or null when unavailable
  * @param {string} [problem] why it is unavailable
  */
@@ -39,6 +40,12 @@ export function renderSimulator(parts, answer, problem = "") {
   parts.status.textContent = status;
   parts.status.dataset.state = status;
   parts.clock.textContent = answer && answer.sim_ts ? clock(answer.sim_ts) : "";
+  // What reproduces the run: its seed and its start (docs/simulator.md).
+  const run = runOf(answer);
+  parts.run.textContent = run ? `seed ${run.seed} · start ${clock(run.start)}` : "";
+  parts.run.title = run ? `This run: seed ${run.seed}, start_ts ${run.start}. Set `
+    + "data.simulator.start_ts to this start to run it again." : "";
+  parts.run.dataset.start = run ? run.start : "";
   parts.buttons.start.hidden = !answer || !["idle", "stopped", "finished", "interrupted"].includes(status);
   parts.buttons.pause.hidden = status !== "running";
   parts.buttons.resume.hidden = status !== "paused";

@@ -1,0 +1,151 @@
+"""The dashboard follows the simulator's run (issue 35 items 7 and 11), in chromium against a
+running demo at 20x real time (so that a run has many bookings within seconds):
+
+- a new run clears the view: after the simulator is stopped and started again through the
+  API, and after the demo itself is restarted (the issue's case), the feed holds only the new
+  run's events, the chips count only them, and the map's stops and requests are no more than
+  the new run's bookings (read after the page, so the server is never behind it);
+- the simulator panel shows what reproduces the run: its seed and its start.
+"""
+
+from __future__ import annotations
+
+import signal
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from ridecast.cli.demo import DEMO_SIMULATOR
+from tests.dashboard.conftest import local_only
+from tests.dashboard.demo_process import DemoProcess, Printed, launch_demo
+from tests.dashboard.test_browser import wait_for
+
+pytestmark = pytest.mark.browser
+
+SPEED = "20"
+RUN_S = 60  # generous: the machine is shared
+
+
+def api(process: DemoProcess, printed: Printed) -> httpx.Client:
+    env = printed.export_env()
+    return httpx.Client(base_url=process.base_url, timeout=30,
+                        auth=(env["RIDECAST_USER"], env["RIDECAST_API_KEY"]))
+
+
+def simulator(http: httpx.Client, sim: str) -> dict[str, Any]:
+    answer: dict[str, Any] = http.get(f"/api/v2/simulation/{sim}/simulator").json()
+    return answer
+
+
+def count(page: Any, testid: str) -> int:
+    return int(page.get_by_test_id(testid).text_content().replace(",", ""))
+
+
+def chip(page: Any, message_type: str) -> int:
+    found = page.get_by_test_id(f"feed-filter-{message_type}")
+    return int(found.locator("b").text_content()) if found.count() else 0
+
+
+def feed_ids(page: Any) -> list[int]:
+    ids: list[str] = page.eval_on_selector_all("[data-testid=feed-item]",
+                                               "els => els.map(e => e.dataset.eventId)")
+    return [int(i) for i in ids]
+
+
+def shows_only_the_run_after(page: Any, first_id: int) -> bool:
+    """Every feed row is an event after ``first_id``, and there are some."""
+    ids = feed_ids(page)
+    return len(ids) >= 5 and min(ids) > first_id
+
+
+def check_view_is_the_new_run(page: Any, http: httpx.Client, sim: str, after: int) -> None:
+    wait_for(lambda: shows_only_the_run_after(page, after), RUN_S,
+             lambda: f"a feed of the new run only (ids after {after}; "
+                     f"oldest shown {min(feed_ids(page), default=None)})")
+    # Some bookings in the new run, so that stale stops would show.
+    wait_for(lambda: chip(page, "bookings") >= 3, RUN_S, "the new run's bookings")
+    on_page = {name: count(page, f"count-{name}") for name in ("pickups", "dropoffs", "waiting")}
+    bookings_chip = chip(page, "bookings")
+    status = simulator(http, sim)  # read after the page: the server is never behind it
+    bookings = status["kpis"]["bookings"]
+    assert bookings_chip <= bookings, (bookings_chip, status["kpis"])
+    assert on_page["pickups"] <= bookings and on_page["dropoffs"] <= bookings, (on_page, bookings)
+    assert on_page["waiting"] <= bookings, (on_page, bookings)
+    total = count(page, "feed-total")
+    assert total <= last_event_id_of(http) - after, total
+    # The panel names the run: the seed and the start that reproduce it.
+    run = page.get_by_test_id("sim-run")
+    wait_for(lambda: run.get_attribute("data-start") == status["started_sim_ts"], 10,
+             "the run's start in the panel")
+    assert f"seed {DEMO_SIMULATOR['seed']} · start " in run.text_content()
+    assert status["started_sim_ts"] in run.get_attribute("title")
+
+
+def last_event_id_of(http: httpx.Client) -> int:
+    return int(http.get("/healthz").json()["last_event_id"])
+
+
+@pytest.fixture
+def fast_demo(tmp_path: Path) -> Iterator[tuple[DemoProcess, Printed]]:
+    data = tmp_path / "data"
+    process = launch_demo(data, args=["--speed", SPEED])
+    try:
+        yield process, process.wait_ready()
+    finally:
+        process.stop()
+
+
+def test_a_new_run_clears_the_view_and_the_panel_names_it(
+        browser: Any, fast_demo: tuple[DemoProcess, Printed], tmp_path: Path) -> None:
+    process, printed = fast_demo
+    sim = printed.listen.split()[-1]
+    context = browser.new_context(viewport={"width": 1400, "height": 860})
+    try:
+        page = context.new_page()
+        page.errors = []
+        page.on("pageerror", lambda exc: page.errors.append(str(exc)))
+        local_only(page, process.base_url)
+        page.goto(printed.dashboard_url)
+        page.get_by_test_id("login-key").fill(printed.export_env()["RIDECAST_API_KEY"])
+        page.get_by_test_id("login-submit").click()
+        wait_for(lambda: page.get_by_test_id("connection-status").get_attribute("data-state")
+                 == "live", 20, "the stream to be live")
+        # The first run gets busy: stops on the map, bookings counted.
+        wait_for(lambda: chip(page, "bookings") >= 15, RUN_S, "15 bookings in the first run")
+        wait_for(lambda: count(page, "count-pickups") + count(page, "count-dropoffs") >= 4,
+                 RUN_S, "stops on the map")
+
+        with api(process, printed) as http:
+            # A new run through the API (what the dashboard's Start button does).
+            assert http.post(f"/api/v2/simulation/{sim}/simulator/stop").status_code == 200
+            after = last_event_id_of(http)
+            assert http.post(f"/api/v2/simulation/{sim}/simulator/start").status_code == 200
+            check_view_is_the_new_run(page, http, sim, after)
+        wait_for(lambda: chip(page, "bookings") >= 15, RUN_S, "15 bookings in the second run")
+
+        # The demo restarted (the issue's case): the page reconnects and shows the new run.
+        assert process.stop(signal.SIGTERM) == 0
+        after = last_event_id_of_db(process)
+        again = launch_demo(process.data_dir, port=process.port, args=["--speed", SPEED])
+        try:
+            printed_again = again.wait_ready()
+            with api(again, printed_again) as http:
+                check_view_is_the_new_run(page, http, sim, after)
+            page.screenshot(path="test-artifacts/dashboard-new-run.png")
+        finally:
+            again.stop()
+        assert page.errors == []
+    finally:
+        context.close()
+
+
+def last_event_id_of_db(process: DemoProcess) -> int:
+    """The newest event id of a stopped demo, from its database (the server is down)."""
+    import sqlite3
+
+    with sqlite3.connect(process.data_dir / "ridecast.db") as db:
+        (newest,) = db.execute("SELECT max(id) FROM events").fetchone()
+    return int(newest)
