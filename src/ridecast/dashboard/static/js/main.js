@@ -225,17 +225,19 @@ async function openSimulation(id) {
   every(DELIVERIES_EVERY_MS, () => refreshWebhook(id));
   const since = await replayCursor();
   if (id !== app.simulationId) return;
-  app.stream = new EventStream({
+  const stream = new EventStream({
     path: `/simulation_events/${id}`,
     getToken,
     since,
-    onEvent: (event) => app.queue.push(event),
+    // A stopped stream's socket may still hand over what it had received: not this view's.
+    onEvent: (event) => { if (app.stream === stream) app.queue.push(event); },
     onStatus: (status) => {
       showConnection(status);
       if (status.fatal === "credentials") signOut("Your session has ended (expired or revoked); sign in again.");
     },
   });
-  app.stream.start();
+  app.stream = stream;
+  stream.start();
 }
 
 async function control(action) {
