@@ -200,7 +200,7 @@ def _webhooks(settings: Settings, engine: AsyncEngine, bus: Bus, catalog: Simula
                    if watch_outbox and watch_s > 0 else None),
         )
     return WebhookService(resolver=resolver, sender=sender, deliveries=deliveries,
-                          dispatcher=dispatcher)
+                          dispatcher=dispatcher, max_page_bytes=settings.max_page_bytes)
 
 
 def _simulator_host(settings: Settings, engine: AsyncEngine, bus: Bus,

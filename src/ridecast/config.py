@@ -246,6 +246,11 @@ class Settings(BaseSettings):
         5.0, gt=0, description="How often a process that delivers webhooks updates the "
         "queue-depth and backlog gauges and checks whether retention is due."
     )
+    webhook_backlog_metric_sims: int = Field(
+        100, ge=0, le=10_000, description="The simulations with the oldest undelivered events "
+        "that /metrics shows a webhook backlog and age for (one label each; the rest are in "
+        "the delivery log's meta)."
+    )
     webhook_claim_hold_s: float = Field(
         2.0, gt=0, description="PostgreSQL: how long the server waits for a worker stopped "
         "inside a claim's or a record's transaction before it ends that transaction, "

@@ -117,6 +117,17 @@ WEBHOOK_ATTEMPTS = Counter(
 WEBHOOK_QUEUE = Gauge(
     "ridecast_webhook_queue_depth", "Webhook deliveries pending or in flight.", registry=REGISTRY
 )
+# Per simulation with deliveries still to send (the oldest ``webhook_backlog_metric_sims``
+# of them, so the label set stays bounded), set by the dispatcher's maintenance loop.
+WEBHOOK_BACKLOG = Gauge(
+    "ridecast_webhook_backlog", "Webhook deliveries still to send, per simulation.",
+    ["simulation_id"], registry=REGISTRY,
+)
+WEBHOOK_OLDEST_AGE = Gauge(
+    "ridecast_webhook_oldest_undelivered_age_seconds",
+    "Age of the simulation's oldest event whose webhook delivery is still to send.",
+    ["simulation_id"], registry=REGISTRY,
+)
 # Observed per delivery by the dispatcher, on the event loop's thread.
 WEBHOOK_LATENCY = LoopHistogram(
     "ridecast_webhook_attempt_seconds", "Duration of one webhook delivery attempt.",

@@ -120,6 +120,11 @@ def test_a_webhook_whose_deliveries_all_fail_reads_failing_with_the_error(
     statuses = page.eval_on_selector_all("[data-testid=webhook-delivery]",
                                          "els => els.map(e => e.dataset.status)")
     assert statuses and "succeeded" not in statuses
+    # Nothing gets through: the backlog and the age of its oldest event are shown.
+    backlog = page.get_by_test_id("webhook-backlog")
+    wait_for(lambda: backlog.count() and int(backlog.get_attribute("data-backlog")) > 0, 20,
+             lambda: "a backlog on the webhook panel")
+    assert "to send" in backlog.text_content() and "oldest" in backlog.text_content()
 
 
 def test_kpi_labels_say_what_they_count_and_one_event_count_is_shown(sized_page: Any) -> None:

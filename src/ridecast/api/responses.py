@@ -298,11 +298,32 @@ class Delivery(BaseModel):
     attempts: list[DeliveryAttempt]
 
 
+class DeliveryListMeta(BaseModel):
+    """Paging of the delivery log, and the simulation's backlog."""
+
+    limit: int
+    offset: int
+    total_count: int
+    count: int = Field(description="Deliveries on this page.")
+    after: str | None = Field(description="The after= this page was read after (a delivery "
+                                          "id), or null.")
+    next_after: str | None = Field(description="The after= of the next page (older "
+                                               "deliveries); null when this page is empty.")
+    truncated: bool = Field(description="True when the page stopped at "
+                                        "RIDECAST_MAX_PAGE_BYTES: more deliveries follow "
+                                        "although count is below limit.")
+    backlog: int = Field(description="The simulation's deliveries still to send (pending "
+                                     "or in flight).")
+    oldest_undelivered_age_s: float | None = Field(
+        description="Age in seconds of the oldest event whose delivery is still to send; "
+                    "null when there is none.")
+
+
 class DeliveryList(BaseModel):
     """A simulation's webhook deliveries, newest first."""
 
     objects: list[Delivery]
-    meta: ListMeta
+    meta: DeliveryListMeta
 
 
 class RetriedCount(BaseModel):

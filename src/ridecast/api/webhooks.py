@@ -15,6 +15,21 @@ from .responses import Delivery, DeliveryList, RetriedCount, WebhookTestResult, 
 from .routing import SlashRouter
 
 router = SlashRouter(tags=["webhooks"])
+INT64_MAX = 2**63 - 1
+
+
+def _delivery_cursor(value: str | None) -> int | None:
+    """A delivery id from ``after=`` (None when absent); 400 ``invalid_cursor`` otherwise."""
+    if value is None or value == "":
+        return None
+    try:
+        cursor = int(value)
+    except ValueError:
+        cursor = -1
+    if not 0 < cursor <= INT64_MAX:
+        raise BadRequest(f"after={value!r} is not a delivery id", code="invalid_cursor",
+                         details=[{"field": "query.after", "value": value}])
+    return cursor
 
 
 @router.get("/api/v2/simulation/{simulation_id}/webhook_deliveries", **answers(DeliveryList))
@@ -28,9 +43,20 @@ async def list_deliveries(
                                      json_schema_extra={"enum": sorted(ALL_TYPES)}),
     limit: int = Query(100, ge=1, le=1000),
     offset: Offset = 0,
+    after: str | None = Query(None, description="Only the deliveries listed after this "
+                              "delivery id (older ones): pass the previous page's "
+                              "`meta.next_after`."),
 ) -> dict[str, Any]:
-    """The simulation's webhook deliveries, newest first, each with its attempts."""
+    """The simulation's webhook deliveries, newest first, each with its attempts.
+
+    A page ends after ``limit`` deliveries or before the one that would take it past
+    ``RIDECAST_MAX_PAGE_BYTES`` (``meta.truncated`` is then true); a delivery larger than
+    that budget comes alone on its page. Passing ``meta.next_after`` as ``after=`` reaches
+    every delivery. ``meta.backlog`` counts the simulation's deliveries still to send and
+    ``meta.oldest_undelivered_age_s`` is the age of the oldest of their events.
+    """
     await runtime.simulations.get(user, simulation_id)
+    cursor = _delivery_cursor(after)
     if status is not None and status not in STATES:
         raise BadRequest(
             f"unknown status {status!r}; valid values: {', '.join(STATES)}",
@@ -42,12 +68,18 @@ async def list_deliveries(
             code="unknown_message_type",
             details=[{"field": "query.message_type", "value": message_type}],
         )
-    objects, total = await runtime.webhooks.list(
-        simulation_id, status=status, message_type=message_type, limit=limit, offset=offset
+    objects, total, truncated = await runtime.webhooks.list(
+        simulation_id, status=status, message_type=message_type, limit=limit, offset=offset,
+        after=cursor,
     )
+    backlog, oldest_age = await runtime.webhooks.backlog(simulation_id)
     return {
         "objects": objects,
-        "meta": {"limit": limit, "offset": offset, "total_count": total},
+        "meta": {"limit": limit, "offset": offset, "total_count": total,
+                 "count": len(objects), "after": None if cursor is None else str(cursor),
+                 "next_after": str(objects[-1]["id"]) if objects else None,
+                 "truncated": truncated, "backlog": backlog,
+                 "oldest_undelivered_age_s": oldest_age},
     }
 
 

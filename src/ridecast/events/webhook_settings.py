@@ -51,7 +51,10 @@ def validate_simulation_data(data: Any) -> dict[str, Any]:
     if url is not None:
         if not isinstance(url, str):
             raise _bad(f"{URL_KEY} must be a string URL", URL_KEY, url)
-        parts = urlsplit(url)
+        try:
+            parts = urlsplit(url)
+        except ValueError as exc:  # "http://[::1": an unclosed IPv6 literal, ...
+            raise _bad(f"{URL_KEY} is not a valid URL ({exc}): {url!r}", URL_KEY, url) from None
         if parts.scheme not in ("http", "https") or not parts.hostname:
             raise _bad(
                 f"{URL_KEY} must be an http:// or https:// URL with a host, not {url!r}",

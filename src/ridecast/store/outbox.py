@@ -379,8 +379,35 @@ class OutboxSql:
              before: int | None, limit: int, offset: int = 0,
              ) -> Steps[list[dict[str, Any]]]:
         """Deliveries of a simulation, newest first, below id ``before`` when given."""
+        conds, params = self._filters(simulation_id, status, message_type, before)
+        params.update(limit=limit, offset=offset)
+        rows = yield Query(f"SELECT {_ROW_COLUMNS} FROM webhook_deliveries "
+                           f"WHERE {' AND '.join(conds)} ORDER BY id DESC LIMIT :limit "
+                           "OFFSET :offset",
+                           params)
+        return [dict(zip(ROW_FIELDS, row, strict=True)) for row in rows]
+
+    def page_sizes(self, simulation_id: int, *, status: str | None,
+                   message_type: str | None, before: int | None, limit: int,
+                   offset: int = 0) -> Steps[list[tuple[int, int]]]:
+        """(id, characters of its text columns and of its attempts') for the rows ``page``
+        would return: a page is sized before it is loaded."""
+        conds, params = self._filters(simulation_id, status, message_type, before)
+        params.update(limit=limit, offset=offset)
+        rows = yield Query(
+            "SELECT d.id, length(d.url) + coalesce(length(d.last_error), 0) "
+            "+ coalesce(length(d.success_response_body), 0) + coalesce((SELECT "
+            "sum(coalesce(length(a.response_body), 0) + coalesce(length(a.error), 0) + 200) "
+            "FROM webhook_attempts AS a WHERE a.delivery_id = d.id), 0) "
+            f"FROM webhook_deliveries AS d WHERE {' AND '.join('d.' + c for c in conds)} "
+            "ORDER BY d.id DESC LIMIT :limit OFFSET :offset", params)
+        return [(int(i), int(size)) for i, size in rows]
+
+    @staticmethod
+    def _filters(simulation_id: int, status: str | None, message_type: str | None,
+                 before: int | None) -> tuple[list[str], dict[str, Any]]:
         conds = ["simulation_id = :sim"]
-        params: dict[str, Any] = {"sim": simulation_id, "limit": limit, "offset": offset}
+        params: dict[str, Any] = {"sim": simulation_id}
         if status is not None:
             conds.append("status = :status")
             params["status"] = status
@@ -390,11 +417,7 @@ class OutboxSql:
         if before is not None:
             conds.append("id < :before")
             params["before"] = before
-        rows = yield Query(f"SELECT {_ROW_COLUMNS} FROM webhook_deliveries "
-                           f"WHERE {' AND '.join(conds)} ORDER BY id DESC LIMIT :limit "
-                           "OFFSET :offset",
-                           params)
-        return [dict(zip(ROW_FIELDS, row, strict=True)) for row in rows]
+        return conds, params
 
     def count(self, simulation_id: int, *, status: str | None,
               message_type: str | None) -> Steps[int]:

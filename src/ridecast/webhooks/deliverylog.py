@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from sqlalchemy.ext.asyncio import AsyncEngine
@@ -21,6 +22,8 @@ from ..store.txsteps import Query, StepRunner, Steps
 from .health import forget_before
 
 Row = dict[str, Any]
+# Characters counted for a delivery row beside its text columns (ids, times, names, keys).
+ROW_OVERHEAD = 400
 _SUCCESS_COLUMNS = ("success_started_at", "success_latency_ms", "success_status_code",
                     "success_response_body")
 
@@ -42,6 +45,17 @@ def with_attempts(row: Mapping[str, Any], attempts: list[Row]) -> dict[str, Any]
     item["attempts"] = attempts
     item["ordered"] = bool(item.get("ordered", True))
     return item
+
+
+@dataclass(frozen=True, slots=True)
+class DeliveryPage:
+    """One page of the log: its rows (with attempts), the count of every matching row, and
+    whether the byte budget cut the page short (more rows follow although it holds fewer
+    than asked)."""
+
+    rows: list[Row]
+    total: int
+    truncated: bool
 
 
 class DeliveryLog:
@@ -68,6 +82,36 @@ class DeliveryLog:
             total = yield from self._sql.count(simulation_id, status=status,
                                                message_type=message_type)
             return (yield from self._with_attempts(rows)), total
+
+        return await self._steps.read(steps)
+
+    async def page(
+        self, simulation_id: int, *, status: str | None, message_type: str | None,
+        limit: int, offset: int = 0, before: int | None = None, max_chars: int,
+    ) -> DeliveryPage:
+        """Deliveries of a simulation, newest first (below id ``before``), each with its
+        attempts: at most ``limit``, and no more than fit in ``max_chars`` characters of
+        text (at least one, however large). The page is sized from the column lengths
+        before any row is loaded."""
+        def steps() -> Steps[DeliveryPage]:
+            sizes = yield from self._sql.page_sizes(simulation_id, status=status,
+                                                    message_type=message_type, before=before,
+                                                    limit=limit, offset=offset)
+            kept, used = 0, 0
+            for _id, size in sizes:
+                used += size + ROW_OVERHEAD
+                if kept and used > max_chars:
+                    break
+                kept += 1
+            rows: list[Row] = []
+            if kept:
+                rows = yield from self._sql.page(simulation_id, status=status,
+                                                 message_type=message_type,
+                                                 before=sizes[0][0] + 1, limit=kept)
+            total = yield from self._sql.count(simulation_id, status=status,
+                                               message_type=message_type)
+            return DeliveryPage((yield from self._with_attempts(rows)), total,
+                                kept < len(sizes))
 
         return await self._steps.read(steps)
 
@@ -134,4 +178,4 @@ class DeliveryLog:
         return await self._steps.run(steps)
 
 
-__all__ = ["DeliveryLog", "with_attempts"]
+__all__ = ["DeliveryLog", "DeliveryPage", "with_attempts"]

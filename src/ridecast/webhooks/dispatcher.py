@@ -16,7 +16,8 @@ Two tasks and one task per claimed unit:
   retried gives the rest of the lane back (head-of-line). An unordered chunk running out
   asks the next cycle for more rows of its URL under its token, so its slot never waits
   for a claim;
-* the maintenance loop updates the queue gauges and purges old finished deliveries;
+* the maintenance loop updates the queue gauges (depth; per simulation, the backlog and
+  the age of its oldest undelivered event) and purges old finished deliveries;
 * in a process whose bus brings no other process's rows (``ridecast worker`` on the
   in-process bus), the outbox watch wakes the cycle loop when a row is added (``watch``).
 
@@ -39,7 +40,13 @@ from typing import Any
 
 from ..bus import Bus, BusMessage, StoredEvent
 from ..errors import ServiceUnavailable
-from ..metrics import WEBHOOK_ATTEMPTS, WEBHOOK_LATENCY, WEBHOOK_QUEUE
+from ..metrics import (
+    WEBHOOK_ATTEMPTS,
+    WEBHOOK_BACKLOG,
+    WEBHOOK_LATENCY,
+    WEBHOOK_OLDEST_AGE,
+    WEBHOOK_QUEUE,
+)
 from ..ports import SimulationDirectory
 from .bodies import Bodies
 from .claimer import Claimer
@@ -418,7 +425,7 @@ class Dispatcher:
         while True:
             await asyncio.sleep(policy.maintenance_interval_s)
             try:
-                WEBHOOK_QUEUE.set(await self._deliveries.depth())
+                self._gauges(await self._deliveries.backlog())
                 if time.monotonic() - last_purge >= policy.retention_interval_s:
                     last_purge = time.monotonic()
                     removed = await self._deliveries.purge_older_than(
@@ -429,6 +436,18 @@ class Dispatcher:
                 log.debug("webhook maintenance failed: %s", exc)
             except Exception:
                 log.exception("webhook maintenance failed")
+
+    def _gauges(self, backlog: Sequence[tuple[int, int, float]]) -> None:
+        """The queue depth, and per simulation (the oldest few) its backlog and the age of
+        its oldest undelivered event."""
+        WEBHOOK_QUEUE.set(sum(count for _sim, count, _oldest in backlog))
+        now = time.time()
+        shown = sorted(backlog, key=lambda row: row[2])[:self._policy.backlog_metric_sims]
+        WEBHOOK_BACKLOG.clear()
+        WEBHOOK_OLDEST_AGE.clear()
+        for sim, count, oldest in shown:
+            WEBHOOK_BACKLOG.labels(str(sim)).set(count)
+            WEBHOOK_OLDEST_AGE.labels(str(sim)).set(max(0.0, now - oldest))
 
     async def close(self) -> None:
         """Stop claiming, stop the unit tasks (they give back what they did not send), record."""

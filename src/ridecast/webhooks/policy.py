@@ -43,6 +43,7 @@ class DeliveryPolicy:
     max_in_memory: int = 8192
     body_cache_bytes: int = 32 * 1024 * 1024
     claim_hold_s: float = 2.0
+    backlog_metric_sims: int = 100
     write_batch: int = 1000
     write_interval_s: float = 0.01
 
@@ -65,6 +66,7 @@ class DeliveryPolicy:
             max_in_memory=max(settings.webhook_max_in_memory, settings.webhook_chunk_rows),
             body_cache_bytes=settings.webhook_body_cache_bytes,
             claim_hold_s=settings.webhook_claim_hold_s,
+            backlog_metric_sims=settings.webhook_backlog_metric_sims,
         )
 
     @property

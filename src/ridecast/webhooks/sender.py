@@ -1,7 +1,8 @@
 """One HTTP attempt of one delivery: resolve, check, connect to the checked address, POST.
 
 The sender never raises for a failed attempt: every outcome (answer, refusal, DNS failure,
-time-out, TLS or connection error) comes back as an ``Attempt``, ready for the delivery log
+time-out, TLS or connection error, a request that cannot even be built) comes back as an
+``Attempt``, ready for the delivery log
 and for ``retry.verdict``. Low-level errors are translated here, where ridecast touches
 the network.
 
@@ -27,7 +28,7 @@ from .deadline import Deadline
 from .http11 import ConnectFailed, Pool, ProtocolError
 from .resolver import ResolveError, Resolver
 from .retry import ErrorClass, error_class_of_status, parse_retry_after
-from .targets import TargetRefused
+from .targets import InvalidTarget, Target, TargetRefused
 
 USER_AGENT = f"ridecast/{__version__}"
 # The first bytes of a receiver's answer kept in the delivery log. At most
@@ -86,29 +87,24 @@ class Sender:
         """
         started = time.time()
         t0 = time.perf_counter()
-        checked = self.resolver.checked(url)  # a busy endpoint: no coroutine, no lookup
-        if checked is None:
-            try:
+        try:
+            checked = self.resolver.checked(url)  # a busy endpoint: no coroutine, no lookup
+            if checked is None:
                 target, address = await self.resolver.resolve(url)
-            except TargetRefused as exc:
-                return _failed(started, t0, ErrorClass.BLOCKED_ADDRESS, str(exc))
-            except ResolveError as exc:
-                return _failed(started, t0, ErrorClass.DNS, str(exc))
-            checked = (target, str(address))
-        target, address_text = checked
-        start = self._starts.get(url)
-        if start is None:
-            if len(self._starts) >= START_CACHE_MAX:
-                self._starts.clear()
-            start = self._starts[url] = (f"POST {target.target} HTTP/1.1\r\n"
-                                         f"host: {target.host_header}\r\n"
-                                         "content-type: application/json\r\n"
-                                         f"user-agent: {USER_AGENT}\r\n")
-        timestamp = int(started)
-        signed = (f"{HEADER_SIGNATURE}: {signature(self._key(secret), msg_id, timestamp, body)}"
-                  "\r\n" if secret else "")
-        request = (f"{start}content-length: {len(body)}\r\n{HEADER_ID}: {msg_id}\r\n"
-                   f"{HEADER_TIMESTAMP}: {timestamp}\r\n{signed}\r\n").encode("latin-1") + body
+                checked = (target, str(address))
+            target, address_text = checked
+            request = self._request(url, target, msg_id, body, secret, started)
+        except TargetRefused as exc:
+            refused = ErrorClass.OTHER if isinstance(exc, InvalidTarget) else (
+                ErrorClass.BLOCKED_ADDRESS)
+            return _failed(started, t0, refused, str(exc)[:500])
+        except ResolveError as exc:
+            return _failed(started, t0, ErrorClass.DNS, str(exc)[:500])
+        except Exception as exc:
+            # A request that cannot be built (a secret that is not base64, set before it
+            # was checked): an attempt that failed, never an exception for the caller.
+            return _failed(started, t0, ErrorClass.OTHER,
+                           f"cannot build the request: {type(exc).__name__}: {exc}"[:500])
         try:
             if deadline is None:
                 async with asyncio.timeout(self.timeout_s):
@@ -140,7 +136,7 @@ class Sender:
                            f"connection lost: {type(exc).__name__}: {exc}"[:500])
         except ProtocolError as exc:
             return _failed(started, t0, ErrorClass.PROTOCOL, f"broken HTTP answer: {exc}"[:500])
-        except (OSError, ValueError) as exc:
+        except Exception as exc:  # whatever else: a failed attempt, never the caller's error
             return _failed(started, t0, ErrorClass.OTHER, f"{type(exc).__name__}: {exc}"[:500])
         latency_ms = (time.perf_counter() - t0) * 1000.0
         status = answer.status
@@ -152,6 +148,34 @@ class Sender:
             answer.body.decode("utf-8", errors="replace"),
             None if retry_after is None else parse_retry_after(retry_after, time.time()),
         )
+
+    def _request(self, url: str, target: Target, msg_id: str, body: bytes,
+                 secret: str | None, started: float) -> bytes:
+        """The request's bytes; raises what the secret makes impossible (``send`` turns it
+        into an attempt). Every header is ASCII: ``parse_target`` encoded the URL."""
+        start = self._starts.get(url)
+        if start is None:
+            if len(self._starts) >= START_CACHE_MAX:
+                self._starts.clear()
+            start = self._starts[url] = (f"POST {target.target} HTTP/1.1\r\n"
+                                         f"host: {target.host_header}\r\n"
+                                         "content-type: application/json\r\n"
+                                         f"user-agent: {USER_AGENT}\r\n")
+        timestamp = int(started)
+        key = self.signing_key(secret) if secret else b""
+        signed = (f"{HEADER_SIGNATURE}: {signature(key, msg_id, timestamp, body)}"
+                  "\r\n" if secret else "")
+        head = (f"{start}content-length: {len(body)}\r\n{HEADER_ID}: {msg_id}\r\n"
+                f"{HEADER_TIMESTAMP}: {timestamp}\r\n{signed}\r\n")
+        return head.encode("ascii") + body
+
+    def signing_key(self, secret: str) -> bytes:
+        """The HMAC key the deliveries are signed with; ValueError when ``secret`` cannot
+        sign (not base64, or empty). The data check calls it when a secret is set."""
+        key = self._key(secret)
+        if not key:
+            raise ValueError("the webhook secret holds no key")
+        return key
 
     def _key(self, secret: str) -> bytes:
         """The HMAC key of ``secret``, decoded once per secret (bounded like the starts)."""

@@ -9,6 +9,7 @@ log call it. The dispatcher runs only when asked (the serve process with
 
 from __future__ import annotations
 
+import time
 import uuid
 from datetime import UTC, datetime
 from typing import Any
@@ -16,12 +17,12 @@ from typing import Any
 import orjson
 
 from ..errors import BadRequest, Conflict, NotFound
-from ..events.webhook_settings import URL_KEY, webhook_settings
+from ..events.webhook_settings import SECRET_KEY, URL_KEY, webhook_settings
 from .deliverylog import DeliveryLog
 from .dispatcher import Dispatcher
 from .resolver import Resolver
 from .sender import Attempt, Sender
-from .targets import TargetRefused
+from .targets import InvalidTarget, TargetRefused, parse_target
 
 TEST_MESSAGE_TYPE = "webhook_test"
 
@@ -30,7 +31,8 @@ class WebhookService:
     """Webhook delivery for one process; see the module docstring."""
 
     def __init__(self, *, resolver: Resolver, sender: Sender, deliveries: DeliveryLog,
-                 dispatcher: Dispatcher | None) -> None:
+                 dispatcher: Dispatcher | None, max_page_bytes: int) -> None:
+        self._max_page_bytes = max_page_bytes
         self.resolver = resolver
         self.sender = sender
         self.deliveries = deliveries
@@ -46,18 +48,38 @@ class WebhookService:
         await self.sender.close()
 
     async def check_data(self, data: dict[str, Any]) -> None:
-        """The PATCH-time check: ``webhook_target_refused`` for a URL that may not be called."""
+        """The check of every ``data`` a user sets, with the code that will send it: a URL
+        the sender cannot write as a request, or a secret it cannot sign with, is a 400
+        ``invalid_simulation_data`` naming the field; a URL that may not be called (its
+        addresses) is a 400 ``webhook_target_refused``."""
         url = data.get(URL_KEY)
-        if not isinstance(url, str):
-            return
-        try:
-            await self.resolver.check_url(url)
-        except TargetRefused as exc:
-            raise BadRequest(
-                str(exc),
-                code="webhook_target_refused",
-                details=[{"field": f"data.{URL_KEY}", "value": url}],
-            ) from None
+        if isinstance(url, str):
+            try:
+                parse_target(url)
+            except InvalidTarget as exc:
+                raise BadRequest(str(exc), code="invalid_simulation_data",
+                                 details=[{"field": f"data.{URL_KEY}", "value": url}]) from None
+            except TargetRefused:
+                pass  # the scheme: refused by the data's validation, with its own message
+            try:
+                await self.resolver.check_url(url)
+            except TargetRefused as exc:
+                raise BadRequest(
+                    str(exc),
+                    code="webhook_target_refused",
+                    details=[{"field": f"data.{URL_KEY}", "value": url}],
+                ) from None
+        secret = data.get(SECRET_KEY)
+        if isinstance(secret, str):
+            try:
+                self.sender.signing_key(secret)
+            except ValueError:
+                raise BadRequest(
+                    f"{SECRET_KEY} must be 'whsec_' followed by base64 (Standard Webhooks "
+                    "format): it cannot sign a delivery",
+                    code="invalid_simulation_data",
+                    details=[{"field": f"data.{SECRET_KEY}", "value": "<redacted>"}],
+                ) from None
 
     def wake(self) -> None:
         if self.dispatcher is not None:
@@ -65,14 +87,35 @@ class WebhookService:
 
     # ---- the delivery log ----------------------------------------------------------------
 
+    async def backlog(self, simulation_id: int) -> tuple[int, float | None]:
+        """The simulation's deliveries still to send, and the age in seconds of the oldest
+        of their events (None when there is none)."""
+        rows = await self.deliveries.backlog(simulation_id)
+        if not rows:
+            return 0, None
+        _sim, count, oldest = rows[0]
+        return count, round(max(0.0, time.time() - oldest), 3)
+
     async def list(
         self, simulation_id: int, *, status: str | None, message_type: str | None,
-        limit: int, offset: int,
-    ) -> tuple[list[dict[str, Any]], int]:
-        rows, total = await self.deliveries.listing(
-            simulation_id, status=status, message_type=message_type, limit=limit, offset=offset
-        )
-        return [delivery_json(row) for row in rows], total
+        limit: int, offset: int, after: int | None = None,
+    ) -> tuple[list[dict[str, Any]], int, bool]:
+        """A page of the delivery log as the API shows it: its deliveries (newest first,
+        those listed after delivery ``after``), the total, and whether the byte budget
+        (``RIDECAST_MAX_PAGE_BYTES``) cut it. The page stops before the delivery that would
+        take it past the budget; one larger than the budget comes alone."""
+        page = await self.deliveries.page(
+            simulation_id, status=status, message_type=message_type, limit=limit,
+            offset=offset, before=after, max_chars=self._max_page_bytes)
+        objects: list[dict[str, Any]] = []
+        used = 0
+        for row in page.rows:
+            item = delivery_json(row)
+            used += len(orjson.dumps(item)) + 1
+            if objects and used > self._max_page_bytes:
+                return objects, page.total, True  # characters sized it; bytes cut it
+            objects.append(item)
+        return objects, page.total, page.truncated
 
     async def retry(self, simulation_id: int, delivery_id: int) -> dict[str, Any]:
         done = await self.deliveries.retry(simulation_id, delivery_id)

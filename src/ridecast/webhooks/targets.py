@@ -9,13 +9,20 @@ Loopback and private ranges (RFC 1918, CGNAT, ULA) only when ``allow_private`` i
 
 The resolver (``webhooks.resolver``) does the DNS lookup; this module only judges addresses,
 so the rules are tested exhaustively without a network.
+
+``parse_target`` is also the one place that turns a URL into what goes on the wire: the host
+in its IDNA (ASCII) form, the path and query percent-encoded where they hold anything but
+the ASCII a request line may carry. The sender builds its request from it, and a URL is
+checked with it when it is set (``WebhookService.check_data``), so a URL that was accepted
+can always be sent; one that cannot is refused then, with ``InvalidTarget``.
 """
 
 from __future__ import annotations
 
 import ipaddress
+import re
 from dataclasses import dataclass
-from urllib.parse import urlsplit
+from urllib.parse import quote, urlsplit
 
 IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
 
@@ -73,6 +80,38 @@ class TargetRefused(ValueError):
     """Raised when a webhook URL or one of its addresses may not be called."""
 
 
+class InvalidTarget(TargetRefused):
+    """Raised when a webhook URL cannot be written as an HTTP request at all: not a URL, a
+    bad port, a host name with no IDNA form, an IPv6 literal that does not parse."""
+
+
+# What a host name may hold once in its ASCII form (letters, digits, hyphens, dots; the
+# underscore that some DNS names carry).
+_HOST_NAME = re.compile(r"[a-z0-9_](?:[a-z0-9_.-]{0,251}[a-z0-9_])?")
+# Characters a path or a query keeps as they are; anything else is percent-encoded (and a
+# "%" that starts no escape too).
+_PATH_SAFE = "/:@!$&'()*+,;=-._~"
+_QUERY_SAFE = _PATH_SAFE + "?"
+_ESCAPE = re.compile(r"%(?![0-9A-Fa-f]{2})")
+
+
+def _encoded(part: str, safe: str) -> str:
+    """``part`` with every character a request line may not carry percent-encoded; an
+    escape already there (``%20``) is kept as it is."""
+    return quote(_ESCAPE.sub("%25", part), safe=safe + "%")
+
+
+def _ascii_host(host: str, url: str) -> str:
+    """The host name as it goes to DNS, SNI and the Host header: IDNA, lower case."""
+    try:
+        ascii_host = host.encode("idna").decode("ascii").lower()
+    except UnicodeError as exc:
+        raise InvalidTarget(f"the host of {url!r} is not a valid host name: {exc}") from None
+    if not _HOST_NAME.fullmatch(ascii_host) or ".." in ascii_host:
+        raise InvalidTarget(f"the host of {url!r} is not a valid host name")
+    return ascii_host
+
+
 @dataclass(frozen=True, slots=True)
 class Target:
     """A parsed webhook URL: where to connect and what to send as Host and SNI."""
@@ -91,25 +130,40 @@ class Target:
 
 
 def parse_target(url: str) -> Target:
-    """Split ``url``; ``TargetRefused`` for a non-http(s) scheme, a missing host or a bad port."""
+    """Split ``url`` into what goes on the wire; ``TargetRefused`` for a non-http(s)
+    scheme or a missing host, ``InvalidTarget`` for anything that cannot be sent."""
     try:
         parts = urlsplit(url)
         port = parts.port
-    except ValueError as exc:
-        raise TargetRefused(f"{url!r} is not a valid URL: {exc}") from None
+        host = parts.hostname
+    except ValueError as exc:  # a bad port, "http://[::1", ...
+        raise InvalidTarget(f"{url!r} is not a valid URL: {exc}") from None
     scheme = parts.scheme.lower()
     if scheme not in ("http", "https"):
         raise TargetRefused(f"only http:// and https:// webhook URLs are allowed, not {url!r}")
-    host = parts.hostname
     if not host:
         raise TargetRefused(f"the webhook URL {url!r} has no host")
-    try:
-        literal: IPAddress | None = ipaddress.ip_address(host.split("%", 1)[0])
-    except ValueError:
-        literal = None
-    target = parts.path or "/"
+    literal: IPAddress | None = None
+    hostport = parts.netloc.rpartition("@")[2]
+    if hostport.startswith("["):
+        # A bracketed literal must be an IPv6 address (with no zone: it names an interface
+        # of this machine, not a webhook target), followed by a port or nothing.
+        if not re.fullmatch(r"(?::[0-9]*)?", hostport.partition("]")[2]):
+            raise InvalidTarget(f"{url!r} has text after its IPv6 address")
+        try:
+            literal = ipaddress.IPv6Address(host)
+        except ValueError:
+            raise InvalidTarget(f"{url!r} holds an invalid IPv6 address") from None
+        if "%" in host:
+            raise InvalidTarget(f"{url!r} names an interface (a zone): not a webhook target")
+    else:
+        try:
+            literal = ipaddress.IPv4Address(host)
+        except ValueError:
+            host = _ascii_host(host, url)
+    target = _encoded(parts.path or "/", _PATH_SAFE)
     if parts.query:
-        target += "?" + parts.query
+        target += "?" + _encoded(parts.query, _QUERY_SAFE)
     return Target(scheme, host, port or (443 if scheme == "https" else 80), target, literal)
 
 
@@ -171,6 +225,7 @@ def check_addresses(
 
 __all__ = [
     "METADATA_ADDRESSES",
+    "InvalidTarget",
     "Target",
     "TargetRefused",
     "check_addresses",

@@ -101,6 +101,15 @@ export function renderWebhook(root, simulation, deliveries, problem = "") {
     el("span", {}, el("b", {}, String(total)), " deliveries"),
     el("span", { class: "pending" }, el("b", {}, String(deliveries.pending)), " pending"),
     el("span", { class: "failed" }, el("b", {}, String(deliveries.failed)), " failed")));
+  // The simulation's deliveries still to send, and how old the oldest of their events is: an
+  // ordered lane whose receiver cannot keep up shows here before it hurts.
+  const meta = deliveries.latest.meta || {};
+  if (typeof meta.backlog === "number") {
+    const age = meta.oldest_undelivered_age_s;
+    children.push(el("p", { class: "muted small", testid: "webhook-backlog",
+      "data-backlog": String(meta.backlog) },
+      `${meta.backlog} to send`, age === null || age === undefined ? "" : ` · oldest ${duration(age)} ago`));
+  }
   const rows = deliveries.latest.objects.slice(0, 5).map((d) => {
     const last = d.attempts && d.attempts.length ? d.attempts[d.attempts.length - 1] : null;
     const outcome = last ? (last.status_code ? String(last.status_code) : last.error_class || "error") : "";
@@ -112,6 +121,13 @@ export function renderWebhook(root, simulation, deliveries, problem = "") {
   });
   children.push(el("ol", { class: "deliveries" }, ...rows));
   root.replaceChildren(...children);
+}
+
+/** A number of seconds in a few characters: "42 s", "7 min", "3 h". */
+export function duration(seconds) {
+  if (seconds < 90) return `${Math.round(seconds)} s`;
+  if (seconds < 5400) return `${Math.round(seconds / 60)} min`;
+  return `${Math.round(seconds / 3600)} h`;
 }
 
 /** What a delivery's last attempt says went wrong, in a few words. */
