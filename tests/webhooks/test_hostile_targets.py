@@ -48,7 +48,7 @@ def _refused(answer: httpx.Response, field: str) -> None:
 def test_a_value_the_sender_cannot_use_is_refused_on_every_write(
     server: Server, key: str, value: str
 ) -> None:
-    """POST simulation, PATCH simulation and POST template refuse it with 400
+    """POST simulation, PATCH simulation, POST and PATCH template refuse it with 400
     invalid_simulation_data naming the field, and store nothing."""
     user = server.create_user()
     good = {"messaging_webhook_url": "http://127.0.0.1:9/", **HOOK}
@@ -59,9 +59,14 @@ def test_a_value_the_sender_cannot_use_is_refused_on_every_write(
         _refused(http.patch(f"/api/v2/simulation/{sim}", json={"data": data}), key)
         _refused(http.post("/api/v2/simulation_template", json={"name": "t", "data": data}),
                  key)
+        template = http.post("/api/v2/simulation_template",
+                             json={"name": "t", "data": good}).json()["id"]
+        _refused(http.patch(f"/api/v2/simulation_template/{template}", json={"data": data}),
+                 key)
         assert http.get(f"/api/v2/simulation/{sim}").json()["data"] == good
         assert [s["id"] for s in http.get("/api/v2/simulation").json()["objects"]] == [sim]
-        assert http.get("/api/v2/simulation_template").json()["objects"] == []
+        assert [t["data"] for t in http.get("/api/v2/simulation_template").json()[
+            "objects"]] == [good]
 
 
 def test_a_url_with_non_ascii_path_and_query_is_sent_percent_encoded(server: Server) -> None:
