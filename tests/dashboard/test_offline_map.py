@@ -1,16 +1,23 @@
 """The map without tile servers (issue 35 item 9), in chromium against a running demo, every
 request that leaves 127.0.0.1 refused: the page draws the streets of the bundled road network
 (served as a file of its own, with its ODbL attribution) as the base layer, and credits it.
+With a tile server that answers (a local one), the streets step aside, unless
+RIDECAST_MAP_ROADS=always asks for them under the tiles.
 """
 
 from __future__ import annotations
 
+import re
+import threading
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
 
-from tests.dashboard.demo_process import DemoProcess, Printed
+from tests.dashboard.demo_process import DemoProcess, Printed, launch_demo
 from tests.dashboard.test_browser import sign_in, wait_for
 
 pytestmark = pytest.mark.browser
@@ -55,3 +62,67 @@ def test_offline_the_map_draws_the_streets_and_credits_them(page: Any, demo: Dem
                         ).count() == 1
     page.screenshot(path="test-artifacts/dashboard-offline-streets.png")
     assert page.errors == []
+
+
+# A 1x1 grey PNG: what the local tile server answers for every tile.
+PNG = bytes.fromhex(
+    "89504e470d0a1a0a0000000d4948445200000001000000010802000000907753de"
+    "0000000c49444154789c636868680000030401814bd3d2100000000049454e44ae426082")
+
+
+@pytest.fixture
+def tile_server() -> Iterator[tuple[str, list[str]]]:
+    """A tile server on loopback: any path answers PNG (with CORS, as Leaflet asks for);
+    yields the URL template and the paths requested."""
+    requested: list[str] = []
+
+    class Tiles(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            requested.append(self.path)
+            self.send_response(200)
+            self.send_header("Content-Type", "image/png")
+            self.send_header("Access-Control-Allow-Origin", "*")
+            self.send_header("Content-Length", str(len(PNG)))
+            self.end_headers()
+            self.wfile.write(PNG)
+
+        def log_message(self, *_args: object) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Tiles)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_port}/{{z}}/{{x}}/{{y}}.png", requested
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+@pytest.mark.parametrize(("mode", "expected"), [("auto", "hidden"), ("always", "shown")])
+def test_with_tiles_the_streets_step_aside_unless_asked_for_always(
+        browser: Any, tmp_path: Path, tile_server: tuple[str, list[str]], mode: str,
+        expected: str) -> None:
+    tile_url, requested = tile_server
+    process = launch_demo(tmp_path / "data", extra_env={
+        "RIDECAST_TILE_URL": tile_url, "RIDECAST_MAP_ROADS": mode})
+    context = browser.new_context()
+    try:
+        printed = process.wait_ready()
+        page = context.new_page()
+        page.errors = []
+        page.on("pageerror", lambda exc: page.errors.append(str(exc)))
+        tiles_origin = tile_url.split("/{z}")[0]
+        page.route(re.compile(rf"^(?!{re.escape(process.base_url)}/|{re.escape(tiles_origin)}/"
+                              r"|data:|blob:)"), lambda route: route.abort())
+        sign_in(page, (process, printed))
+        the_map = page.get_by_test_id("map")
+        wait_for(lambda: requested and the_map.get_attribute("data-roads") == expected, 30,
+                 lambda: f"tiles served ({len(requested)}) and the streets {expected} "
+                         f"(data-roads={the_map.get_attribute('data-roads')})")
+        credit = page.locator(".leaflet-control-attribution").text_content()
+        assert credit.count("OpenStreetMap") == 1 and "road network (ODbL)" in credit
+        assert page.errors == []
+    finally:
+        context.close()
+        process.stop()
