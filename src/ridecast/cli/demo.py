@@ -6,7 +6,8 @@ key in ``<data-dir>/demo-credentials.json`` (mode 0600; the store keeps keys has
 starts the server, creates or reuses a demo simulation and starts its simulator in real time,
 and prints what a new user needs: the dashboard link, the key, a token, and ``curl`` and
 ``ridecast listen`` commands ready to paste. Ctrl-C or SIGTERM stops it cleanly; running it
-again reuses the user and the simulation (its simulator starts a new run).
+again reuses the user and the simulation, and its simulator's run goes on (taken over, see
+docs/simulator-ownership.md; a finished run is followed by a new one).
 
 The pure parts (the settings of the demo simulation, the printed commands, the credentials
 file's content) are apart from the I/O that uses them.
