@@ -7,7 +7,8 @@ owner is killed with SIGKILL. Either way the run's stream must be exactly the st
 same run publishes uninterrupted on one embedded process (types, order, data, simulated
 times; ``server_ts`` aside), the run finishes, and SDK subscribers given both nodes' URLs
 (failing over and resuming with ``since=`` when their node goes) see every event once, in
-order. A restarted node comes back on the same address, as in a rolling upgrade.
+order; every event reaches the webhook receiver. A restarted node comes back on the same
+address, as in a rolling upgrade.
 """
 
 from __future__ import annotations
@@ -24,8 +25,11 @@ from typing import Any
 
 import pytest
 
+from ridecast.cli.receiver import ReceiverThread
 from ridecast.client import AsyncClient
+from ridecast.events import ALL_TYPES
 from tests.conftest import REDIS_URL, Server, User, launch_server, redis_answers
+from tests.webhooks.helpers import Recorder
 
 SETTINGS = {"seed": 21, "vehicles": 6, "bookings_per_hour": 300, "duration_s": 480,
             "start_ts": "2024-05-06T08:00:00+00:00", "network": "straight",
@@ -33,7 +37,10 @@ SETTINGS = {"seed": 21, "vehicles": 6, "bookings_per_hour": 300, "duration_s": 4
             "vehicle_break_probability": 0.3, "break_duration_s": 120}
 FAST = {"simulator": {**SETTINGS, "speed": 30}}
 REFERENCE = {"simulator": {**SETTINGS, "speed": "max"}}
-ENV = {"RIDECAST_SIMULATOR_LEASE_S": "3", "RIDECAST_SIMULATOR_FORWARD_TIMEOUT_S": "2"}
+ENV = {"RIDECAST_SIMULATOR_LEASE_S": "3", "RIDECAST_SIMULATOR_FORWARD_TIMEOUT_S": "2",
+       # A delivery a stopped node had claimed, or that failed as it stopped, is retried soon.
+       "RIDECAST_WEBHOOK_LEASE_S": "2",
+       "RIDECAST_WEBHOOK_RETRY_SCHEDULE_S": "[0.5, 0.5, 0.5, 0.5, 0.5, 0.5, 0.5, 0.5, 0.5, 0.5]"}
 STAMPED = ("server_ts", "event_id")
 
 
@@ -141,10 +148,14 @@ def _scenario(reference: list[dict[str, Any]], tmp_path: Path, pg_url: str, sig:
         started_nodes.append(node)
         return node
 
+    recorder = Recorder()
+    receiver = ReceiverThread(recorder).start()
     try:
         owner, other = launch(), launch()
         user = owner.create_user()
-        sim = owner.create_simulation(user, FAST)
+        sim = owner.create_simulation(user, {
+            **FAST, "messaging_webhook_url": receiver.url,
+            "messaging_webhook_message_types": sorted(ALL_TYPES)})
         subscribers = [Subscriber([owner.base_url, other.base_url], user, sim),
                        Subscriber([other.base_url, owner.base_url], user, sim)]
         for subscriber in subscribers:
@@ -177,12 +188,22 @@ def _scenario(reference: list[dict[str, Any]], tmp_path: Path, pg_url: str, sig:
             assert [int(f["event_id"]) for f in subscriber.frames] == ids
             assert [_produced(f) for f in subscriber.frames] == reference
         assert sum(s.statuses.count("connected") for s in subscribers) >= 3
+        # Every event reached the webhook receiver (at least once: dedupe on webhook-id).
+        wanted = {f"msg_{i}" for i in ids}
+        try:
+            _wait(lambda: recorder.ids() >= wanted, timeout=60)
+        finally:
+            missing = sorted(wanted - recorder.ids())
+            print(f"webhooks: {len(wanted) - len(missing)} of {len(wanted)} arrived; "
+                  f"missing {missing[:5]}...")
+        assert recorder.ids() == wanted
         assert len(set(owners)) == restarts + 1, owners
         assert _status(owner, user, sim)["status"] == "finished"
         return takeovers
     finally:
         for node in started_nodes:
             node.stop()
+        receiver.stop()
         import redis
 
         redis.Redis.from_url(REDIS_URL).delete(f"{env['RIDECAST_BUS_PREFIX']}:bus")
@@ -198,9 +219,13 @@ def _hand_over(owner: Server, other: Server, user: User, sim: int,
     owner.process.send_signal(sig)
     seen: list[dict[str, Any]] = []
 
+    told: list[float] = []
+
     def taken() -> bool:
         status = _status(other, user, sim)
         seen.append(status)
+        if not told and _owner(status) != before:  # pending, or already the new owner
+            told.append(time.monotonic() - signalled)
         assert status["status"] in ("running", "finished"), status
         assert (_owner(status) is not None) != (status.get("takeover") == "pending"), (
             {k: v for k, v in status.items() if k not in ("kpis", "settings")}, len(seen),
@@ -208,9 +233,12 @@ def _hand_over(owner: Server, other: Server, user: User, sim: int,
         return _owner(status) not in (None, before) and status.get("takeover") is None
 
     _wait(taken)
+    caught_up = time.monotonic() - signalled
     new_owner = _owner(seen[-1])
     assert new_owner is not None
-    return time.monotonic() - signalled, new_owner
+    print(f"signal {sig}: the other node told of it after {told[0]:.2f} s, the new owner "
+          f"had caught up after {caught_up:.2f} s")
+    return caught_up, new_owner
 
 
 def test_a_rolling_restart_changes_nothing_in_the_run(

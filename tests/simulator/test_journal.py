@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from ridecast.errors import NotFound
+from ridecast.errors import NotFound, ServiceUnavailable
 from ridecast.simulator import Engine, SimulatorSettings
 from ridecast.simulator.clock import MaxClock
 from ridecast.simulator.commands import Command, apply
@@ -168,5 +168,34 @@ async def test_journal_store_keeps_times_exactly(tmp_path: Path) -> None:
         await store.forget(9, keep_run="run-a")
         assert await store.read("run-b") == []
         assert len(await store.read("run-a")) == 2
+    finally:
+        await engine.dispose()
+
+
+async def test_a_journal_that_cannot_be_written_stops_the_run(tmp_path: Path) -> None:
+    """The store refuses the entry (its table is gone): the operation answers 503, its
+    events are not published, and the run stops, since its output would no longer follow
+    from its journal."""
+    url = f"sqlite+aiosqlite:///{tmp_path / 'j.db'}"
+    await upgrade(url)
+    engine = create_engine(url)
+    try:
+        store = JournalStore(engine)
+        sink = Sink()
+        runner = Runner(3, Engine(3, SMALL, START), MaxClock(step_s=45.0), sink,
+                        record=lambda entry: store.append(3, "run", entry))
+        runner.start()
+        await runner.pause()
+        await _op(runner, "set_vehicle_enabled", vehicle_id=1, enabled=False)
+        assert len(await store.read("run")) == 1
+        async with engine.begin() as conn:
+            await conn.exec_driver_sql("DROP TABLE simulator_journal")
+        published = len(sink.events)
+        with pytest.raises(ServiceUnavailable):
+            await _op(runner, "set_vehicle_enabled", vehicle_id=2, enabled=False)
+        assert runner.status is Status.STOPPED
+        assert "journal" in (runner.error or "")
+        assert not any(e["message_type"] == "vehicle_use" and e["data"]["vehicle_id"] == 2
+                       for e in sink.events[published:])
     finally:
         await engine.dispose()

@@ -189,8 +189,8 @@ class ClusterHost:
             self._written.pop(simulation_id, None)
             self._spec_written.discard(simulation_id)
             await self.leases.delete(simulation_id)
-            if self.journal is not None:
-                await self.journal.forget(simulation_id)
+        if self.journal is not None:  # on every node: its run may be in no node's memory
+            await self.journal.forget(simulation_id)
 
     async def execute(self, simulation_id: int, command: Command) -> dict[str, Any]:
         """Run ``command`` here when this node owns the run (or nobody live does), else
