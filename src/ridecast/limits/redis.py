@@ -73,6 +73,8 @@ class RedisLimits:
         self._stream_close = self._redis.register_script(scripts.STREAM_CLOSE)
         self._node_lease = self._redis.register_script(scripts.NODE_LEASE)
         self._lease_ms = int(settings.limits_lease_s * 1000)
+        # A stream-count key lives this long unless a node holding counts in it renews it.
+        self._counts_ttl_ms = 3 * self._lease_ms
         # When Redis stopped answering (None: it answers), and why.
         self._down_since: float | None = None
         self._down_reason = ""
@@ -222,7 +224,7 @@ class RedisLimits:
             try:
                 full = int(await self._stream_open(keys=keys, args=[
                     self.node_id, local.max_per_user, local.max_per_token,
-                    self._keys.node_prefix]))
+                    self._keys.node_prefix, self._counts_ttl_ms]))
             except _FAILURES as exc:
                 self._fell_back(exc)
             else:
@@ -247,6 +249,16 @@ class RedisLimits:
             await self._stream_close(keys=keys, args=[self.node_id])
         except _FAILURES as exc:
             self._fell_back(exc)
+            return
+        # Forget keys this node no longer counts in, so that ``_published`` stays as large
+        # as the open streams, not as every token ever seen.
+        self._published -= set(keys) - self._counted_keys()
+
+    def _counted_keys(self) -> set[str]:
+        """The keys in which this node counts open streams now."""
+        local, keys = self._local, self._keys
+        return ({keys.user_streams(user) for user in local.per_user}
+                | {keys.token_streams(token) for token in local.per_token})
 
     async def _publish_counts(self) -> None:
         """Write this node's true stream counts over whatever Redis holds for it."""
@@ -258,8 +270,19 @@ class RedisLimits:
                 pipe.hdel(key, self.node_id)
             for key, count in counts.items():
                 pipe.hset(key, self.node_id, count)
+                pipe.pexpire(key, self._counts_ttl_ms)
             await pipe.execute()
         self._published = set(counts)
+
+    async def _keep_counts(self) -> None:
+        """Renew the time to live of the keys this node counts in."""
+        counted = self._counted_keys()
+        if not counted:
+            return
+        async with self._redis.pipeline(transaction=False) as pipe:
+            for key in counted:
+                pipe.pexpire(key, self._counts_ttl_ms)
+            await pipe.execute()
 
     # ---- the node lease ------------------------------------------------------------------
 
@@ -271,6 +294,8 @@ class RedisLimits:
                                               args=[self._lease_ms]))
             if self._dirty or not held or not self._up:
                 await self._publish_counts()
+            else:
+                await self._keep_counts()
         except _FAILURES as exc:
             self._fell_back(exc)
             return

@@ -90,9 +90,10 @@ return {granted, tostring(wait)}
 
 STREAM_OPEN = """
 -- KEYS: the user's and the token's stream counts (hashes: node id -> open streams).
--- ARGV: this node's id, the user's limit, the token's limit, the node lease key prefix.
--- Counts of nodes whose lease ran out are dropped. Returns 0 (counted) or the index of
--- the key at its limit.
+-- ARGV: this node's id, the user's limit, the token's limit, the node lease key prefix,
+-- the keys' time to live in ms. Counts of nodes whose lease ran out are dropped; a key
+-- expires when no live node renews it (the counts of a dead node that nobody reads again
+-- do not stay in Redis for ever). Returns 0 (counted) or the index of the key at its limit.
 local node, prefix = ARGV[1], ARGV[4]
 for i, key in ipairs(KEYS) do
   local counts = redis.call('HGETALL', key)
@@ -107,7 +108,10 @@ for i, key in ipairs(KEYS) do
   end
   if total >= tonumber(ARGV[i + 1]) then return i end
 end
-for _, key in ipairs(KEYS) do redis.call('HINCRBY', key, node, 1) end
+for _, key in ipairs(KEYS) do
+  redis.call('HINCRBY', key, node, 1)
+  redis.call('PEXPIRE', key, ARGV[5])
+end
 return 0
 """
 
