@@ -5,13 +5,19 @@ SIGSTOP or killed), never the machine's Redis."""
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import re
 import time
 from collections.abc import Callable
 from pathlib import Path
 
 import httpx
+import pytest
 
+from ridecast.bus import BusMessage, SimulationChanged
+from ridecast.bus.redis import RedisBus
+from ridecast.errors import ServiceUnavailable
 from tests.cluster.privateredis import PrivateRedis
 from tests.conftest import Server, launch_server
 from tests.hub.wsutil import envelope
@@ -110,3 +116,44 @@ def test_a_redis_outage_is_a_few_log_lines(tmp_path: Path, pg_url: str,
         assert sum("Redis bus reachable again" in line for line in _log_lines(srv)) == 1
     finally:
         srv.stop()
+
+
+def test_a_hung_redis_holds_a_publish_once_not_per_batch(private_redis: PrivateRedis) -> None:
+    """Redis stopped (SIGSTOP): the first publish gives up after RIDECAST_BUS_TIMEOUT_S
+    with ServiceUnavailable; the publishes right after it fail at once without trying
+    (so the event log's publisher is not held a time-out per batch); once Redis runs
+    again, publishing works and the messages arrive."""
+    bus = RedisBus(private_redis.url, prefix="outage", timeout_s=0.5)
+    arrived: list[BusMessage] = []
+    change = SimulationChanged(1, 1, 1)
+
+    async def scenario() -> None:
+        await bus.start()
+        bus.subscribe(lambda messages: arrived.extend(messages))
+        try:
+            private_redis.pause()
+            try:
+                with pytest.raises(ServiceUnavailable):
+                    await bus.publish([change])  # tried, timed out
+                assert bus.skipped == 0 and not bus.link.up
+                for _ in range(5):
+                    with pytest.raises(ServiceUnavailable):
+                        await bus.publish([change])
+                assert bus.skipped == 5
+            finally:
+                private_redis.resume()
+            deadline = time.monotonic() + 30
+            while True:  # the reader reconnects; a publish after the probe interval tries
+                with contextlib.suppress(ServiceUnavailable):
+                    await bus.publish([change])
+                    break
+                assert time.monotonic() < deadline, "publishing never worked again"
+                await asyncio.sleep(0.1)
+            assert bus.link.up
+            while not arrived:
+                assert time.monotonic() < deadline, "the message never arrived"
+                await asyncio.sleep(0.05)
+        finally:
+            await bus.close()
+
+    asyncio.run(scenario())

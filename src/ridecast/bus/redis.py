@@ -20,7 +20,9 @@ After a dropped connection or a restarted Redis the reader reconnects with back-
 resumes from its last stream id; anything it missed comes from the log.
 
 A Redis that does not answer is never waited on for long and never shown raw: each publish
-and ping gives up after ``timeout_s`` and raises ``ServiceUnavailable`` (the event log
+and ping gives up after ``timeout_s`` and raises ``ServiceUnavailable`` (while it stays
+unreachable, a publish tries it at most every ``_PROBE_INTERVAL_S`` and fails at once
+otherwise) (the event log
 then counts on the catch-up, a simulation change on the caches' time-to-live), and the
 log gets one line when the link breaks, one when it is back and a summary at most every
 ``error_log_interval_s`` between the two (``connectivity.py``).
@@ -65,6 +67,10 @@ _CONTROL: dict[str, type[Any]] = {
     cls.__name__: cls for cls in (SimulationChanged, SimulatorCommand, SimulatorReply)
 }
 _BACKOFF_S = (0.1, 0.2, 0.5, 1.0, 2.0)
+# While Redis is unreachable, a publish tries it at most this often; the others fail at
+# once. A hung Redis would otherwise hold the event log's publisher ``timeout_s`` per batch,
+# and the committed events waiting behind it count against ingest's back-pressure.
+_PROBE_INTERVAL_S = 0.5
 
 
 def encode(message: BusMessage) -> dict[str, bytes | str | int]:
@@ -131,6 +137,9 @@ class RedisBus:
         self._last_entry = "$"
         self.reconnects = 0
         self.filled = 0
+        self.skipped = 0  # publishes refused without trying, while Redis is unreachable
+        self._next_probe = 0.0
+        self._closing = False
 
     def attach_log(self, reader: LogReader) -> None:
         self._log = reader
@@ -165,6 +174,9 @@ class RedisBus:
         ]
 
     async def close(self) -> None:
+        # redis-py may turn the cancellation of a read in flight into a connection error,
+        # which the read loop would take for an outage and retry: the flag ends it anyway.
+        self._closing = True
         for task in self._tasks:
             task.cancel()
         for task in self._tasks:
@@ -188,6 +200,9 @@ class RedisBus:
         if not messages:
             return
         assert self._redis is not None, "publish before start"
+        if not self.link.up and time.monotonic() < self._next_probe:
+            self.skipped += 1
+            raise ServiceUnavailable("the bus (Redis) is unreachable", retry_after=1)
         try:
             async with self._redis.pipeline(transaction=False) as pipe:
                 for message in messages:
@@ -195,7 +210,9 @@ class RedisBus:
                               maxlen=self._maxlen, approximate=True)
                 await pipe.execute()
         except (RedisError, OSError) as exc:
-            self._report(self.link.failed("publish", exc, time.monotonic()))
+            now = time.monotonic()
+            self._next_probe = now + _PROBE_INTERVAL_S
+            self._report(self.link.failed("publish", exc, now))
             raise ServiceUnavailable(
                 f"the bus (Redis) did not take the message ({type(exc).__name__})",
                 retry_after=1,
@@ -239,12 +256,14 @@ class RedisBus:
 
     async def _read_loop(self) -> None:
         failures = 0
-        while True:
+        while not self._closing:
             assert self._reader is not None
             try:
                 answer: Any = await self._reader.xread({self.stream: self._last_entry},
                                                        block=1000, count=1000)
             except (RedisError, OSError) as exc:
+                if self._closing:
+                    return
                 delay = _BACKOFF_S[min(failures, len(_BACKOFF_S) - 1)]
                 failures += 1
                 self.reconnects += 1
@@ -268,7 +287,7 @@ class RedisBus:
                     log.exception("Redis bus delivery failed")
 
     async def _catch_up_loop(self) -> None:
-        while True:
+        while not self._closing:
             await asyncio.sleep(self._interval_s)
             if self._log is None:
                 continue
