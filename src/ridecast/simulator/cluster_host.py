@@ -223,10 +223,14 @@ class ClusterHost:
         return runner is not None and runner.status.value in ACTIVE
 
     def _taking_over(self, seconds: float) -> ServiceUnavailable:
+        retry_after = max(1, math.ceil(seconds))
+        # In the details too, so that a node that forwarded the command answers the same
+        # Retry-After (``_error_from``).
         error = ServiceUnavailable(
-            "this simulator run is being taken over by another node after its node stopped; "
-            f"retry in {math.ceil(seconds)}s", code="simulator_owner_unreachable")
-        error.retry_after = max(1, math.ceil(seconds))
+            "this simulator run is being taken over after its node stopped; retry in "
+            f"{retry_after}s", code="simulator_owner_unreachable",
+            details=[{"retry_after": retry_after}])
+        error.retry_after = retry_after
         return error
 
     async def _caught_up(self, simulation_id: int) -> None:
@@ -235,7 +239,9 @@ class ClusterHost:
         runner = self.manager.runners.get(simulation_id)
         if runner is None or not runner.catching_up:
             return
-        deadline = time.monotonic() + self.forward_timeout_s
+        # Less than the forward timeout: a node that forwarded the command gets this answer
+        # (and its Retry-After) before it gives up waiting.
+        deadline = time.monotonic() + 0.8 * self.forward_timeout_s
         while runner.catching_up and runner.status.value in ACTIVE:
             if time.monotonic() >= deadline:
                 raise self._taking_over(self._replay_left_s(simulation_id, runner))
@@ -409,7 +415,9 @@ class ClusterHost:
         unreachable = ServiceUnavailable(
             f"node {record.owner_node} runs this simulator and did not answer within "
             f"{self.forward_timeout_s:g}s", code="simulator_owner_unreachable")
-        unreachable.retry_after = max(1, math.ceil(record.lease_until - self.leases.now()))
+        # The owner answers by the end of its lease, or is taken over within a poll after it.
+        unreachable.retry_after = max(1, math.ceil(record.lease_until - self.leases.now()
+                                                   + TAKEOVER_POLL_S))
         try:
             try:
                 await self.bus.publish([message])
@@ -465,8 +473,12 @@ def _error_from(body: dict[str, Any], status_code: int) -> RidecastError:
     error = body.get("error", {})
     code = str(error.get("code", "internal_error"))
     kind = ServiceUnavailable if status_code == 503 else RidecastError
+    details = list(error.get("details", []))
     try:
-        return kind(str(error.get("message", "")), code=code,
-                    details=list(error.get("details", [])))
+        raised = kind(str(error.get("message", "")), code=code, details=details)
     except KeyError:  # a code this node does not know (a newer owner): keep the message
         return RidecastError(str(error.get("message", "")))
+    for detail in details:  # the owner's Retry-After (a run it is still taking over)
+        if isinstance(detail, dict) and isinstance(detail.get("retry_after"), int):
+            raised.retry_after = detail["retry_after"]
+    return raised
