@@ -227,6 +227,10 @@ def _hand_over(owner: Server, other: Server, user: User, sim: int,
         if not told and _owner(status) != before:  # pending, or already the new owner
             told.append(time.monotonic() - signalled)
         assert status["status"] in ("running", "finished"), status
+        if seen[:-1] and seen[-2].get("sim_ts") and status.get("sim_ts"):
+            # The clock and the KPIs never go back, the takeover's replay included.
+            assert status["sim_ts"] >= seen[-2]["sim_ts"], (seen[-2]["sim_ts"], status)
+            assert status["kpis"].get("events", 0) >= seen[-2]["kpis"].get("events", 0)
         assert (_owner(status) is not None) != (status.get("takeover") == "pending"), (
             {k: v for k, v in status.items() if k not in ("kpis", "settings")}, len(seen),
             time.monotonic() - signalled)

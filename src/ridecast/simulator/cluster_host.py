@@ -88,6 +88,10 @@ class ClusterHost:
         # When each run taken over here was adopted (wall s, simulated s): replay speed.
         self._adopted: dict[int, tuple[float, float]] = {}
         self._spec_written: set[int] = set()
+        # The previous owner's last snapshot of each run being replayed here: until the
+        # engine has caught up, its clock and KPIs are what the run had reached, not the
+        # replay's (which start again from zero).
+        self._last_seen: dict[int, dict[str, Any]] = {}
         self.lease_s = lease_s
         self.forward_timeout_s = forward_timeout_s
         self.node_id = node_id or uuid.uuid4().hex
@@ -178,8 +182,15 @@ class ClusterHost:
         status = self.manager.status(simulation_id)
         runner = self.manager.runners.get(simulation_id)
         if runner is not None and runner.status.value in ACTIVE:
+            replaying = runner.catching_up
+            last = self._last_seen.get(simulation_id) if replaying else None
+            if last is not None:
+                status.update(sim_ts=last.get("sim_ts", status["sim_ts"]),
+                              kpis=last.get("kpis", status["kpis"]))
+            elif not replaying:
+                self._last_seen.pop(simulation_id, None)
             status.update(owner_node=self.node_id,
-                          takeover=TAKEOVER_REPLAYING if runner.catching_up else None)
+                          takeover=TAKEOVER_REPLAYING if replaying else None)
         return status
 
     async def forget(self, simulation_id: int) -> None:
@@ -357,6 +368,7 @@ class ClusterHost:
             engine_t = float(progress_json.get("engine_t", sim_now))
             tail = await self.tail.after(sim, progress.last_id or 0)
             self._adopted[sim] = (time.time(), 0.0)
+            self._last_seen[sim] = dict(record.status_json)
             await self.manager.adopt(sim, spec, entries, AlreadyPublished(progress, tail),
                                      sim_now=sim_now, paused=paused,
                                      replay_until=engine_t if paused else sim_now)
