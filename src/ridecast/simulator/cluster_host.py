@@ -346,6 +346,8 @@ class ClusterHost:
                         self._adopted.pop(sim, None)
                         if runner is not None:
                             await self._snapshot(sim)
+            except ServiceUnavailable as exc:  # the store's outage: logged by its engine
+                log.debug("looking for simulator runs to take over: %s", exc)
             except Exception:
                 log.exception("looking for simulator runs to take over failed")
             await asyncio.sleep(TAKEOVER_POLL_S)
@@ -374,6 +376,14 @@ class ClusterHost:
                                      replay_until=engine_t if paused else sim_now)
             self._spec_written.add(sim)
             await self._snapshot(sim)
+        except ServiceUnavailable as exc:
+            # The store went down mid-takeover (its engine logs that once). Not the run's
+            # fault: it is not marked interrupted; the lease just taken runs out and the run
+            # is an orphan again, taken over once the store answers.
+            log.debug("taking over the simulator of simulation %s: %s", sim, exc)
+            self._adopted.pop(sim, None)
+            await self.manager.forget(sim)
+            return False
         except Exception as exc:
             log.exception("taking over the simulator of simulation %s failed", sim)
             await self.manager.forget(sim)
@@ -390,8 +400,11 @@ class ClusterHost:
             await asyncio.sleep(self.lease_s / 3)
             try:
                 await self.renew()
-            except Exception:
-                log.exception("renewing the simulator leases failed")
+            except Exception as exc:
+                if isinstance(exc, ServiceUnavailable):  # logged once by the store's engine
+                    log.debug("renewing the simulator leases: %s", exc)
+                else:
+                    log.exception("renewing the simulator leases failed")
                 if self.leases.now() - self._renewed_at > self.lease_s:
                     await self._stop_all("its lease could not be renewed")
 
