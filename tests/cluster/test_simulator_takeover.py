@@ -14,6 +14,7 @@ address, as in a rolling upgrade.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import signal
 import threading
@@ -104,7 +105,9 @@ class Subscriber(threading.Thread):
         self.simulation_id = simulation_id
         self.frames: list[dict[str, Any]] = []
         self.statuses: list[str] = []
-        self.done = threading.Event()
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._task: asyncio.Task[None] | None = None
+        self._running = threading.Event()
 
     @property
     def connected(self) -> bool:
@@ -113,15 +116,27 @@ class Subscriber(threading.Thread):
     def run(self) -> None:
         asyncio.run(self._follow())
 
+    def stop(self) -> None:
+        """End the stream and the thread: a stream left open would reconnect (with the
+        SDK's jittered back-off) to nodes that are gone, for the rest of the session."""
+        self._running.wait(10)
+        if self._loop is not None and self._task is not None:
+            self._loop.call_soon_threadsafe(self._task.cancel)
+        self.join(10)
+        assert not self.is_alive(), "the subscriber did not stop"
+
     async def _follow(self) -> None:
-        async with AsyncClient(self.urls, user=self.user.name, key=self.user.key) as client:
-            stream = client.stream(self.simulation_id,
-                                   on_status=lambda s: self.statuses.append(s.kind))
-            async with stream:
-                async for frame in stream.frames():
-                    self.frames.append(json.loads(frame.raw))
-                    if self.done.is_set():
-                        return
+        self._loop = asyncio.get_running_loop()
+        self._task = asyncio.current_task()
+        self._running.set()
+        with contextlib.suppress(asyncio.CancelledError):
+            async with AsyncClient(self.urls, user=self.user.name,
+                                   key=self.user.key) as client:
+                stream = client.stream(self.simulation_id,
+                                       on_status=lambda s: self.statuses.append(s.kind))
+                async with stream:
+                    async for frame in stream.frames():
+                        self.frames.append(json.loads(frame.raw))
 
 
 def _owner(status: dict[str, Any]) -> str | None:
@@ -150,14 +165,15 @@ def _scenario(reference: list[dict[str, Any]], tmp_path: Path, pg_url: str, sig:
 
     recorder = Recorder()
     receiver = ReceiverThread(recorder).start()
+    subscribers: list[Subscriber] = []
     try:
         owner, other = launch(), launch()
         user = owner.create_user()
         sim = owner.create_simulation(user, {
             **FAST, "messaging_webhook_url": receiver.url,
             "messaging_webhook_message_types": sorted(ALL_TYPES)})
-        subscribers = [Subscriber([owner.base_url, other.base_url], user, sim),
-                       Subscriber([other.base_url, owner.base_url], user, sim)]
+        subscribers += [Subscriber([owner.base_url, other.base_url], user, sim),
+                        Subscriber([other.base_url, owner.base_url], user, sim)]
         for subscriber in subscribers:
             subscriber.start()
         _wait(lambda: all(s.connected for s in subscribers))
@@ -184,7 +200,7 @@ def _scenario(reference: list[dict[str, Any]], tmp_path: Path, pg_url: str, sig:
         ids = [int(e["event_id"]) for e in logged]
         for subscriber in subscribers:
             _wait(lambda s=subscriber: len(s.frames) >= len(logged), timeout=60)
-            subscriber.done.set()
+            subscriber.stop()
             assert [int(f["event_id"]) for f in subscriber.frames] == ids
             assert [_produced(f) for f in subscriber.frames] == reference
         assert sum(s.statuses.count("connected") for s in subscribers) >= 3
@@ -201,6 +217,9 @@ def _scenario(reference: list[dict[str, Any]], tmp_path: Path, pg_url: str, sig:
         assert _status(owner, user, sim)["status"] == "finished"
         return takeovers
     finally:
+        for subscriber in subscribers:
+            if subscriber.is_alive():
+                subscriber.stop()
         for node in started_nodes:
             node.stop()
         receiver.stop()
