@@ -1,10 +1,15 @@
-"""Test helpers: a recording receiver, event factories, and waiting without sleeping blindly."""
+"""Test helpers: a recording receiver, event factories, real ``ridecast worker`` processes,
+and waiting without sleeping blindly."""
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -46,6 +51,30 @@ class Recorder:
     def ids(self) -> set[str]:
         with self._lock:
             return {r.headers["webhook-id"] for r in self.requests}
+
+
+def start_worker(database_url: str, env: dict[str, str],
+                 log: Path | None = None) -> subprocess.Popen[bytes]:
+    """A real ``ridecast worker`` on ``database_url`` with ``env`` on top (receivers on
+    loopback allowed). Its log goes to ``log`` (appended, at info level, so a test can wait
+    for ``worker_running``) or nowhere."""
+    full_env = {**os.environ, "RIDECAST_DATABASE_URL": database_url,
+                "RIDECAST_WEBHOOK_ALLOW_PRIVATE": "true",
+                "RIDECAST_LOG_LEVEL": "info" if log is not None else "warning", **env}
+    out = log.open("ab") if log is not None else None
+    try:
+        return subprocess.Popen([sys.executable, "-m", "ridecast.cli.main", "worker"],
+                                env=full_env, stdout=out or subprocess.DEVNULL,
+                                stderr=subprocess.STDOUT if out else subprocess.DEVNULL)
+    finally:
+        if out is not None:
+            out.close()  # the child holds its own copy
+
+
+def worker_running(log: Path, starts: int) -> bool:
+    """Whether the worker(s) logging to ``log`` have said ``starts`` times that they run."""
+    return log.exists() and log.read_text(errors="replace").count(
+        "webhook worker running on") >= starts
 
 
 def wait_for(predicate: Callable[[], bool], timeout: float = 20.0, step: float = 0.05) -> None:

@@ -11,10 +11,8 @@ from __future__ import annotations
 
 import asyncio
 import itertools
-import os
 import signal
 import subprocess
-import sys
 from collections.abc import Callable
 
 from sqlalchemy import func, select
@@ -24,7 +22,7 @@ from ridecast.store.engine import create_engine
 from ridecast.store.tables import webhook_deliveries as D
 from tests.conftest import Server
 
-from .helpers import post_events, vehicle_use, wait_for
+from .helpers import post_events, start_worker, vehicle_use, wait_for
 
 LIMIT = 2
 FIRST_LEASE_S, SECOND_LEASE_S = 1.0, 1.5
@@ -60,10 +58,8 @@ class Counting:
 
 
 def _worker(pg_url: str, lease_s: float) -> subprocess.Popen[bytes]:
-    env = {**os.environ, "RIDECAST_DATABASE_URL": pg_url, "RIDECAST_WEBHOOK_ALLOW_PRIVATE": "true",
-           "RIDECAST_LOG_LEVEL": "warning", **WORKER_ENV, "RIDECAST_WEBHOOK_LEASE_S": str(lease_s)}
-    return subprocess.Popen([sys.executable, "-m", "ridecast.cli.main", "worker"], env=env,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    return start_worker(pg_url, {**WORKER_ENV,
+                                  "RIDECAST_WEBHOOK_LEASE_S": str(lease_s)})
 
 
 def _leased_by(pg_url: str, lease_s: float) -> set[int]:

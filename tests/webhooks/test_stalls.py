@@ -11,10 +11,8 @@ requests of one ordered simulation; the first arrivals of each simulation are in
 from __future__ import annotations
 
 import asyncio
-import os
 import signal
 import subprocess
-import sys
 import threading
 import time
 from collections.abc import Callable
@@ -27,7 +25,7 @@ from ridecast.store.engine import create_engine
 from ridecast.store.tables import webhook_deliveries as D
 from tests.conftest import Server
 
-from .helpers import post_events, vehicle_use, wait_for
+from .helpers import post_events, start_worker, vehicle_use, wait_for
 
 SIMS = 4
 LEASES = {"a": 1.0, "b": 1.6}  # each worker's own, so the store tells whose a lease is
@@ -75,11 +73,8 @@ class Watching:
 
 
 def _worker(url: str, lease_s: float) -> subprocess.Popen[bytes]:
-    env = {**os.environ, "RIDECAST_DATABASE_URL": url, "RIDECAST_WEBHOOK_ALLOW_PRIVATE": "true",
-           "RIDECAST_LOG_LEVEL": "warning", **WORKER_ENV,
-           "RIDECAST_WEBHOOK_LEASE_S": str(lease_s)}
-    return subprocess.Popen([sys.executable, "-m", "ridecast.cli.main", "worker"], env=env,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    return start_worker(url, {**WORKER_ENV,
+                               "RIDECAST_WEBHOOK_LEASE_S": str(lease_s)})
 
 
 def _leased_by(url: str, lease_s: float) -> set[int]:
