@@ -1,11 +1,13 @@
 """A simulator run outlives its node: the rolling restart and the crash of its owner.
 
-Two ``ridecast serve`` nodes on PostgreSQL and Redis run a seeded run with a fixed
-``start_ts`` at 30 times real time. In the first test the nodes are restarted one by one with
-SIGTERM, as the rolling-upgrade procedure of docs/deployment.md says; in the second the
-owner is killed with SIGKILL. Either way the run's stream must be exactly the stream the
-same run publishes uninterrupted on one embedded process (types, order, data, simulated
-times; ``server_ts`` aside), the run finishes, and SDK subscribers given both nodes' URLs
+Two ``ridecast serve`` nodes (``RIDECAST_WEBHOOK_WORKERS=false``) and two ``ridecast worker``
+processes, which deliver the webhooks, on PostgreSQL and Redis run a seeded run with a fixed
+``start_ts`` at 30 times real time. In the first test the nodes and the workers are restarted
+one by one with SIGTERM, as the rolling-upgrade procedure of docs/deployment.md says; in the
+second the owner is killed with SIGKILL (and one worker restarted with SIGTERM). Either way
+the run's stream must be exactly the stream the same run publishes uninterrupted on one
+embedded process (types, order, data, simulated times; ``server_ts`` aside), the run
+finishes, and SDK subscribers given both nodes' URLs
 (failing over and resuming with ``since=`` when their node goes) see every event once, in
 order; every event reaches the webhook receiver. A restarted node comes back on the same
 address, as in a rolling upgrade.
@@ -17,6 +19,7 @@ import asyncio
 import contextlib
 import json
 import signal
+import subprocess
 import threading
 import time
 import uuid
@@ -30,7 +33,7 @@ from ridecast.cli.receiver import ReceiverThread
 from ridecast.client import AsyncClient
 from ridecast.events import ALL_TYPES
 from tests.conftest import REDIS_URL, Server, User, launch_server, redis_answers
-from tests.webhooks.helpers import Recorder
+from tests.webhooks.helpers import Recorder, start_worker, worker_running
 
 SETTINGS = {"seed": 21, "vehicles": 6, "bookings_per_hour": 300, "duration_s": 480,
             "start_ts": "2024-05-06T08:00:00+00:00", "network": "straight",
@@ -144,17 +147,32 @@ def _owner(status: dict[str, Any]) -> str | None:
     return str(owner) if owner is not None else None
 
 
+def _restart_worker(workers: list[subprocess.Popen[bytes]], k: int, database_url: str,
+                    env: dict[str, str], log: Path) -> None:
+    """Stop worker ``k`` with SIGTERM, wait for it to exit cleanly, start it again and wait
+    until it runs: one worker at a time, as the rolling-upgrade procedure says."""
+    workers[k].send_signal(signal.SIGTERM)
+    assert workers[k].wait(20) == 0
+    workers[k] = start_worker(database_url, env, log)
+    _wait(lambda: worker_running(log, starts=2), timeout=60)
+
+
 def _scenario(reference: list[dict[str, Any]], tmp_path: Path, pg_url: str, sig: int,
               restarts: int) -> list[float]:
-    """Start on node 0; ``restarts`` times stop the run's owner with ``sig`` (the other node
-    takes it over), then start the node again on the same address; check the stream; the
-    seconds from each signal until the new owner had caught up."""
+    """Start on node 0, with two workers delivering the webhooks; ``restarts`` times restart
+    a worker with SIGTERM (each in turn), then stop the run's owner with ``sig`` (the other
+    node takes it over) and start the node again on the same address; check the stream and
+    the webhooks; the seconds from each signal until the new owner had caught up."""
     assert len(reference) > 500
     if not redis_answers():
         pytest.skip(f"no Redis at {REDIS_URL}")
     env = {**ENV, "RIDECAST_BUS_URL": REDIS_URL,
            "RIDECAST_BUS_PREFIX": f"test-{uuid.uuid4().hex[:12]}"}
     started_nodes: list[Server] = []
+    worker_logs = [tmp_path / f"worker{k}.log" for k in range(2)]
+    worker_env = dict(env)
+    workers = [start_worker(pg_url, worker_env, log) for log in worker_logs]
+    env = {**env, "RIDECAST_WEBHOOK_WORKERS": "false"}  # the nodes: the workers deliver
 
     def launch(port: int | None = None) -> Server:
         folder = tmp_path / f"node{len(started_nodes)}"
@@ -177,14 +195,18 @@ def _scenario(reference: list[dict[str, Any]], tmp_path: Path, pg_url: str, sig:
         for subscriber in subscribers:
             subscriber.start()
         _wait(lambda: all(s.connected for s in subscribers))
+        _wait(lambda: all(worker_running(log, starts=1) for log in worker_logs), timeout=60)
         time.sleep(0.5)  # a stream is subscribed once its handshake is answered
         with owner.client(user) as http:
             started = http.post(f"/api/v2/simulation/{sim}/simulator/start")
             assert started.status_code == 200, started.text
         owners = [_owner(_status(other, user, sim))]
         takeovers: list[float] = []
-        for _ in range(restarts):
+        for k in range(restarts):
             _wait(lambda node=other: _status(node, user, sim)["kpis"].get("bookings", 0) >= 3)
+            _restart_worker(workers, k % 2, pg_url, worker_env, worker_logs[k % 2])
+            print(f"worker {k % 2} restarted; the run is "
+                  f"{_status(other, user, sim)['status']} at {len(recorder.requests)} webhooks")
             seconds, new_owner = _hand_over(owner, other, user, sim, sig)
             owners.append(new_owner)
             takeovers.append(seconds)
@@ -210,8 +232,10 @@ def _scenario(reference: list[dict[str, Any]], tmp_path: Path, pg_url: str, sig:
             _wait(lambda: recorder.ids() >= wanted, timeout=60)
         finally:
             missing = sorted(wanted - recorder.ids())
+            arrivals = len(recorder.requests)
             print(f"webhooks: {len(wanted) - len(missing)} of {len(wanted)} arrived; "
-                  f"missing {missing[:5]}...")
+                  f"missing {missing[:5]}...; {arrivals - len(recorder.ids())} duplicates "
+                  f"in {arrivals} requests")
         assert recorder.ids() == wanted
         assert len(set(owners)) == restarts + 1, owners
         assert _status(owner, user, sim)["status"] == "finished"
@@ -222,6 +246,9 @@ def _scenario(reference: list[dict[str, Any]], tmp_path: Path, pg_url: str, sig:
                 subscriber.stop()
         for node in started_nodes:
             node.stop()
+        for worker in workers:
+            worker.terminate()
+            worker.wait(20)
         receiver.stop()
         import redis
 
@@ -266,9 +293,10 @@ def _hand_over(owner: Server, other: Server, user: User, sim: int,
 
 def test_a_rolling_restart_changes_nothing_in_the_run(
         reference: list[dict[str, Any]], tmp_path: Path, pg_url: str) -> None:
-    """SIGTERM the owner (the other node takes over at once), start its replacement, then
-    the same with the new owner: the run's stream is the uninterrupted run's, the run
-    finishes, a following subscriber sees no gap and no duplicate."""
+    """SIGTERM a worker and the owner (the other node takes over at once), start their
+    replacements, then the same with the other worker and the new owner: the run's stream
+    is the uninterrupted run's, the run finishes, a following subscriber sees no gap and no
+    duplicate, every webhook arrives."""
     takeovers = _scenario(reference, tmp_path, pg_url, signal.SIGTERM, restarts=2)
     print(f"SIGTERM takeovers caught up after {[round(t, 2) for t in takeovers]} s")
 
