@@ -12,20 +12,16 @@ from __future__ import annotations
 
 import asyncio
 import signal
-import subprocess
 import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from sqlalchemy import func, select
-
 from ridecast.cli.receiver import ReceiverThread, Reply, Request
-from ridecast.store.engine import create_engine
-from ridecast.store.tables import webhook_deliveries as D
 from tests.conftest import Server
 
-from .helpers import post_events, start_worker, vehicle_use, wait_for
+from .helpers import post_events, vehicle_use, wait_for
+from .workers import answered_twice, leased_by, stop_workers, succeeded_ids, worker_process
 
 SIMS = 4
 LEASES = {"a": 1.0, "b": 1.6}  # each worker's own, so the store tells whose a lease is
@@ -72,26 +68,6 @@ class Watching:
         return {event for _t, _s, event, status in list(self.arrivals) if status < 300}
 
 
-def _worker(url: str, lease_s: float) -> subprocess.Popen[bytes]:
-    return start_worker(url, {**WORKER_ENV,
-                               "RIDECAST_WEBHOOK_LEASE_S": str(lease_s)})
-
-
-def _leased_by(url: str, lease_s: float) -> set[int]:
-    """Deliveries leased now by the worker whose lease is ``lease_s``."""
-    async def run() -> set[int]:
-        engine = create_engine(url)
-        try:
-            async with engine.connect() as conn:
-                return set(await conn.scalars(select(D.c.id).where(
-                    D.c.status == "delivering", D.c.lease_until > time.time(),
-                    func.abs(D.c.lease_until - D.c.updated_at - lease_s) < 0.05)))
-        finally:
-            await engine.dispose()
-
-    return asyncio.run(run())
-
-
 def test_a_stopped_worker_stops_no_one_and_a_killed_one_loses_nothing(
     pg_url: str, start_server: Callable[..., Server]
 ) -> None:
@@ -99,7 +75,7 @@ def test_a_stopped_worker_stops_no_one_and_a_killed_one_loses_nothing(
     arriving throughout and replays requested meanwhile."""
     watching = Watching()
     server = start_server({"RIDECAST_WEBHOOK_WORKERS": "false"}, database_url=pg_url)
-    workers = {name: _worker(pg_url, lease) for name, lease in LEASES.items()}
+    workers = {name: worker_process(pg_url, lease, WORKER_ENV) for name, lease in LEASES.items()}
     sent: dict[int, list[int]] = {}
     done = threading.Event()
     failures: list[BaseException] = []
@@ -131,18 +107,18 @@ def test_a_stopped_worker_stops_no_one_and_a_killed_one_loses_nothing(
             # claim); the other alone must keep delivering.
             def holding() -> str | None:
                 return next((name for name, lease in LEASES.items()
-                             if _leased_by(pg_url, lease)), None)
+                             if leased_by(pg_url, lease)), None)
 
             wait_for(lambda: holding() is not None, timeout=60, step=0.01)
             stopped = holding() or "a"
             other = next(name for name in LEASES if name != stopped)
             workers[stopped].send_signal(signal.SIGSTOP)
-            held = _leased_by(pg_url, LEASES[stopped])
+            held = leased_by(pg_url, LEASES[stopped])
             before = len(watching.delivered())
             wait_for(lambda: len(watching.delivered()) >= before + 30, timeout=60)
             # Past its lease: what it held is taken over and delivered by the other.
-            wait_for(lambda: not _leased_by(pg_url, LEASES[stopped])
-                     and held <= _succeeded_ids(pg_url, held), timeout=60)
+            wait_for(lambda: not leased_by(pg_url, LEASES[stopped])
+                     and held <= succeeded_ids(pg_url, held), timeout=60)
             with server.client(user) as http:
                 for sim in sims:  # replays while deliveries are in flight
                     assert http.post(f"/api/v2/simulation/{sim}/webhook_deliveries/"
@@ -155,59 +131,27 @@ def test_a_stopped_worker_stops_no_one_and_a_killed_one_loses_nothing(
                         assert answer.status_code in (200, 409), answer.text
             workers[stopped].send_signal(signal.SIGCONT)
             # Kill the other while it holds leases; the resumed one takes over.
-            wait_for(lambda: bool(_leased_by(pg_url, LEASES[other])), timeout=60, step=0.01)
+            wait_for(lambda: bool(leased_by(pg_url, LEASES[other])), timeout=60, step=0.01)
             workers[other].send_signal(signal.SIGKILL)
             workers[other].wait(10)
-            orphans = _leased_by(pg_url, LEASES[other])
+            orphans = leased_by(pg_url, LEASES[other])
             done.set()
             producer.join(60)
             assert not failures, failures
             every = {e for ids in sent.values() for e in ids}
             wait_for(lambda: watching.delivered() >= every, timeout=120)
-            wait_for(lambda: orphans <= _succeeded_ids(pg_url, orphans), timeout=60)
+            wait_for(lambda: orphans <= succeeded_ids(pg_url, orphans), timeout=60)
     finally:
         done.set()
-        for proc in workers.values():
-            if proc.poll() is None:
-                proc.send_signal(signal.SIGCONT)
-                proc.terminate()
-                try:
-                    proc.wait(30)
-                except subprocess.TimeoutExpired:  # a loaded machine: do not leave it behind
-                    proc.kill()
-                    proc.wait(10)
+        stop_workers(workers.values())
     assert watching.max_by_id == 1, "one webhook-id was in flight twice at once"
     assert watching.max_by_sim == 1, "two requests of one ordered simulation in flight"
     for sim in sims:
         firsts = list(dict.fromkeys(e for _t, s, e, _st in watching.arrivals if s == sim))
         assert firsts == sent[sim], "an ordered lane was inverted"
-    ok_twice = _answered_twice(watching.arrivals)
+    ok_twice = answered_twice((e, st) for _t, _s, e, st in watching.arrivals)
     # Duplicates after a success come only from the stop and the kill (and the replays);
     # their count is reported, not bounded.
     print(f"deliveries: {len(every)}, requests: {len(watching.arrivals)}, "
           f"sent again after a 2xx: {ok_twice}")
 
-
-def _succeeded_ids(url: str, ids: set[int]) -> set[int]:
-    async def run() -> set[int]:
-        engine = create_engine(url)
-        try:
-            async with engine.connect() as conn:
-                return set(await conn.scalars(select(D.c.id).where(
-                    D.c.id.in_(sorted(ids)), D.c.status == "succeeded")))
-        finally:
-            await engine.dispose()
-
-    return asyncio.run(run()) if ids else set()
-
-
-def _answered_twice(arrivals: list[tuple[float, int, int, int]]) -> int:
-    """Requests for an event that had already been answered with a 2xx."""
-    answered: set[int] = set()
-    again = 0
-    for _t, _sim, event, status in arrivals:
-        if event in answered:
-            again += 1
-        if status < 300:
-            answered.add(event)
-    return again

@@ -1,0 +1,77 @@
+"""Real ``ridecast worker`` processes for multi-process webhook tests, and what the store
+says about their leases: each worker gets its own lease length, so a row's
+``lease_until - updated_at`` tells whose lease it is."""
+
+from __future__ import annotations
+
+import asyncio
+import signal
+import subprocess
+import time
+from collections.abc import Iterable
+
+from sqlalchemy import func, select
+
+from ridecast.store.engine import create_engine
+from ridecast.store.tables import webhook_deliveries as D
+
+from .helpers import start_worker
+
+
+def worker_process(url: str, lease_s: float, env: dict[str, str]) -> subprocess.Popen[bytes]:
+    """Start ``ridecast worker`` on the store ``url`` with lease ``lease_s`` and ``env``."""
+    return start_worker(url, {**env, "RIDECAST_WEBHOOK_LEASE_S": str(lease_s)})
+
+
+def stop_workers(procs: Iterable[subprocess.Popen[bytes]]) -> None:
+    """Resume (if stopped) and end every worker still running; kill it if it lingers."""
+    for proc in procs:
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGCONT)
+            proc.terminate()
+            try:
+                proc.wait(30)
+            except subprocess.TimeoutExpired:  # a loaded machine: do not leave it behind
+                proc.kill()
+                proc.wait(10)
+
+
+def leased_by(url: str, lease_s: float) -> set[int]:
+    """Deliveries leased now by the worker whose lease is ``lease_s``."""
+    async def run() -> set[int]:
+        engine = create_engine(url)
+        try:
+            async with engine.connect() as conn:
+                return set(await conn.scalars(select(D.c.id).where(
+                    D.c.status == "delivering", D.c.lease_until > time.time(),
+                    func.abs(D.c.lease_until - D.c.updated_at - lease_s) < 0.05)))
+        finally:
+            await engine.dispose()
+
+    return asyncio.run(run())
+
+
+def succeeded_ids(url: str, ids: set[int]) -> set[int]:
+    """Those of the deliveries ``ids`` whose status is ``succeeded``."""
+    async def run() -> set[int]:
+        engine = create_engine(url)
+        try:
+            async with engine.connect() as conn:
+                return set(await conn.scalars(select(D.c.id).where(
+                    D.c.id.in_(sorted(ids)), D.c.status == "succeeded")))
+        finally:
+            await engine.dispose()
+
+    return asyncio.run(run()) if ids else set()
+
+
+def answered_twice(arrivals: Iterable[tuple[int, int]]) -> int:
+    """Requests, as (event id, status) in arrival order, for an event already answered 2xx."""
+    answered: set[int] = set()
+    again = 0
+    for event, status in arrivals:
+        if event in answered:
+            again += 1
+        if status < 300:
+            answered.add(event)
+    return again
