@@ -215,7 +215,11 @@ def test_two_nodes_two_workers_stopped_killed_and_replayed(
         mine = sorted((h for h in hits if h.event == event), key=lambda h: h.arrived)
         assert all(a.answered <= b.arrived for a, b in itertools.pairwise(mine)), event
     for sim in ordered:
-        assert receiver.max_by_sim[sim] == 1, "two requests of one ordered simulation in flight"
+        lane = sorted((h for h in hits if h.sim == sim), key=lambda h: h.arrived)
+        overlaps = [(a, b) for a, b in itertools.pairwise(lane) if b.arrived < a.answered]
+        assert receiver.max_by_sim[sim] == 1, (
+            f"two requests of one ordered simulation in flight: {overlaps}; workers stopped "
+            f"{stopped_windows}, killed at {disruptions[-1]}")
         firsts = list(dict.fromkeys(h.event for h in sorted(hits, key=lambda h: h.arrived)
                                     if h.sim == sim))
         assert firsts == sorted(sent[sim]), "an ordered lane was inverted"
