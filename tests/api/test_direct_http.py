@@ -211,7 +211,15 @@ def test_an_upgrade_pipelined_after_an_ingest_post_is_answered_as_uvicorn(
     start_server: Callable[..., Server],
 ) -> None:
     """Issue 32 item 5: the POST is answered once (201, before the 101, never inside the
-    stream) and stored once, whether the upgrade shares its write or follows it."""
+    stream) and stored once, whether the upgrade shares its write or follows it.
+
+    Compared with uvicorn's answers (``RIDECAST_DIRECT_INGEST=false``) byte for byte where
+    uvicorn is deterministic: the upgrade sent on the keep-alive connection after the POST's
+    answer. When the upgrade shares the POST's write, uvicorn hands the connection to its
+    websocket protocol at once: its 101 can overtake the POST's 201, which then arrives
+    inside the websocket stream after the event's own frame (seen on this machine, more
+    often under load). The fast path always answers in order; there, only the stored count
+    is compared."""
     direct_server = start_server()
     direct = _upgrade_answers(direct_server)
     plain = _upgrade_answers(start_server({"RIDECAST_DIRECT_INGEST": "false"}))
@@ -219,5 +227,5 @@ def test_an_upgrade_pipelined_after_an_ingest_post_is_answered_as_uvicorn(
         b"HTTP/1.1 201", b"HTTP/1.1 101", b"\x88\x02\x03\xe8",
         b"HTTP/1.1 201", b"HTTP/1.1 101", b"\x88\x02\x03\xe8"]
     assert direct[6] == b"2 events stored"
-    assert direct == plain  # the same bytes
+    assert direct[3:] == plain[3:]  # the same bytes
     assert "RuntimeError" not in direct_server.logs()
