@@ -26,6 +26,7 @@ from tests.conftest import (
     launch_cluster_pair,
     launch_server,
 )
+from tests.hub.wsutil import envelope
 
 
 def _wait_for(condition: Callable[[], bool], timeout: float = 30, what: str = "") -> None:
@@ -49,6 +50,18 @@ async def _open(url: str) -> tuple[ClientConnection, int | None]:
         return ws, ws.close_code
     await asyncio.sleep(0)
     if ws.close_code is not None:
+        return ws, ws.close_code
+    return ws, None
+
+
+async def _open_replaying(url: str) -> tuple[ClientConnection, int | None]:
+    """Like ``_open``, without its race: ``url`` replays at least one event (``since=0``
+    over a history that has one), so an accepted stream sends a frame and a refused one
+    closes; nothing depends on which of a pong and a late refusal comes first."""
+    ws = await connect(url)
+    try:
+        await asyncio.wait_for(ws.recv(), 30)
+    except ConnectionClosed:
         return ws, ws.close_code
     return ws, None
 
@@ -134,13 +147,25 @@ def test_a_dead_nodes_streams_are_given_back_within_its_lease(tmp_path: Path) ->
 def _dead_node_gives_back(a: Server, b: Server) -> None:
     user = a.create_user()
     token = a.token(user)
-    url_a = f"{a.ws_url}/simulation_events/?token={token}"
-    url_b = f"{b.ws_url}/simulation_events/?token={token}"
+    sim = a.create_simulation(user)
+    with a.client(user) as http:  # one event in the history, for _open_replaying
+        http.post(f"/api/v2/simulation/{sim}/events",
+                  json=envelope(sim, "vehicle_use", 1)).raise_for_status()
+    url_a = f"{a.ws_url}/simulation_events/?token={token}&since=0"
+    url_b = f"{b.ws_url}/simulation_events/?token={token}&since=0"
+
+    async def codes_of(urls: list[str], stack: AsyncExitStack) -> list[int | None]:
+        codes = []
+        for url in urls:
+            ws, code = await _open_replaying(url)
+            stack.push_async_callback(ws.close)
+            codes.append(code)
+        return codes
 
     async def fill() -> list[int | None]:
         async with AsyncExitStack() as stack:
-            codes = await _codes([url_a, url_a], stack)
-            codes += await _codes([url_b], stack)
+            codes = await codes_of([url_a, url_a], stack)
+            codes += await codes_of([url_b], stack)
             a.process.send_signal(signal.SIGKILL)  # the streams stay counted on Redis
             a.process.wait(10)
             return codes
@@ -151,14 +176,14 @@ def _dead_node_gives_back(a: Server, b: Server) -> None:
         started = time.monotonic()
         async with AsyncExitStack() as stack:
             while True:
-                ws, code = await _open(url_b)
+                ws, code = await _open_replaying(url_b)
                 stack.push_async_callback(ws.close)
                 if code is None:
                     break
                 assert code == 4102
                 assert time.monotonic() - started < 30
                 await asyncio.sleep(0.2)
-            assert await _codes([url_b], stack) == [None]
+            assert await codes_of([url_b], stack) == [None]
         return time.monotonic() - started
 
     assert asyncio.run(reopen()) < 30
