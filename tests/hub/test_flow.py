@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import asyncio
 import socket
-import struct
 import time
 
 import httpx
 
 from ..conftest import Server, free_port
+from .rawws import TEXT, parse_frames
 from .wsutil import envelope, open_stream, post, refusal
 
 
@@ -131,30 +131,9 @@ def _drain_frames(sock: socket.socket) -> tuple[list[bytes], int | None]:
 
 
 def _close_code(data: bytearray) -> tuple[list[bytes], int | None]:
-    texts: list[bytes] = []
-    pos = 0
-    while pos + 2 <= len(data):
-        opcode, length = data[pos] & 0x0F, data[pos + 1] & 0x7F
-        pos += 2
-        if length == 126:
-            if pos + 2 > len(data):
-                break
-            (length,) = struct.unpack("!H", data[pos:pos + 2])
-            pos += 2
-        elif length == 127:
-            if pos + 8 > len(data):
-                break
-            (length,) = struct.unpack("!Q", data[pos:pos + 8])
-            pos += 8
-        if pos + length > len(data):
-            break
-        payload = bytes(data[pos:pos + length])
-        pos += length
-        if opcode == 1:
-            texts.append(payload)
-        elif opcode == 8:
-            return texts, struct.unpack("!H", payload[:2])[0]
-    return texts, None
+    """The text payloads at the start of ``data``, and the close code if one came."""
+    frames, code = parse_frames(data)
+    return [payload for opcode, payload in frames if opcode == TEXT], code
 
 
 def test_stalled_client_is_closed_and_healthy_client_gets_everything(start_server: object) -> None:
