@@ -100,7 +100,7 @@ async def run_load(port: int, method: str, path: str, body: bytes, headers: dict
     return result
 
 
-def wait_http(port: int, path: str, timeout: float = 30) -> None:
+def wait_http(port: int, path: str, timeout: float = 60) -> None:
     import httpx
 
     deadline = time.monotonic() + timeout

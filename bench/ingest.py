@@ -1,13 +1,22 @@
-"""Ingest throughput and latency of ridecast, side by side with two references.
+"""Ingest throughput and latency of ridecast, side by side with its references.
 
-    python bench/ingest.py [--seconds 5] [--connections 16]
+    python bench/ingest.py [--seconds 5] [--connections 32] [--postgres URL|''] [--generator auto]
 
-For batches of 1 and of 100 events, every server gets the same keep-alive load (real HTTP on
-loopback, the load generator in this process, each server in its own). Printed: events/s
-accepted, requests/s, p50/p99 latency, and ridecast's ratio to:
+For batches of 1 and of 100 events, every server gets the same keep-alive load from the same
+load generator, in a process of its own (bench/_loadgen.py: Debian's ``wrk`` when installed,
+else a lean asyncio client; one request in flight per connection), real HTTP on loopback,
+each server in its own process. Printed per contender: events/s accepted, requests/s, p50
+and p99 latency of one POST under that load, the server's CPU per event and the generator's
+CPU per request. The contenders:
 
-* the ceiling: a bare ASGI endpoint that only reads the body (no validation, no storage);
-* naive durable: json + aiosqlite with one commit per request (what group commit replaces).
+* wire: a bare asyncio protocol answering a fixed 201, no framework: what the generator can
+  drive here. Its rate must be well above every other contender's (the bench prints the
+  ratio), or the generator, not the server, is what the figures measure;
+* ceiling: a bare ASGI endpoint (Starlette on uvicorn) that only reads the body;
+* naive: json + aiosqlite with one commit per request (what group commit replaces);
+* ridecast on SQLite;
+* with ``--postgres``: naive-pg (json + asyncpg, one transaction per request) and ridecast on
+  PostgreSQL, in a fresh database of that server (dropped after).
 
 For ridecast, the mean number of events per group commit in the scenario is printed too
 (from its ``/metrics``: ``ridecast_eventlog_events_total`` over ``..._commits_total``).
@@ -29,6 +38,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+import _loadgen
 from _load import (
     basic_auth,
     cpu_seconds,
@@ -36,7 +46,6 @@ from _load import (
     drop_pg_database,
     free_port,
     make_user,
-    run_load,
     spawn,
     wait_http,
 )
@@ -65,14 +74,21 @@ def create_user_and_sim(db_url: str, port: int) -> tuple[str, str, int]:
     return "bench", key, int(sim)
 
 
+# (ridecast contender, its naive reference) for the ratio lines.
+PAIRS = [("ridecast", "naive"), ("ridecast-pg", "naive-pg")]
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--seconds", type=float, default=5.0, help="per scenario")
-    parser.add_argument("--connections", type=int, default=16)
+    parser.add_argument("--seconds", type=float, default=5.0,
+                        help="per scenario and contender (wrk takes whole seconds)")
+    parser.add_argument("--connections", type=int, default=32)
     parser.add_argument("--postgres", default="postgresql://postgres@127.0.0.1:5432/postgres",
-                        help="admin URL of a PostgreSQL server: ridecast on it is measured "
-                        "beside SQLite in the same run (a fresh database, dropped after); "
-                        "'' to skip")
+                        help="admin URL of a PostgreSQL server: ridecast and the naive asyncpg "
+                        "endpoint on it are measured beside SQLite in the same run (a fresh "
+                        "database, dropped after); '' to skip")
+    parser.add_argument("--generator", choices=("auto", "wrk", "python"), default="auto",
+                        help="the load generator (auto: wrk when installed)")
     args = parser.parse_args()
     pg_db = f"ridecast_bench_{os.getpid()}"
     pg_url = create_pg_database(args.postgres, pg_db) if args.postgres else None
@@ -81,70 +97,85 @@ def main() -> None:
     db_url = f"sqlite+aiosqlite:///{tmp / 'ridecast.db'}"
     env = {**os.environ, "RIDECAST_DATABASE_URL": db_url, "RIDECAST_LOG_LEVEL": "warning",
            "RIDECAST_MAX_BODY_BYTES": str(8 * 1024 * 1024)}
-    ports = {"ridecast": free_port(), "ceiling": free_port(), "naive": free_port()}
     refs = Path(__file__).resolve().parent / "_ingest_refs.py"
-    contenders = [("ceiling", "/ingest"), ("naive", "/ingest"), ("ridecast", "")]
-    procs = {
-        "ridecast": spawn(["-m", "ridecast.cli.main", "serve", "--port",
-                           str(ports["ridecast"])], env=env, cwd=str(tmp)),
-        "ceiling": spawn([str(refs), "ceiling", str(ports["ceiling"])]),
-        "naive": spawn([str(refs), "naive", str(ports["naive"]), str(tmp / "naive.db")]),
-    }
+    serve = ["-m", "ridecast.cli.main", "serve", "--port"]
+    ports: dict[str, int] = {}
+    commands: dict[str, tuple[list[str], dict[str, str] | None]] = {}
+
+    def contender(name: str, args_for: list[str], env_for: dict[str, str] | None = None,
+                  ) -> None:
+        ports[name] = free_port()
+        commands[name] = ([str(ports[name]) if a == "PORT" else a for a in args_for], env_for)
+
+    contender("wire", [str(refs), "wire", "PORT"])
+    contender("ceiling", [str(refs), "ceiling", "PORT"])
+    contender("naive", [str(refs), "naive", "PORT", str(tmp / "naive.db")])
+    contender("ridecast", [*serve, "PORT"], env)
     if pg_url is not None:
-        ports["ridecast-pg"] = free_port()
-        procs["ridecast-pg"] = spawn(["-m", "ridecast.cli.main", "serve", "--port",
-                                      str(ports["ridecast-pg"])],
-                                     env={**env, "RIDECAST_DATABASE_URL": pg_url}, cwd=str(tmp))
-        contenders.append(("ridecast-pg", ""))
+        plain_pg = pg_url.replace("postgresql+asyncpg://", "postgresql://", 1)
+        contender("naive-pg", [str(refs), "naive-pg", "PORT", plain_pg])
+        contender("ridecast-pg", [*serve, "PORT"], {**env, "RIDECAST_DATABASE_URL": pg_url})
+    procs = {name: spawn(command, env=env_for, cwd=str(tmp))
+             for name, (command, env_for) in commands.items()}
     try:
-        wait_http(ports["ridecast"], "/healthz")
-        wait_http(ports["ceiling"], "/")
-        wait_http(ports["naive"], "/")
+        for name in procs:
+            try:
+                wait_http(ports[name], "/healthz" if name.startswith("ridecast") else "/")
+            except RuntimeError as exc:
+                raise RuntimeError(f"{name}: {exc}") from None
         user, key, sim = create_user_and_sim(db_url, ports["ridecast"])
-        auth = {"Authorization": basic_auth(user, key)}
-        targets = {"ridecast": (f"/api/v2/simulation/{sim}/events", auth)}
+        targets = {"ridecast": (f"/api/v2/simulation/{sim}/events",
+                                {"Authorization": basic_auth(user, key)})}
         if pg_url is not None:
-            wait_http(ports["ridecast-pg"], "/healthz")
             pg_user, pg_key, pg_sim = create_user_and_sim(pg_url, ports["ridecast-pg"])
             targets["ridecast-pg"] = (f"/api/v2/simulation/{pg_sim}/events",
                                       {"Authorization": basic_auth(pg_user, pg_key)})
         examples = all_examples(sim)
-        print(f"ingest bench: {args.connections} keep-alive connections, {args.seconds:.0f} s "
-              "per scenario, 2-core machine, server and load generator share it")
-        results: dict[tuple[str, int], float] = {}
-        cpu_per_event: dict[tuple[str, int], float] = {}
+        generator = _loadgen.tool(args.generator)
+        print(f"ingest bench: {args.connections} keep-alive connections, one request in flight "
+              f"on each, {args.seconds:.0f} s per contender, generator {generator} in its own "
+              f"process; {os.cpu_count()} cores shared by the servers and the generator; "
+              f"load average {' '.join(f'{x:.2f}' for x in os.getloadavg())} at the start")
         for batch in (1, 100):
             events = [examples[i % len(examples)] for i in range(batch)]
             body = json.dumps(events[0] if batch == 1 else events).encode()
             print(f"\nbatch of {batch} ({len(body)} bytes per request)")
-            for name, ref_path in contenders:
-                path, headers = targets.get(name, (ref_path, {}))
+            results: dict[str, _loadgen.GenResult] = {}
+            for name in procs:
+                path, headers = targets.get(name, ("/ingest", {}))
                 cpu_before = cpu_seconds(procs[name].pid)
                 ours = name.startswith("ridecast")
                 commits_before = commit_counts(ports[name]) if ours else (0.0, 0.0)
-                result = asyncio.run(run_load(ports[name], "POST", path, body, headers,
-                                              connections=args.connections,
-                                              seconds=args.seconds))
-                cpu = (cpu_seconds(procs[name].pid) - cpu_before) / result.seconds
+                result = _loadgen.run(ports[name], path, body, headers,
+                                      connections=args.connections, seconds=args.seconds,
+                                      choice=args.generator)
+                results[name] = result
+                cpu = cpu_seconds(procs[name].pid) - cpu_before
                 per_commit = ""
                 if ours:
-                    events, commits = (after - before for after, before in zip(
+                    written, commits = (after - before for after, before in zip(
                         commit_counts(ports[name]), commits_before, strict=True))
-                    per_commit = f"  {events / max(commits, 1):.0f} events/commit"
-                bad = {s: n for s, n in result.statuses.items() if s != 201}
-                results[(name, batch)] = result.rps * batch
-                cpu_per_event[(name, batch)] = cpu / max(result.rps * batch, 1e-9) * 1e6
-                print(f"  {name:9s} {result.summary(batch)}  server CPU {cpu:4.0%} "
-                      f"= {cpu_per_event[(name, batch)]:5.0f} µs/event{per_commit}"
-                      + (f"  NON-201: {bad}" if bad else ""))
-            ours = results[("ridecast", batch)]
-            print(f"  ridecast / ceiling = {ours / results[('ceiling', batch)]:.2f}   "
-                  f"ridecast / naive = {ours / results[('naive', batch)]:.2f}   "
-                  "server CPU per event, ridecast / naive = "
-                  f"{cpu_per_event[('ridecast', batch)] / cpu_per_event[('naive', batch)]:.2f}")
-            if ("ridecast-pg", batch) in results:
+                    per_commit = f"  {written / max(commits, 1):4.0f} events/commit"
+                failed = f"  FAILED: {result.failed}" if result.failed else ""
+                print(f"  {name:11s} {result.rps * batch:8.0f} ev/s {result.rps:7.0f} req/s  "
+                      f"p50 {result.p50_ms:6.2f} ms  p99 {result.p99_ms:6.2f} ms  "
+                      f"server CPU {cpu / result.seconds:4.0%} = "
+                      f"{cpu / max(result.requests * batch, 1) * 1e6:5.0f} µs/event  "
+                      f"generator {result.cpu_us_per_request:4.1f} µs/req"
+                      f"{per_commit}{failed}")
+            fastest = max(results[n].rps for n in results if n != "wire")
+            print(f"  generator: wire / fastest other contender = "
+                  f"{results['wire'].rps / fastest:.2f} (requests/s)")
+            for ours, naive in PAIRS:
+                if ours in results:
+                    mine, theirs = results[ours], results[naive]
+                    print(f"  {ours} / {naive} = {mine.rps / theirs.rps:.2f}   "
+                          f"p50 {mine.p50_ms:.2f} vs {theirs.p50_ms:.2f} ms   "
+                          f"p99 {mine.p99_ms:.2f} vs {theirs.p99_ms:.2f} ms   "
+                          f"{ours} / ceiling = {mine.rps / results['ceiling'].rps:.2f}")
+            if "ridecast-pg" in results:
                 print(f"  ridecast on PostgreSQL / on SQLite = "
-                      f"{results[('ridecast-pg', batch)] / ours:.2f}")
+                      f"{results['ridecast-pg'].rps / results['ridecast'].rps:.2f}")
     finally:
         for proc in procs.values():
             proc.terminate()
