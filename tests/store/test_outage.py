@@ -94,6 +94,31 @@ def test_every_route_answers_503_while_the_database_refuses(pg_server: Server) -
     assert "unhandled error" not in srv.logs()
 
 
+def test_health_says_unavailable_without_the_drivers_words(pg_server: Server) -> None:
+    """While the database refuses, the public /healthz and /readyz answer 503 naming the kind
+    of failure only: no host, no database name, no driver message; then 200 again."""
+    srv = pg_server
+    database = _database(srv)
+    _allow_connections(srv, False)
+    _terminate_backends(srv)
+    try:
+        for path in ("/healthz", "/readyz"):
+            response = httpx.get(f"{srv.base_url}{path}", timeout=10)
+            assert response.status_code == 503, response.text
+            assert response.headers["Retry-After"] == "1"
+            store = response.json()["store"]
+            assert re.fullmatch(r"unavailable: [A-Za-z]+", store), store
+            for secret in (database, "127.0.0.1", "5432", "postgres", "SELECT"):
+                assert secret not in response.text, (secret, response.text)
+    finally:
+        _allow_connections(srv, True)
+    deadline = time.monotonic() + 30
+    while httpx.get(f"{srv.base_url}/healthz", timeout=10).status_code != 200:
+        assert time.monotonic() < deadline, "/healthz did not recover"
+        time.sleep(0.1)
+    assert httpx.get(f"{srv.base_url}/healthz", timeout=10).json()["status"] == "ok"
+
+
 def test_terminated_connections_never_give_a_500(pg_server: Server) -> None:
     """Backends terminated under a live node, again and again: each request answers 200 or
     503 with Retry-After (the one that meets the dead connection), never 500; and a 503 was

@@ -25,14 +25,16 @@ router = APIRouter(tags=["operations"], generate_unique_id_function=handler_name
 
 @router.get("/healthz", **answers(Health))
 async def healthz(runtime: RuntimeDep) -> Response:
-    """200 when the store answers; 503 otherwise."""
-    try:
-        async with runtime.engine.connect() as conn:
-            await conn.execute(text("SELECT 1"))
-    except Exception as exc:
-        return JSONResponse(
-            {"status": "unavailable", "version": __version__, "store": repr(exc)}, 503
-        )
+    """200 when the store answers within ``RIDECAST_READY_TIMEOUT_S``; 503 otherwise.
+
+    The 503 names the kind of failure (``"store": "unavailable: OperationalError"``), never
+    the driver's message: this route is public, and a driver's text can carry host names,
+    database names and SQL.
+    """
+    store = await _check(_store_answers(runtime), runtime.settings.ready_timeout_s)
+    if store != "ok":
+        return JSONResponse({"status": "unavailable", "version": __version__, "store": store},
+                            503, headers={"Retry-After": "1"})
     oldest, newest = await runtime.log.bounds()
     return JSONResponse(
         {"status": "ok", "version": __version__, "oldest_event_id": str(oldest),
