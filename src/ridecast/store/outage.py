@@ -99,6 +99,13 @@ class _Watch:
     def handle_error(self, context: ExceptionContext) -> None:
         if context.is_pre_ping:  # the pool is testing a connection: let it judge
             return
+        if not isinstance(context.original_exception, Exception):
+            # A cancellation (or KeyboardInterrupt) met inside a query. SQLAlchemy marks it
+            # a disconnect, so that the connection is dropped; it must still propagate as
+            # itself: turned into a 503 it was swallowed, and a task cancelled at shutdown
+            # (a loop that retries on ServiceUnavailable) ran on and the process never
+            # exited.
+            return
         if is_outage(context.original_exception, disconnect=context.is_disconnect,
                      connecting=context.connection is None,
                      operational=isinstance(context.sqlalchemy_exception, OperationalError)):
