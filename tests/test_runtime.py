@@ -143,6 +143,36 @@ def test_a_clean_close_leaves_nothing_behind(backend: Backend) -> None:
     assert _eventually(lambda: backend.open_connections() == 0)
 
 
+def test_a_part_that_does_not_stop_is_named_and_the_rest_still_stop(
+    backend: Backend, caplog: pytest.LogCaptureFixture,
+) -> None:
+    """A part whose stop never ends (pushed last, so stopped first): the close gives up on
+    it after RIDECAST_SHUTDOWN_TIMEOUT_S, names what still runs in the log, and every other
+    part still stops (no other task, no connection left)."""
+    port = free_port()
+
+    async def run() -> list[str]:
+        runtime = await asyncio.wait_for(
+            open_runtime(_settings(backend, port).model_copy(
+                update={"shutdown_timeout_s": 0.5})), 60)
+        stuck = asyncio.create_task(asyncio.Event().wait(), name="a-part-that-never-stops")
+
+        async def stop_stuck() -> None:
+            await asyncio.shield(stuck)
+
+        runtime.stack.push_async_callback(stop_stuck)
+        await asyncio.wait_for(runtime.close(), 30)
+        left = [task.get_name() for task in _leftover_tasks()]
+        stuck.cancel()
+        return left
+
+    with caplog.at_level("ERROR", logger="ridecast.runtime"):
+        assert asyncio.run(run()) == ["a-part-that-never-stops"]
+    assert "RIDECAST_SHUTDOWN_TIMEOUT_S" in caplog.text
+    assert "a-part-that-never-stops" in caplog.text
+    assert _eventually(lambda: backend.open_connections() == 0)
+
+
 def test_serve_with_its_websocket_port_taken_exits_with_one_line(tmp_path: Path) -> None:
     """``ridecast serve`` whose RIDECAST_WS_PORT is taken exits at once, non-zero, with one
     line naming the setting, and leaves its main port free."""

@@ -56,6 +56,12 @@ class Settings(BaseSettings):
         "bus), run side by side; a part that does not answer in time reads as unavailable, so "
         "a load balancer's probe gets its 503 within about this time.",
     )
+    shutdown_timeout_s: float = Field(
+        20.0, gt=0, le=600, description="Longest a stop (SIGTERM) waits for the process's "
+        "parts to stop after its connections have closed; past it the process logs what is "
+        "still running and exits anyway. Nothing acknowledged is lost: an event is "
+        "acknowledged once committed, and a simulator run is handed over first.",
+    )
     token_ttl_s: int = Field(
         24 * 3600, gt=0, description="Lifetime of a websocket token, in seconds."
     )

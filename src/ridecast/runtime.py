@@ -77,8 +77,22 @@ class Runtime:
 
     async def close(self) -> None:
         """Stop every part, in the reverse order of their start: the retention sweep and
-        the consumers (hub, simulator, webhooks), then the log, the bus and the engine."""
-        await self.stack.aclose()
+        the consumers (hub, simulator, webhooks), then the log, the bus and the engine.
+
+        Bounded by ``RIDECAST_SHUTDOWN_TIMEOUT_S``: a part that does not stop must not keep
+        a rolling restart waiting for ever; what still runs then is named in the log.
+        """
+        try:
+            async with asyncio.timeout(self.settings.shutdown_timeout_s):
+                await self.stack.aclose()
+        except TimeoutError:
+            current = asyncio.current_task()
+            running = sorted(task.get_name() for task in asyncio.all_tasks()
+                             if task is not current and not task.done())
+            log.error("stopping took longer than %g s (RIDECAST_SHUTDOWN_TIMEOUT_S); "
+                      "exiting with %d task(s) still running: %s",
+                      self.settings.shutdown_timeout_s, len(running),
+                      ", ".join(running) or "none")
 
 
 async def _cancel(task: asyncio.Task[None]) -> None:
