@@ -36,28 +36,12 @@ def _wait_for(condition: Callable[[], bool], timeout: float = 30, what: str = ""
         time.sleep(0.1)
 
 
-async def _open(url: str) -> tuple[ClientConnection, int | None]:
-    """Connect; the close code when the server refuses the stream at once, else None.
-
-    A refusal is a close frame right after the handshake; an accepted stream stays
-    silent (no events are published), which a ping round trip proves.
-    """
-    ws = await connect(url)
-    try:
-        pong = await ws.ping()
-        await asyncio.wait_for(pong, 10)
-    except ConnectionClosed:
-        return ws, ws.close_code
-    await asyncio.sleep(0)
-    if ws.close_code is not None:
-        return ws, ws.close_code
-    return ws, None
-
-
 async def _open_replaying(url: str) -> tuple[ClientConnection, int | None]:
-    """Like ``_open``, without its race: ``url`` replays at least one event (``since=0``
-    over a history that has one), so an accepted stream sends a frame and a refused one
-    closes; nothing depends on which of a pong and a late refusal comes first."""
+    """Connect; the close code when the server refuses the stream, else None.
+
+    ``url`` replays at least one event (``since=0`` over a history that has one), so an
+    accepted stream sends a frame and a refused one closes. (A ping round trip, tried
+    before, raced: the pong could come before a refusal decided on Redis.)"""
     ws = await connect(url)
     try:
         await asyncio.wait_for(ws.recv(), 30)
@@ -69,7 +53,7 @@ async def _open_replaying(url: str) -> tuple[ClientConnection, int | None]:
 async def _codes(urls: list[str], stack: AsyncExitStack) -> list[int | None]:
     codes = []
     for url in urls:
-        ws, code = await _open(url)
+        ws, code = await _open_replaying(url)
         stack.push_async_callback(ws.close)
         codes.append(code)
     return codes
@@ -108,21 +92,25 @@ def test_streams_per_user_and_per_token_count_over_both_nodes(
     a, b = nodes
     user = a.create_user()
     first, second = a.token(user), b.token(user)
+    sim = a.create_simulation(user)
+    with a.client(user) as http:  # one event in the history, for _open_replaying
+        http.post(f"/api/v2/simulation/{sim}/events",
+                  json=envelope(sim, "vehicle_use", 1)).raise_for_status()
 
     def url(srv: Server, token: str) -> str:
-        return f"{srv.ws_url}/simulation_events/?token={token}"
+        return f"{srv.ws_url}/simulation_events/?token={token}&since=0"
 
     async def scenario() -> None:
         async with AsyncExitStack() as stack:
             assert await _codes([url(a, first), url(b, first)], stack) == [None, None]
             assert await _codes([url(a, first), url(b, first)], stack) == [4102, 4102]
-            held, code = await _open(url(b, second))
+            held, code = await _open_replaying(url(b, second))
             assert code is None
             assert await _codes([url(a, second)], stack) == [4102]  # the user's 4th
             await held.close()
             # The slot is given back on Redis shortly after the close.
             for _ in range(100):
-                ws, code = await _open(url(a, second))
+                ws, code = await _open_replaying(url(a, second))
                 stack.push_async_callback(ws.close)
                 if code is None:
                     break
@@ -237,6 +225,10 @@ def test_a_node_without_redis_counts_alone_and_says_so(
     try:
         user = srv.create_user()
         token = srv.token(user)
+        sim = srv.create_simulation(user)
+        with srv.client(user) as http:  # one event in the history, for _open_replaying
+            http.post(f"/api/v2/simulation/{sim}/events",
+                      json=envelope(sim, "vehicle_use", 1)).raise_for_status()
 
         def limits() -> str:
             return str(httpx.get(f"{srv.base_url}/readyz", timeout=10).json()["limits"])
@@ -251,7 +243,7 @@ def test_a_node_without_redis_counts_alone_and_says_so(
         private_redis.kill()
         _wait_for(lambda: limits().startswith("local fallback"), what="the fallback")
         assert fallback_metric().endswith(" 1.0")
-        url = f"{srv.ws_url}/simulation_events/?token={token}"
+        url = f"{srv.ws_url}/simulation_events/?token={token}&since=0"
 
         async def scenario() -> list[int | None]:
             async with AsyncExitStack() as stack:
