@@ -9,6 +9,7 @@ events is fixed by the test, not by sleeping.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 from collections.abc import AsyncIterator
 
@@ -16,8 +17,11 @@ import pytest
 from sqlalchemy import func, insert, select, text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
+from ridecast.errors import ServiceUnavailable
 from ridecast.store.engine import create_engine, upgrade
+from ridecast.store.outbox import outbox_sql
 from ridecast.store.tables import events, webhook_attempts, webhook_deliveries
+from ridecast.store.txsteps import Query
 from ridecast.webhooks.jobs import Job, Result
 
 from .test_outbox import Outbox
@@ -202,6 +206,43 @@ async def test_postgres_claims_skip_what_a_stalled_transaction_holds(pg_url: str
         rest = await Outbox(engine).claim(max_units=10, unit_rows=64, per_endpoint=8,
                                           lease_s=30)
         assert sorted(unit.jobs[0].simulation_id for unit in rest) == [1, 3]
+    finally:
+        await engine.dispose()
+        await stalled.dispose()
+
+
+async def test_postgres_a_worker_stopped_inside_a_renewal_holds_nothing_for_long(
+    pg_url: str,
+) -> None:
+    """On PostgreSQL, a worker stopped inside a renewal's transaction (its UPDATE run, its
+    COMMIT never sent) locks its rows; the server ends that transaction after the hold
+    time, so another worker's claim takes the lane once the lease has run out, rather than
+    skipping it for as long as the worker is stopped."""
+    await upgrade(pg_url)
+    engine, stalled = create_engine(pg_url), create_engine(pg_url)
+    sql = outbox_sql("postgresql", hold_s=0.3)
+    try:
+        await _enqueue(engine, 2, sim=1)
+        stale, second = await _jobs(Outbox(engine), EXPIRED)
+        async with stalled.connect() as conn:
+            await conn.begin()
+            steps = sql.held(sql.renew(stale.token, time.time(), time.time() + 30))
+            sent: object = None
+            with contextlib.suppress(StopIteration):
+                while True:
+                    step = steps.send(sent)
+                    assert isinstance(step, Query) and isinstance(step.sql, str)
+                    result = await conn.execute(text(step.sql), dict(step.params))
+                    sent = [tuple(row) for row in result] if result.returns_rows else []
+            assert sent  # the renewal found the rows: they are locked until its commit
+            other = Outbox(engine)
+            taken: list[Job] = []
+            deadline = time.monotonic() + 30
+            while not taken and time.monotonic() < deadline:
+                taken = await _jobs(other)
+            assert [job.delivery_id for job in taken] == [stale.delivery_id, second.delivery_id]
+            with pytest.raises(ServiceUnavailable):  # the stopped worker's transaction was ended
+                await conn.commit()
     finally:
         await engine.dispose()
         await stalled.dispose()

@@ -22,9 +22,11 @@ from __future__ import annotations
 import json
 import sqlite3
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, TypeVar
 
 from .txsteps import Many, Query, Steps
+
+T = TypeVar("T")
 
 # ---- the partial indexes' predicates ----------------------------------------------------
 # A query uses a partial index only when its WHERE holds the same literal terms (SQLite does
@@ -195,6 +197,18 @@ class OutboxSql:
         statement writes anyway), so nothing below reads a state another writer changes."""
         if not writes_first:
             yield Query("UPDATE webhook_deliveries SET claim_token = NULL WHERE id = -1")
+
+    def hold(self) -> Steps[None]:
+        """The first step of a worker's transaction that writes deliveries outside a claim
+        (a renewal, a release, a record, a repoint): PostgreSQL ends it if the worker stops
+        inside it (``PostgresOutboxSql``); SQLite has nothing to do (one process's writer)."""
+        if False:  # pragma: no cover - a generator with no step
+            yield Query("")
+
+    def held(self, steps: Steps[T]) -> Steps[T]:
+        """``steps`` as a transaction of their own, opened by ``hold``."""
+        yield from self.hold()
+        return (yield from steps)
 
     def lock_urls(self, urls: Sequence[str]) -> Steps[set[str]]:
         """The URLs whose slots this transaction may plan: on SQLite all of them (the
@@ -509,9 +523,13 @@ class PostgresOutboxSql(OutboxSql):
         return int(found[0][0])
 
     def begin_claim(self, writes_first: bool) -> Steps[None]:
+        yield from self.hold()
+
+    def hold(self) -> Steps[None]:
         # A worker stopped inside this transaction (SIGSTOP, a paused VM) would keep its row
-        # and URL locks: the server ends the transaction once it has waited this long for
-        # the worker, so a stalled worker holds only its leases.
+        # and URL locks, and every other worker's claim would skip those rows for as long:
+        # the server ends the transaction once it has waited this long for the worker, so a
+        # stalled worker holds only its leases.
         yield Query(f"SET LOCAL idle_in_transaction_session_timeout = {self._hold_ms}")
 
     def lock_urls(self, urls: Sequence[str]) -> Steps[set[str]]:

@@ -235,21 +235,25 @@ class Claimer:
         every one of them (its lease ran out and another worker claimed them)."""
         if not delivery_ids:
             return True
-        held = await self._steps.run(
-            lambda: self._sql.renew(token, time.time(), lease_until))
-        return set(delivery_ids) <= held
+        return set(delivery_ids) <= await self.keep(token, lease_until)
+
+    async def keep(self, token: str, lease_until: float) -> set[int]:
+        """Extend the lease of every delivery ``token`` still holds (sent, its result not yet
+        written, or still to send) to ``lease_until``; their ids."""
+        return await self._steps.run(
+            lambda: self._sql.held(self._sql.renew(token, time.time(), lease_until)))
 
     async def release(self, held: Sequence[tuple[int, str]]) -> None:
         """Give leased deliveries (id, claim token) back, due now, where the token still
         holds them (a dispatcher stops, or hands back part of a lane it already sends)."""
         if held:
-            await self._steps.run(lambda: self._sql.releases(time.time(), held))
+            await self._steps.run(lambda: self._sql.held(self._sql.releases(time.time(), held)))
 
     async def repoint(self, simulation_id: int, url: str, token: str) -> None:
         """Send the simulation's waiting deliveries, and those ``token`` holds, to ``url``,
         the URL now in force: one statement, whatever the number of rows."""
-        await self._steps.run(lambda: self._sql.repoint(simulation_id, url, token,
-                                                        time.time()))
+        await self._steps.run(lambda: self._sql.held(
+            self._sql.repoint(simulation_id, url, token, time.time())))
 
 
 __all__ = ["Claimer", "in_flight_of"]

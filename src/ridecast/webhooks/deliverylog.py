@@ -145,7 +145,8 @@ class DeliveryLog:
     async def disable_pending(self, simulation_id: int, reason: str) -> int:
         """Mark the simulation's waiting deliveries ``disabled`` (its endpoint was disabled)."""
         return await self._steps.run(
-            lambda: self._sql.disable_pending(simulation_id, reason, time.time()))
+            lambda: self._sql.held(self._sql.disable_pending(simulation_id, reason,
+                                                         time.time())))
 
     async def depth(self) -> int:
         """Deliveries pending or in flight (the queue-depth gauge), from partial indexes."""

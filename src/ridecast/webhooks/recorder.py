@@ -36,7 +36,7 @@ class Recorder:
         if not results:
             return
         now = time.time()
-        await self._steps.run(lambda: self.steps(results, now))
+        await self._steps.run(lambda: self._sql.held(self.steps(results, now)))
 
     def steps(self, results: Sequence[Result], now: float) -> Steps[None]:
         """The writes of ``results`` at ``now``, as steps of the caller's transaction."""
