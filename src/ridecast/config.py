@@ -5,7 +5,7 @@ from __future__ import annotations
 from functools import lru_cache
 from typing import Literal
 
-from pydantic import Field, field_validator
+from pydantic import Field, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 DEFAULT_DATABASE_URL = "sqlite+aiosqlite:///./ridecast-data/ridecast.db"
@@ -215,7 +215,9 @@ class Settings(BaseSettings):
         8, gt=0, description="Most deliveries in flight to one endpoint at once."
     )
     webhook_lease_s: float = Field(
-        60.0, gt=0, description="A claimed delivery not finished in this time is reclaimed."
+        60.0, gt=0, description="A claimed delivery not finished in this time is reclaimed. "
+        "Must be longer than RIDECAST_WEBHOOK_TIMEOUT_S: a request is written only while its "
+        "lease outlasts it."
     )
     webhook_workers: bool = Field(
         True, description="Run webhook delivery in the serve process (off when `ridecast worker` "
@@ -259,8 +261,9 @@ class Settings(BaseSettings):
     )
     webhook_claim_hold_s: float = Field(
         2.0, gt=0, description="PostgreSQL: how long the server waits for a worker stopped "
-        "inside a claim's or a record's transaction before it ends that transaction, "
-        "releasing its locks (a stalled worker then holds only its leases)."
+        "inside one of its transactions on the outbox (a claim, a record, a renewal, a "
+        "release) before it ends that transaction, releasing its locks (a stalled worker "
+        "then holds only its leases)."
     )
     simulator_lease_s: float = Field(
         15.0, gt=0, description="Lease of a node on the simulator runs it owns, renewed every "
@@ -315,6 +318,17 @@ class Settings(BaseSettings):
         "tile loads (offline, or RIDECAST_TILE_URL empty), always = under the tiles too, "
         "never.",
     )
+
+    @model_validator(mode="after")
+    def _lease_outlasts_a_send(self) -> Settings:
+        # A send starts only while its lease outlasts its time-out (docs/webhooks.md, "Two
+        # requests in flight"): with a shorter lease no send could ever start.
+        if self.webhook_lease_s <= self.webhook_timeout_s:
+            raise ValueError(
+                f"RIDECAST_WEBHOOK_LEASE_S ({self.webhook_lease_s}) must be longer than "
+                f"RIDECAST_WEBHOOK_TIMEOUT_S ({self.webhook_timeout_s}): a delivery is sent "
+                "only while its lease outlasts the request's time-out")
+        return self
 
     @field_validator("webhook_retry_schedule_s")
     @classmethod

@@ -43,7 +43,7 @@ FAST = {"simulator": {**SETTINGS, "speed": 30}}
 REFERENCE = {"simulator": {**SETTINGS, "speed": "max"}}
 ENV = {"RIDECAST_SIMULATOR_LEASE_S": "3", "RIDECAST_SIMULATOR_FORWARD_TIMEOUT_S": "2",
        # A delivery a stopped node had claimed, or that failed as it stopped, is retried soon.
-       "RIDECAST_WEBHOOK_LEASE_S": "2",
+       "RIDECAST_WEBHOOK_LEASE_S": "2", "RIDECAST_WEBHOOK_TIMEOUT_S": "1",
        "RIDECAST_WEBHOOK_RETRY_SCHEDULE_S": "[0.5, 0.5, 0.5, 0.5, 0.5, 0.5, 0.5, 0.5, 0.5, 0.5]"}
 STAMPED = ("server_ts", "event_id")
 

@@ -7,6 +7,7 @@ import asyncio
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 from sqlalchemy import insert, select
@@ -29,7 +30,9 @@ from ridecast.webhooks.health import EndpointHealth
 from ridecast.webhooks.jobs import Unit
 from ridecast.webhooks.policy import DeliveryPolicy
 from ridecast.webhooks.recorder import Recorder
-from ridecast.webhooks.sender import Sender
+from ridecast.webhooks.sender import Attempt, Sender
+
+from .test_outbox import Outbox
 
 POLICY = DeliveryPolicy.from_settings(Settings())
 
@@ -44,7 +47,9 @@ async def engine(tmp_path: Path) -> AsyncIterator[AsyncEngine]:
 
 
 async def _setup(engine: AsyncEngine, url: str, count: int, *, ordered: bool = True,
-                 per_endpoint: int = 8) -> tuple[Dispatcher, Sender, int]:
+                 per_endpoint: int = 8, lease_s: float = 5, poll_interval_s: float = 1,
+                 claimer: type[Claimer] = Claimer, sender_type: type[Sender] = Sender,
+                 ) -> tuple[Dispatcher, Sender, int]:
     principal, _key = await AccountStore(engine).create_user("u", "o")
     store = SimulationStore(engine)
     sim = (await store.create(principal, "s", {
@@ -61,10 +66,11 @@ async def _setup(engine: AsyncEngine, url: str, count: int, *, ordered: bool = T
                 status="pending", attempt_count=0, next_attempt_at=now, created_at=now,
                 updated_at=now, ordered=ordered))
     settings = Settings(webhook_allow_private=True, webhook_timeout_s=0.5,
-                        webhook_lease_s=5, webhook_retry_schedule_s=[0.1],
-                        webhook_concurrency_per_endpoint=per_endpoint)
+                        webhook_lease_s=lease_s, webhook_retry_schedule_s=[0.1],
+                        webhook_concurrency_per_endpoint=per_endpoint,
+                        webhook_poll_interval_s=poll_interval_s)
     policy = DeliveryPolicy.from_settings(settings)
-    sender = Sender(timeout_s=0.5, connect_timeout_s=0.5, allow_private=True)
+    sender = sender_type(timeout_s=0.5, connect_timeout_s=0.5, allow_private=True)
 
     async def disable(_sim: int, _at: float, _reason: str) -> None:
         return None
@@ -74,7 +80,7 @@ async def _setup(engine: AsyncEngine, url: str, count: int, *, ordered: bool = T
     recorder = Recorder(engine, sql)
     bus = MemoryBus()
     dispatcher = Dispatcher(
-        policy, claimer=Claimer(engine, sql, recorder), recorder=recorder,
+        policy, claimer=claimer(engine, sql, recorder), recorder=recorder,
         deliveries=DeliveryLog(engine, sql), sender=sender,
         simulations=SimulationCatalog(store, bus),
         health=EndpointHealth(engine, quiet_gap_s=policy.quiet_gap_s),
@@ -184,3 +190,125 @@ async def test_close_gives_back_what_was_not_sent(engine: AsyncEngine) -> None:
         await asyncio.sleep(0.05)  # let the closed transports finish closing
     assert dispatcher.in_memory == 0 and dispatcher.units_running == 0
     assert sorted(await _statuses(engine)) == [("pending", None)] * 5
+
+
+async def _lease(engine: AsyncEngine) -> tuple[str, str | None, float | None]:
+    """(status, claim token, lease end) of the only delivery."""
+    async with engine.connect() as conn:
+        row = (await conn.execute(select(webhook_deliveries.c.status,
+                                         webhook_deliveries.c.claim_token,
+                                         webhook_deliveries.c.lease_until))).one()
+        return row[0], row[1], row[2]
+
+
+class _HeldWrites(Claimer):
+    """A claimer whose transactions that write results wait for ``writes`` (a cycle that is
+    slow to commit: a loaded machine, a claim failing and tried again)."""
+
+    writes = asyncio.Event()
+    leases: list[float] = []
+
+    async def claim(self, **kwargs: Any) -> list[Unit]:
+        if kwargs.get("record"):
+            await self.writes.wait()
+        units = await super().claim(**kwargs)
+        self.leases += [unit.lease_until for unit in units]
+        return units
+
+
+async def test_a_result_waiting_to_be_written_keeps_its_lease(engine: AsyncEngine) -> None:
+    """A delivery answered 2xx whose result waits to be written past its first lease: its
+    unit renews the lease, so another worker cannot take it and send it again; once the
+    write goes through, it is succeeded, sent once."""
+    received: list[str] = []
+
+    async def record(request: Request) -> Reply:
+        received.append(request.headers["webhook-id"])
+        return Reply(204)
+
+    receiver = Receiver(record)
+    await receiver.start()
+    _HeldWrites.writes = asyncio.Event()
+    _HeldWrites.leases = []
+    dispatcher, sender, _sim = await _setup(engine, receiver.url, 1, lease_s=1,
+                                            poll_interval_s=30, claimer=_HeldWrites)
+    other = Outbox(engine)
+    dispatcher.start()
+    try:
+        await _until(lambda: _true(len(received) == 1))
+        (first_lease,) = _HeldWrites.leases
+
+        async def renewed_past_the_first() -> bool:
+            status, _token, lease = await _lease(engine)
+            return (time.time() > first_lease and status == "delivering"
+                    and lease is not None and lease > time.time())
+
+        await _until(renewed_past_the_first)
+        assert await other.claim(max_units=10, unit_rows=64, per_endpoint=8, lease_s=30) == []
+        _HeldWrites.writes.set()
+        await _until(lambda: _lease_is(engine, "succeeded"))
+        await _until(lambda: _idle(dispatcher))
+    finally:
+        _HeldWrites.writes.set()
+        await dispatcher.close()
+        await sender.close()
+        await receiver.close()
+        await asyncio.sleep(0.05)  # let the closed transports finish closing
+    assert received == [received[0]]
+
+
+class _StalledSender(Sender):
+    """A sender that stops (a frozen worker) after its unit checked the lease, before the
+    request is written, until ``go`` is set."""
+
+    entered = asyncio.Event()
+    go = asyncio.Event()
+
+    async def send(self, *args: Any, **kwargs: Any) -> Attempt:
+        self.entered.set()
+        await self.go.wait()
+        return await super().send(*args, **kwargs)
+
+
+async def test_a_send_whose_lease_ran_out_before_the_write_is_not_written(
+        engine: AsyncEngine) -> None:
+    """A worker stopped between its lease check and the write of a request, whose lease ran
+    out meanwhile and whose lane another worker took, does not write the request when it
+    resumes: it finds the lane taken, drops it unsent, and the other worker's claim stands."""
+    received: list[str] = []
+
+    async def record(request: Request) -> Reply:
+        received.append(request.headers["webhook-id"])
+        return Reply(204)
+
+    receiver = Receiver(record)
+    await receiver.start()
+    _StalledSender.entered, _StalledSender.go = asyncio.Event(), asyncio.Event()
+    dispatcher, sender, _sim = await _setup(engine, receiver.url, 1, lease_s=1,
+                                            poll_interval_s=30, sender_type=_StalledSender)
+    other = Outbox(engine)
+    dispatcher.start()
+    try:
+        await asyncio.wait_for(_StalledSender.entered.wait(), 20)
+        _status, _token, first_lease = await _lease(engine)
+        assert first_lease is not None
+        await _until(lambda: _true(time.time() > first_lease))
+        (taken,) = await other.claim(max_units=10, unit_rows=64, per_endpoint=8, lease_s=30)
+        _StalledSender.go.set()
+        await _until(lambda: _idle(dispatcher))
+        assert received == []
+        assert await _lease(engine) == ("delivering", taken.token, taken.lease_until)
+    finally:
+        _StalledSender.go.set()
+        await dispatcher.close()
+        await sender.close()
+        await receiver.close()
+        await asyncio.sleep(0.05)  # let the closed transports finish closing
+
+
+async def _true(value: bool) -> bool:
+    return value
+
+
+async def _lease_is(engine: AsyncEngine, status: str) -> bool:
+    return (await _lease(engine))[0] == status

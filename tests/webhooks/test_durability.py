@@ -17,6 +17,7 @@ ENV = {
     "RIDECAST_WEBHOOK_RETRY_SCHEDULE_S": "[0.5, 0.5, 0.5, 0.5, 0.5, 0.5, 0.5, 0.5, 0.5, 0.5,"
                                          " 0.5, 0.5, 0.5, 0.5, 0.5, 0.5, 0.5, 0.5, 0.5, 0.5]",
     "RIDECAST_WEBHOOK_LEASE_S": "1",
+    "RIDECAST_WEBHOOK_TIMEOUT_S": "0.5",  # a lease outlasts a request's time-out
 }
 BURST_MAX = 4000  # events the killed burst posts at most (50 per request, 5,000/s at most)
 

@@ -107,6 +107,10 @@ class Dispatcher:
         # they have waited a whole lease already.
         self._stale_due = True
         self._results: list[Result] = []
+        # Claim token -> the deliveries whose result waits in ``_results`` or in a cycle
+        # writing it; their unit keeps the lease until the write (``_keep_until_recorded``).
+        self._unrecorded: dict[str, set[int]] = {}
+        self._recorded = asyncio.Event()  # set (and replaced) after each write of results
         self._tasks: list[asyncio.Task[None]] = []
         self._units: set[asyncio.Task[None]] = set()
         self._unsubscribe: Callable[[], None] | None = None
@@ -211,6 +215,7 @@ class Dispatcher:
                 self._claim_due = True
                 raise
             _count_successes(batch)
+            self._written(batch)
             if want > 0:
                 self._stale_due = False
             new = 0
@@ -247,6 +252,17 @@ class Dispatcher:
         self._units.add(task)
         task.add_done_callback(self._units.discard)
 
+    def _written(self, batch: Sequence[Result]) -> None:
+        """``batch`` is in the store: its units need not keep their leases for it."""
+        for result in batch:
+            ids = self._unrecorded.get(result.token)
+            if ids is not None:
+                ids.discard(result.delivery_id)
+                if not ids:
+                    del self._unrecorded[result.token]
+        recorded, self._recorded = self._recorded, asyncio.Event()
+        recorded.set()
+
     def _hold(self, jobs: Sequence[Job]) -> None:
         for job in jobs:
             self._held[job.delivery_id] = job
@@ -270,7 +286,7 @@ class Dispatcher:
             while todo:
                 job = todo[0]
                 # Renew while enough of the lease is left for this send to finish in it.
-                if time.time() + policy.renew_margin_s > lease_until:
+                if time.time() + policy.renew_at_s > lease_until:
                     renewed = time.time() + policy.lease_s
                     if not await self._claimer.renew(
                         token, [j.delivery_id for j in todo], renewed
@@ -284,7 +300,14 @@ class Dispatcher:
                         break
                     lease_until = renewed
                 try:
-                    result = await self._attempt(job, deadline)
+                    # Written only while the lease outlasts the request (``send_lease_s``),
+                    # checked just before the write: a worker that was frozen, or slow,
+                    # since the renewal above renews again instead of sending late.
+                    result = await self._attempt(job, deadline,
+                                                 lease_until - policy.send_lease_s)
+                except _LeaseShort:
+                    lease_until = 0.0  # renew (or find the lane taken) before trying again
+                    continue
                 except Exception as exc:
                     # Not given back as due now (a delivery that crashes every time would
                     # spin): a failed attempt, retried on the schedule.
@@ -302,6 +325,11 @@ class Dispatcher:
                         asked = True
                         self._refill_wanted[token] = job.url
                         self.wake()
+        except BaseException:
+            ended = False
+            raise
+        else:
+            ended = True
         finally:
             # No await since the loop ended: rows given to this token from now on start a
             # task of their own (``_cycle``).
@@ -316,14 +344,41 @@ class Dispatcher:
                 self._finish(job, Result(job.delivery_id, RELEASE, job.attempt_count, now,
                                          None, token=job.token))
             self.wake()  # its slot (and lane) is free once the cycle records it
+        if ended:
+            await self._keep_until_recorded(token, lease_until)
+
+    async def _keep_until_recorded(self, token: str, lease_until: float) -> None:
+        """Keep the unit's lease until its results are written. A result waiting in the
+        write batch (a busy cycle, a claim that failed and is tried again) is still leased
+        in the store: were the lease to run out first, another worker, or this one, would
+        take the row and send it again, though it was answered."""
+        policy = self._policy
+        while self._unrecorded.get(token):
+            recorded = self._recorded
+            wait = lease_until - policy.renew_at_s - time.time()
+            if wait > 0:
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(recorded.wait(), wait)
+                continue
+            renewed = time.time() + policy.lease_s
+            try:
+                if not await self._claimer.keep(token, renewed):
+                    return  # written meanwhile, or the lease is lost: nothing left to keep
+            except Exception as exc:  # a store outage: the lease runs out (at least once)
+                log.debug("keeping the lease of unit %s failed: %s", token, exc)
+                return
+            lease_until = renewed
 
     def _finish(self, job: Job, result: Result) -> None:
         if self._held.pop(job.delivery_id, None) is None:
             return
         self._results.append(result)
+        if result.token:
+            self._unrecorded.setdefault(result.token, set()).add(result.delivery_id)
         self._wake.set()
 
-    async def _attempt(self, job: Job, deadline: Deadline | None = None) -> Result:
+    async def _attempt(self, job: Job, deadline: Deadline | None = None,
+                       start_by: float | None = None) -> Result:
         now = time.time()
         meta = await self._simulations.get(job.simulation_id)
         if meta is None:
@@ -347,7 +402,10 @@ class Dispatcher:
             # the simulation's waiting rows and the rest of this unit (one statement).
             await self._claimer.repoint(job.simulation_id, url, job.token)
             self._repointed[job.token] = url
-        attempt = await self._sender.send(url, job.msg_id, job.body, hook.secret, deadline)
+        attempt = await self._sender.send(url, job.msg_id, job.body, hook.secret, deadline,
+                                          start_by)
+        if attempt.not_sent:
+            raise _LeaseShort
         if attempt.error_class is None:  # a 2xx answer: the common case, no coroutine
             WEBHOOK_LATENCY.observe(attempt.latency_ms / 1000.0)
             self.delivered += 1
@@ -471,6 +529,10 @@ class Dispatcher:
         except Exception:
             log.exception("recording webhook state at shutdown failed (leases will expire)")
         self._results = []
+
+
+class _LeaseShort(Exception):
+    """A request was not written: its unit's lease would not outlast it (``_run_unit``)."""
 
 
 def _count_successes(recorded: Sequence[Result]) -> None:

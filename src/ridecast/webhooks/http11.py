@@ -52,6 +52,11 @@ class ConnectionLost(ConnectionError):
         self.partial = partial
 
 
+class NotSent(Exception):
+    """Raised when a request was not written because its ``start_by`` time had passed (the
+    sender's lease no longer outlasts the request; ``Pool.post``)."""
+
+
 class ConnectFailed(OSError):
     """Raised when no connection could be opened (``tls`` is True for a handshake failure)."""
 
@@ -259,14 +264,19 @@ class Pool:
         return conn
 
     async def post(
-        self, scheme: str, host: str, port: int, address: str, request: bytes, keep: int
+        self, scheme: str, host: str, port: int, address: str, request: bytes, keep: int,
+        start_by: float | None = None,
     ) -> Answer:
         """Send ``request`` (a complete HTTP/1.1 request) and read the answer.
 
         Keeps at most ``keep`` bytes of the answer's body. Time-outs are the caller's
         (``asyncio.timeout`` around the call); the connect time-out is the pool's.
+        ``start_by``: a wall-clock time (``time.time()``) after which the request must not be
+        written; checked immediately before each write, with no ``await`` between the check
+        and the write (``NotSent`` when it has passed).
         """
         key = (scheme, host, port, address)
+        _fence(start_by)
         conn = self._take(key)
         if conn is not None:
             try:
@@ -276,6 +286,11 @@ class Pool:
                 if exc.partial:
                     raise
         conn = await self._open(scheme, host, port, address)
+        try:
+            _fence(start_by)  # the connect took time: check again, just before the write
+        except NotSent:
+            self._give_back(key, conn)
+            raise
         return await self._exchange(key, conn, request, keep)
 
     async def _exchange(self, key: PoolKey, conn: _Conn, request: bytes, keep: int) -> Answer:
@@ -291,4 +306,9 @@ class Pool:
                 conn.close()
 
 
-__all__ = ["Answer", "ConnectFailed", "ConnectionLost", "Pool", "ProtocolError"]
+def _fence(start_by: float | None) -> None:
+    if start_by is not None and time.time() > start_by:
+        raise NotSent(f"not written: its start-by time passed {time.time() - start_by:.3f} s ago")
+
+
+__all__ = ["Answer", "ConnectFailed", "ConnectionLost", "NotSent", "Pool", "ProtocolError"]

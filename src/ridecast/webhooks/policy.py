@@ -88,10 +88,25 @@ class DeliveryPolicy:
         return max(1, min(64, self.max_in_memory // self.chunk_rows))
 
     @property
-    def renew_margin_s(self) -> float:
-        """A unit renews its lease when less than this is left: enough for two sends, and
-        never more than half the lease."""
-        return min(2 * self.timeout_s, self.lease_s / 2)
+    def send_margin_s(self) -> float:
+        """Lease time a send needs beyond its time-out: for a late timer on a busy event loop
+        and for clocks that differ between workers. A quarter of what the lease leaves over
+        the time-out, at most the time-out (``Settings`` keeps the lease above it)."""
+        return min(self.timeout_s, (self.lease_s - self.timeout_s) / 4)
+
+    @property
+    def send_lease_s(self) -> float:
+        """The lease a request needs left when its bytes are written (checked right before
+        the write, ``http11.Pool.post``): its time-out and the margin, so the request has
+        ended, answered or timed out, before the lease runs out."""
+        return self.timeout_s + self.send_margin_s
+
+    @property
+    def renew_at_s(self) -> float:
+        """A unit renews its lease when less than this is left, before a send (so the check
+        at the write rarely fails) and while its results wait to be written: one margin more
+        than a send needs. Below ``lease_s`` whenever the lease exceeds the time-out."""
+        return self.send_lease_s + self.send_margin_s
 
     @property
     def quiet_gap_s(self) -> float:

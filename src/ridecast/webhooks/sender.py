@@ -25,7 +25,7 @@ from ..events.signing import (
     signature,
 )
 from .deadline import Deadline
-from .http11 import ConnectFailed, Pool, ProtocolError
+from .http11 import ConnectFailed, NotSent, Pool, ProtocolError
 from .resolver import ResolveError, Resolver
 from .retry import ErrorClass, error_class_of_status, parse_retry_after
 from .targets import InvalidTarget, Target, TargetRefused
@@ -49,6 +49,8 @@ class Attempt:
     error: str | None = None
     response_body: str | None = None
     retry_after_s: float | None = None
+    # Not sent at all: ``start_by`` had passed when the request was to be written.
+    not_sent: bool = False
 
     @property
     def ok(self) -> bool:
@@ -78,12 +80,14 @@ class Sender:
 
     async def send(
         self, url: str, msg_id: str, body: bytes, secret: str | None,
-        deadline: Deadline | None = None,
+        deadline: Deadline | None = None, start_by: float | None = None,
     ) -> Attempt:
         """One attempt to deliver ``body`` to ``url``; never raises for a failed attempt.
 
         ``deadline``: the calling task's one timer for its requests (a dispatcher unit sends
         many one after the other); without it, an ``asyncio.timeout`` for this request.
+        ``start_by``: the request is written only until this wall-clock time, checked right
+        before the write (``http11.Pool.post``); later, the attempt comes back ``not_sent``.
         """
         started = time.time()
         t0 = time.perf_counter()
@@ -110,14 +114,14 @@ class Sender:
                 async with asyncio.timeout(self.timeout_s):
                     answer = await self._pool.post(
                         target.scheme, target.host, target.port, address_text, request,
-                        RESPONSE_BODY_LIMIT,
+                        RESPONSE_BODY_LIMIT, start_by,
                     )
             else:
                 deadline.start(self.timeout_s)
                 try:
                     answer = await self._pool.post(
                         target.scheme, target.host, target.port, address_text, request,
-                        RESPONSE_BODY_LIMIT,
+                        RESPONSE_BODY_LIMIT, start_by,
                     )
                 except asyncio.CancelledError:
                     if not deadline.expired():
@@ -125,6 +129,10 @@ class Sender:
                     raise TimeoutError from None
                 finally:
                     deadline.stop()
+        except NotSent as exc:
+            attempt = _failed(started, t0, ErrorClass.OTHER, str(exc))
+            attempt.not_sent = True
+            return attempt
         except TimeoutError:
             return _failed(started, t0, ErrorClass.TIMEOUT,
                            f"no complete answer within {self.timeout_s} s")
