@@ -11,6 +11,8 @@ from __future__ import annotations
 import sqlite3
 from typing import Any
 
+import pytest
+
 from tests.conftest import Server
 
 JSON = {"Content-Type": "application/json"}
@@ -143,3 +145,32 @@ def test_listings_stop_at_the_byte_budget(start_server: Any) -> None:
             assert [row["id"] for page in pages for row in page] == ids
             first = http.get(url).json()["meta"]
             assert first["truncated"] is True and first["next_offset"] == 2
+
+
+@pytest.mark.parametrize("store", ["sqlite", "postgresql"])
+def test_the_budget_counts_bytes_not_characters(
+    start_server: Any, store: str, request: pytest.FixtureRequest,
+) -> None:
+    """Rows of 60,000 three-byte characters (180 kB each in the response) under a 400 kB
+    budget, on both stores: no page of more than one row passes the budget in bytes (the
+    budget counts stored characters, which must never be fewer than the bytes sent), and
+    next_offset reaches every row in order."""
+    budget = 400_000
+    url_kw = {} if store == "sqlite" else {"database_url": request.getfixturevalue("pg_url")}
+    server: Server = start_server({"RIDECAST_MAX_PAGE_BYTES": str(budget)}, **url_kw)
+    owner = server.create_user()
+    big = {"blob": "€" * 60_000}
+    sims = [server.create_simulation(owner, big) for _ in range(5)]
+    tpls = [_template(server, owner, big) for _ in range(5)]
+    with server.client(owner) as http:
+        for url, ids in (("/api/v2/simulation", sims), ("/api/v2/simulation_template", tpls)):
+            offset: int | None = 0
+            seen: list[int] = []
+            while offset is not None:
+                page = http.get(url, params={"offset": offset, "limit": 100})
+                rows = page.json()["objects"]
+                assert len(rows) == 1 or len(page.content) <= budget, (url, len(page.content))
+                seen += [row["id"] for row in rows]
+                offset = page.json()["meta"]["next_offset"]
+                assert len(seen) <= len(ids)
+            assert seen == ids, url

@@ -96,7 +96,10 @@ ROW_OVERHEAD = 400
 
 
 def _size(table: Any) -> Any:
-    """The stored size of a row's name and data, in characters (a byte each in ASCII)."""
+    """The stored size of a row's name and data, in characters: at least the data's bytes
+    in a response, since the data is stored as ASCII JSON (a non-ASCII character as a
+    six-character escape, for at most four bytes sent); a name (200 characters at most)
+    can be up to 600 bytes more than counted, within ``ROW_OVERHEAD``."""
     return func.length(table.c.name) + func.length(cast(table.c.data, Text))
 
 
