@@ -1,4 +1,4 @@
-"""Reference servers for bench/ingest.py, run as ``python bench/_ingest_refs.py KIND PORT [DB]``.
+"""Reference servers for bench/ingest.py: ``python bench/_ingest_refs.py KIND PORT [DB [POOL]]``.
 
 * ``wire``: no framework at all, a bare asyncio protocol (uvloop's, as uvicorn picks it)
   that answers every complete request with a fixed 201: what the load generator can drive
@@ -7,9 +7,11 @@
   most any ASGI ingest endpoint can do on this machine;
 * ``naive``: what a first version would do — parse with json, insert with aiosqlite and
   commit once per request (one fsync each), on the same WAL SQLite settings;
-* ``naive-pg``: the same on PostgreSQL (``DB`` is a ``postgresql://`` URL): asyncpg with its
-  default pool, each request's INSERTs in a transaction of their own, committed (with
-  PostgreSQL's default ``synchronous_commit``, one WAL flush each).
+* ``naive-pg``: the same on PostgreSQL (``DB`` is a ``postgresql://`` URL, ``POOL`` the
+  pool's size: the bench gives one connection per client connection, so that no request
+  waits for the pool): asyncpg, each request's INSERTs in a transaction of their own,
+  committed (with PostgreSQL's default ``synchronous_commit``, one WAL flush each, which
+  PostgreSQL may share between commits that arrive together).
 """
 
 from __future__ import annotations
@@ -68,14 +70,14 @@ def naive_app(db_path: str) -> Starlette:
     return Starlette(routes=[Route("/ingest", ingest, methods=["POST"])], lifespan=lifespan)
 
 
-def naive_pg_app(url: str) -> Starlette:
+def naive_pg_app(url: str, pool_size: int) -> Starlette:
     import asyncpg
 
     state: dict[str, Any] = {}
 
     @contextlib.asynccontextmanager
     async def lifespan(_app: Starlette) -> AsyncIterator[None]:
-        pool = await asyncpg.create_pool(url)
+        pool = await asyncpg.create_pool(url, min_size=pool_size, max_size=pool_size)
         async with pool.acquire() as conn:
             await conn.execute("CREATE TABLE IF NOT EXISTS naive_events (id BIGSERIAL PRIMARY "
                                "KEY, simulation_id INT, message_type TEXT, body BYTEA)")
@@ -151,6 +153,6 @@ if __name__ == "__main__":
         serve_wire(port)
         sys.exit(0)
     apps = {"ceiling": ceiling_app, "naive": lambda: naive_app(sys.argv[3]),
-            "naive-pg": lambda: naive_pg_app(sys.argv[3])}
+            "naive-pg": lambda: naive_pg_app(sys.argv[3], int(sys.argv[4]))}
     uvicorn.run(apps[kind](), host="127.0.0.1", port=port, log_level="warning",
                 access_log=False)

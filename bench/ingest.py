@@ -15,8 +15,11 @@ CPU per request. The contenders:
 * ceiling: a bare ASGI endpoint (Starlette on uvicorn) that only reads the body;
 * naive: json + aiosqlite with one commit per request (what group commit replaces);
 * ridecast on SQLite;
-* with ``--postgres``: naive-pg (json + asyncpg, one transaction per request) and ridecast on
-  PostgreSQL, in a fresh database of that server (dropped after).
+* with ``--postgres``: naive-pg (json + asyncpg, one transaction per request, a pool of one
+  connection per client connection) and ridecast on PostgreSQL, in a fresh database of that
+  server (dropped after);
+* with ``--base-src``: base (and base-pg), ridecast from another source tree, for an A/B of
+  a change in the same run.
 
 For ridecast, the mean number of events per group commit in the scenario is printed too
 (from its ``/metrics``: ``ridecast_eventlog_events_total`` over ``..._commits_total``).
@@ -74,8 +77,11 @@ def create_user_and_sim(db_url: str, port: int) -> tuple[str, str, int]:
     return "bench", key, int(sim)
 
 
-# (ridecast contender, its naive reference) for the ratio lines.
-PAIRS = [("ridecast", "naive"), ("ridecast-pg", "naive-pg")]
+# The contenders that are ridecast (``base``: ``--base-src``), and (ridecast contender, its
+# reference) for the ratio lines.
+OURS = {"ridecast", "ridecast-pg", "base", "base-pg"}
+PAIRS = [("ridecast", "naive"), ("ridecast-pg", "naive-pg"), ("base", "naive"),
+         ("base-pg", "naive-pg"), ("ridecast", "base"), ("ridecast-pg", "base-pg")]
 
 
 def main() -> None:
@@ -89,6 +95,10 @@ def main() -> None:
                         "database, dropped after); '' to skip")
     parser.add_argument("--generator", choices=("auto", "wrk", "python"), default="auto",
                         help="the load generator (auto: wrk when installed)")
+    parser.add_argument("--base-src", default="",
+                        help="a ridecast source tree (its src/ directory) to measure as "
+                        "'base', beside this one in the same run (for an A/B of a change): "
+                        "on SQLite, and on PostgreSQL too with --postgres")
     args = parser.parse_args()
     pg_db = f"ridecast_bench_{os.getpid()}"
     pg_url = create_pg_database(args.postgres, pg_db) if args.postgres else None
@@ -111,25 +121,37 @@ def main() -> None:
     contender("ceiling", [str(refs), "ceiling", "PORT"])
     contender("naive", [str(refs), "naive", "PORT", str(tmp / "naive.db")])
     contender("ridecast", [*serve, "PORT"], env)
+    base_env = {**env, "PYTHONPATH": args.base_src,
+                "RIDECAST_DATABASE_URL": f"sqlite+aiosqlite:///{tmp / 'base.db'}"}
+    if args.base_src:
+        contender("base", [*serve, "PORT"], base_env)
     if pg_url is not None:
         plain_pg = pg_url.replace("postgresql+asyncpg://", "postgresql://", 1)
-        contender("naive-pg", [str(refs), "naive-pg", "PORT", plain_pg])
+        contender("naive-pg", [str(refs), "naive-pg", "PORT", plain_pg,
+                               str(args.connections)])
         contender("ridecast-pg", [*serve, "PORT"], {**env, "RIDECAST_DATABASE_URL": pg_url})
+        if args.base_src:
+            base_pg = create_pg_database(args.postgres, f"{pg_db}_base")
+            assert base_pg is not None
+            contender("base-pg", [*serve, "PORT"], {**base_env, "RIDECAST_DATABASE_URL": base_pg})
     procs = {name: spawn(command, env=env_for, cwd=str(tmp))
              for name, (command, env_for) in commands.items()}
     try:
         for name in procs:
             try:
-                wait_http(ports[name], "/healthz" if name.startswith("ridecast") else "/")
+                wait_http(ports[name], "/healthz" if name in OURS else "/")
             except RuntimeError as exc:
                 raise RuntimeError(f"{name}: {exc}") from None
         user, key, sim = create_user_and_sim(db_url, ports["ridecast"])
         targets = {"ridecast": (f"/api/v2/simulation/{sim}/events",
                                 {"Authorization": basic_auth(user, key)})}
-        if pg_url is not None:
-            pg_user, pg_key, pg_sim = create_user_and_sim(pg_url, ports["ridecast-pg"])
-            targets["ridecast-pg"] = (f"/api/v2/simulation/{pg_sim}/events",
-                                      {"Authorization": basic_auth(pg_user, pg_key)})
+        for name in set(procs) & OURS - {"ridecast"}:
+            env_for = commands[name][1]
+            assert env_for is not None
+            their_user, their_key, their_sim = create_user_and_sim(
+                env_for["RIDECAST_DATABASE_URL"], ports[name])
+            targets[name] = (f"/api/v2/simulation/{their_sim}/events",
+                             {"Authorization": basic_auth(their_user, their_key)})
         examples = all_examples(sim)
         generator = _loadgen.tool(args.generator)
         print(f"ingest bench: {args.connections} keep-alive connections, one request in flight "
@@ -144,7 +166,7 @@ def main() -> None:
             for name in procs:
                 path, headers = targets.get(name, ("/ingest", {}))
                 cpu_before = cpu_seconds(procs[name].pid)
-                ours = name.startswith("ridecast")
+                ours = name in OURS
                 commits_before = commit_counts(ports[name]) if ours else (0.0, 0.0)
                 result = _loadgen.run(ports[name], path, body, headers,
                                       connections=args.connections, seconds=args.seconds,
@@ -183,6 +205,7 @@ def main() -> None:
             proc.wait(timeout=15)
         if pg_url is not None:
             drop_pg_database(args.postgres, pg_db)
+            drop_pg_database(args.postgres, f"{pg_db}_base")
 
 
 if __name__ == "__main__":
