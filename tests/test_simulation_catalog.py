@@ -1,9 +1,13 @@
-"""The simulation catalog is bounded (LRU) and expires entries (TTL) even without a bus notice."""
+"""The simulation catalog is bounded (LRU) and expires entries (TTL) even without a bus notice;
+concurrent misses share one store read, and a used entry is read again before it expires."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+import asyncio
+import time
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -12,7 +16,7 @@ from ridecast.bus.base import Bus
 from ridecast.simulations import SimulationCatalog
 from ridecast.store.accounts import AccountStore
 from ridecast.store.engine import create_engine, upgrade
-from ridecast.store.simulations import SimulationStore
+from ridecast.store.simulations import SimulationRecord, SimulationStore
 
 
 class _Clock:
@@ -79,4 +83,92 @@ async def test_the_least_recently_used_entry_goes_first(
     assert await catalog.get(9002) is None  # evicts 9001, keeps first
     await store.delete(first.id)  # no notice published: the cached entry still answers
     assert await catalog.get(first.id) is not None
+    catalog.close()
+
+
+class _CountingStore(SimulationStore):
+    """The real store, counting its reads of one simulation."""
+
+    reads = 0
+
+    async def get(self, simulation_id: int) -> SimulationRecord | None:
+        self.reads += 1
+        return await super().get(simulation_id)
+
+
+async def _until(condition: Callable[[], bool]) -> None:
+    deadline = time.monotonic() + 5.0
+    while not condition():
+        assert time.monotonic() < deadline, "condition not met in time"
+        await asyncio.sleep(0.005)
+
+
+async def test_concurrent_misses_share_one_store_read(
+    parts: tuple[SimulationStore, AccountStore, Bus], tmp_path: Path,
+) -> None:
+    """32 connections posting to a simulation whose entry just expired read the store once."""
+    store, accounts, bus = parts
+    owner, _ = await accounts.create_user("ada", "acme")
+    record = await store.create(owner, "sim", {}, None)
+    counting = _CountingStore(store._engine)
+    catalog = SimulationCatalog(counting, bus, max_size=8, ttl_s=5.0)
+    metas = await asyncio.gather(*(catalog.get(record.id) for _ in range(32)))
+    assert {meta.id if meta else None for meta in metas} == {record.id}
+    assert counting.reads == 1
+    catalog.close()
+
+
+async def test_an_entry_in_the_second_half_of_its_life_is_read_again_in_the_background(
+    parts: tuple[SimulationStore, AccountStore, Bus],
+) -> None:
+    store, accounts, bus = parts
+    owner, _ = await accounts.create_user("ada", "acme")
+    record = await store.create(owner, "sim", {}, None)
+    clock = _Clock()
+    catalog = SimulationCatalog(store, bus, max_size=8, ttl_s=5.0, clock=clock)
+    assert await catalog.get(record.id) is not None
+    await store.delete(record.id)  # behind the catalog's back: no notice
+    clock.now += 2.0
+    assert catalog.cached(record.id) is not None  # young: no read
+    await asyncio.sleep(0.05)
+    assert catalog.cached(record.id) is not None
+    clock.now += 1.0  # past half its life: still answered, and read again meanwhile
+    assert catalog.cached(record.id) is not None
+    await _until(lambda: catalog.cached(record.id) is None)
+    assert await catalog.get(record.id) is None  # the read cached "does not exist"
+    catalog.close()
+
+
+class _HeldStore(SimulationStore):
+    """The real store; its first read answers only once ``release`` is set."""
+
+    def __init__(self, *args: Any) -> None:
+        super().__init__(*args)
+        self.read_done = asyncio.Event()
+        self.release = asyncio.Event()
+
+    async def get(self, simulation_id: int) -> SimulationRecord | None:
+        record = await super().get(simulation_id)
+        if not self.read_done.is_set():
+            self.read_done.set()
+            await self.release.wait()
+        return record
+
+
+async def test_a_read_that_started_before_a_change_notice_is_not_joined(
+    parts: tuple[SimulationStore, AccountStore, Bus],
+) -> None:
+    store, accounts, bus = parts
+    owner, _ = await accounts.create_user("ada", "acme")
+    record = await store.create(owner, "sim", {}, None)
+    held = _HeldStore(store._engine)
+    catalog = SimulationCatalog(held, bus, max_size=8, ttl_s=5.0)
+    before = asyncio.ensure_future(catalog.get(record.id))
+    await asyncio.wait_for(held.read_done.wait(), 5)  # it has read the live simulation
+    await store.delete(record.id)
+    catalog.forget(record.id)  # the change notice
+    assert await catalog.get(record.id) is None  # a read of its own, not the held one
+    held.release.set()
+    assert (await before) is not None
+    assert await catalog.get(record.id) is None  # the older read did not fill the cache
     catalog.close()

@@ -113,8 +113,10 @@ async def _start(
     catalog = SimulationCatalog(sim_store, bus, max_size=settings.simulation_cache_size,
                                 ttl_s=settings.simulation_cache_ttl_s)
     stack.callback(catalog.close)
+    stack.push_async_callback(catalog.cancel_reads)
     simulations_service = SimulationService(sim_store, bus, catalog)
     accounts = AccountStore(engine)
+    stack.push_async_callback(accounts.cancel_checks)
     revocations = RevocationWatcher(accounts, interval_s=settings.revocation_poll_s)
     stack.push_async_callback(revocations.close)
     await revocations.start()

@@ -5,10 +5,18 @@ dropped when the bus says it changed. The bus is not the only guarantee: entries
 ``ttl_s`` (RIDECAST_SIMULATION_CACHE_TTL_S), and at most ``max_size`` entries are kept
 (RIDECAST_SIMULATION_CACHE_SIZE, least recently used dropped first), so caching "does not
 exist" for many ids cannot grow memory without bound.
+
+Concurrent misses of one id share one store read, and an entry used in the second half of its
+life is read again in the background (one read per id at a time): a simulation that receives
+events steadily keeps a fresh entry, instead of every connection posting to it missing at
+once when the entry expires and reading the store each.
 """
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+import logging
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
@@ -17,6 +25,8 @@ from dataclasses import dataclass
 from ..bus import Bus, BusMessage, SimulationChanged
 from ..events.webhook_settings import WebhookSettings, webhook_settings
 from ..store.simulations import SimulationRecord, SimulationStore
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True, slots=True)
@@ -38,6 +48,12 @@ def _meta(record: SimulationRecord) -> SimulationMeta:
         webhook=webhook_settings(record.data),
         webhook_disabled=record.webhook_disabled_at is not None,
     )
+
+
+def _retrieved(task: asyncio.Task[SimulationMeta | None]) -> None:
+    """A background read's outcome is in the cache; its error is only worth a debug line."""
+    if not task.cancelled() and task.exception() is not None:
+        log.debug("background read of a simulation failed: %r", task.exception())
 
 
 class SimulationCatalog:
@@ -62,6 +78,8 @@ class SimulationCatalog:
         self._cache: OrderedDict[int, tuple[SimulationMeta | None, float]] = OrderedDict()
         # Bumped on every change notice: a read that raced with a change is not cached.
         self._generation = 0
+        # Store reads running now, by id, with the generation they started in.
+        self._reading: dict[int, tuple[asyncio.Task[SimulationMeta | None], int]] = {}
         self._unsubscribe = bus.subscribe(self._on_bus)
 
     def _on_bus(self, messages: Sequence[BusMessage]) -> None:
@@ -76,11 +94,19 @@ class SimulationCatalog:
 
     def cached(self, simulation_id: int) -> SimulationMeta | None:
         """The simulation's meta when a live cache entry holds it, else None (a miss, an
-        expired entry or a cached "does not exist"): ``lookup`` without I/O."""
+        expired entry or a cached "does not exist"): ``lookup`` without I/O. An entry in the
+        second half of its life is read again in the background."""
         entry = self._cache.get(simulation_id)
-        if entry is None or entry[0] is None or entry[1] <= self._clock():
+        if entry is None or entry[0] is None:
+            return None
+        left = entry[1] - self._clock()
+        if left <= 0:
             return None
         self._cache.move_to_end(simulation_id)
+        if left <= self._ttl_s / 2 and simulation_id not in self._reading:
+            # Outside an event loop (RuntimeError) the entry just ages out.
+            with contextlib.suppress(RuntimeError):
+                self._read(simulation_id).add_done_callback(_retrieved)
         return entry[0]
 
     async def get(self, simulation_id: int) -> SimulationMeta | None:
@@ -95,15 +121,45 @@ class SimulationCatalog:
                 self._cache.move_to_end(simulation_id)
                 return entry[0], True
             del self._cache[simulation_id]
+        reading = self._reading.get(simulation_id)
+        # A read that started before a change notice may hold what changed: not joined.
+        read = (reading[0] if reading is not None and reading[1] == self._generation
+                else self._read(simulation_id))
+        # Shielded: a caller that goes away does not cancel the read the others wait for.
+        return await asyncio.shield(read), False
+
+    def _read(self, simulation_id: int) -> asyncio.Task[SimulationMeta | None]:
+        """Start a store read of the simulation; it fills the cache unless a change notice
+        came meanwhile (raises RuntimeError outside an event loop)."""
         generation = self._generation
-        record = await self._store.get(simulation_id)
-        meta = _meta(record) if record else None
-        if self._generation == generation:
-            self._cache[simulation_id] = (meta, self._clock() + self._ttl_s)
-            self._cache.move_to_end(simulation_id)
-            while len(self._cache) > self._max_size:
-                self._cache.popitem(last=False)
-        return meta, False
+
+        async def read() -> SimulationMeta | None:
+            record = await self._store.get(simulation_id)
+            meta = _meta(record) if record else None
+            if self._generation == generation:
+                self._cache[simulation_id] = (meta, self._clock() + self._ttl_s)
+                self._cache.move_to_end(simulation_id)
+                while len(self._cache) > self._max_size:
+                    self._cache.popitem(last=False)
+            return meta
+
+        task = asyncio.get_running_loop().create_task(read())
+        self._reading[simulation_id] = (task, generation)
+
+        def done(_task: asyncio.Task[SimulationMeta | None]) -> None:
+            if self._reading.get(simulation_id, (None, 0))[0] is task:
+                del self._reading[simulation_id]
+
+        task.add_done_callback(done)
+        return task
+
+    async def cancel_reads(self) -> None:
+        """Cancel the store reads still running, and wait for them (before the engine that
+        they read closes)."""
+        tasks = [task for task, _generation in self._reading.values()]
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
 
     def __len__(self) -> int:
         """Entries held now (at most ``max_size``)."""

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import hmac
+import logging
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 from sqlalchemy import insert, or_, select, update
@@ -16,6 +19,18 @@ from ..auth.secrets import display_prefix, hash_secret, new_api_key, new_token
 from ..auth.visibility import Principal
 from ..errors import Conflict, NotFound, Unauthorized
 from .tables import api_keys, auth_state, organisations, tokens, users
+
+log = logging.getLogger(__name__)
+
+
+# An entry of the credential cache: (key hash, user name or None).
+_CacheKey = tuple[str, str | None]
+
+
+def _retrieved(task: asyncio.Task[Principal]) -> None:
+    """A background check's outcome is in the cache; its error is only worth a debug line."""
+    if not task.cancelled() and task.exception() is not None:
+        log.debug("background credential check failed: %r", task.exception())
 
 
 @dataclass(frozen=True, slots=True)
@@ -52,7 +67,11 @@ class KeyInfo:
 AUTH_CACHE_S = 5.0
 """How long a successful credential check is reused in a process. A revocation clears the
 cache at once in the process that revoked, and in every other process as soon as it sees
-the revocation epoch move (``RIDECAST_REVOCATION_POLL_S``)."""
+the revocation epoch move (``RIDECAST_REVOCATION_POLL_S``).
+
+An entry past half that age is checked again in the background when it is used (one check per
+credential at a time), so that a steady producer keeps finding a fresh entry instead of all
+its connections missing together every few seconds and queueing a store read each."""
 
 LAST_USE_EVERY_S = 60.0
 """A key's ``last_used_at`` is written at most this often per process (a write per request
@@ -62,15 +81,23 @@ would compete with the event log for the database)."""
 class AccountStore:
     """Creates users and keys, checks credentials, issues and checks tokens."""
 
-    def __init__(self, engine: AsyncEngine) -> None:
+    def __init__(self, engine: AsyncEngine, *,
+                 clock: Callable[[], float] = time.monotonic) -> None:
         self._engine = engine
+        self._clock = clock  # ages the credential cache's entries
         # (key hash, user name or None) -> (principal, checked at); saves a query per request.
-        self._auth_cache: dict[tuple[str, str | None], tuple[Principal, float]] = {}
+        self._auth_cache: dict[_CacheKey, tuple[Principal, float]] = {}
+        # The credential checks running now, by cache key, with the generation they started
+        # in: concurrent misses share one.
+        self._checking: dict[_CacheKey, tuple[asyncio.Task[Principal], int]] = {}
+        # Bumped by every clear: a check that started before it does not fill the cache.
+        self._generation = 0
         self._last_use_written: dict[int, float] = {}
 
     def clear_cache(self) -> None:
         """Forget every cached credential check (a revocation happened somewhere)."""
         self._auth_cache.clear()
+        self._generation += 1
 
     @staticmethod
     async def _bump_epoch(conn: AsyncConnection) -> None:
@@ -171,7 +198,7 @@ class AccountStore:
 
     async def revoke_user(self, name: str) -> None:
         """Revoke a user: its keys, tokens and open streams stop working at once."""
-        self._auth_cache.clear()
+        self.clear_cache()
         now = time.time()
         async with self._engine.begin() as conn:
             user_id = await self._user_id(conn, name)
@@ -191,7 +218,7 @@ class AccountStore:
 
         The user and its other keys keep working.
         """
-        self._auth_cache.clear()
+        self.clear_cache()
         now = time.time()
         async with self._engine.begin() as conn:
             user_id = await self._user_id(conn, name)
@@ -256,27 +283,71 @@ class AccountStore:
 
     def cached_principal(self, creds: ApiCredentials) -> Principal | None:
         """``authenticate``'s answer when its cache holds a fresh one, else None, without
-        I/O: the same cache (keyed by the key's hash, emptied by every revocation)."""
-        cached = self._auth_cache.get(
-            (hash_secret(creds.api_key),
-             creds.username if isinstance(creds, BasicCredentials) else None))
-        if cached is not None and time.monotonic() - cached[1] < AUTH_CACHE_S:
-            return cached[0]
-        return None
+        I/O: the same cache (keyed by the key's hash, emptied by every revocation). An entry
+        past half of ``AUTH_CACHE_S`` is checked again in the background (see there)."""
+        cache_key = (hash_secret(creds.api_key),
+                     creds.username if isinstance(creds, BasicCredentials) else None)
+        cached = self._auth_cache.get(cache_key)
+        if cached is None:
+            return None
+        age = self._clock() - cached[1]
+        if age >= AUTH_CACHE_S:
+            return None
+        if age >= AUTH_CACHE_S / 2 and cache_key not in self._checking:
+            # Outside an event loop (RuntimeError) the entry just ages out.
+            with contextlib.suppress(RuntimeError):
+                self._check(cache_key, creds).add_done_callback(_retrieved)
+        return cached[0]
 
     async def authenticate(self, creds: ApiCredentials) -> Principal:
         """The user whose API key ``creds`` carries; raises ``Unauthorized``."""
         cached = self.cached_principal(creds)
         if cached is not None:
             return cached
-        key_hash = hash_secret(creds.api_key)
-        cache_key = (key_hash, creds.username if isinstance(creds, BasicCredentials) else None)
-        now = time.monotonic()
-        principal = await self._authenticate(creds, key_hash)
-        if len(self._auth_cache) > 10_000:
-            self._auth_cache.clear()
-        self._auth_cache[cache_key] = (principal, now)
-        return principal
+        cache_key = (hash_secret(creds.api_key),
+                     creds.username if isinstance(creds, BasicCredentials) else None)
+        checking = self._checking.get(cache_key)
+        # A check that started before a revocation may have read what it revoked: not joined.
+        check = (checking[0] if checking is not None and checking[1] == self._generation
+                 else self._check(cache_key, creds))
+        # Shielded: a caller that goes away does not cancel the check the others wait for.
+        return await asyncio.shield(check)
+
+    def _check(self, cache_key: _CacheKey, creds: ApiCredentials) -> asyncio.Task[Principal]:
+        """Start the store's check of ``creds``; it caches its answer unless the cache was
+        cleared meanwhile (raises RuntimeError outside an event loop)."""
+        generation = self._generation
+        started = self._clock()
+
+        async def check() -> Principal:
+            try:
+                principal = await self._authenticate(creds, cache_key[0])
+            except Unauthorized:
+                self._auth_cache.pop(cache_key, None)
+                raise
+            if self._generation == generation:
+                if len(self._auth_cache) > 10_000:
+                    self._auth_cache.clear()
+                self._auth_cache[cache_key] = (principal, started)
+            return principal
+
+        task = asyncio.get_running_loop().create_task(check())
+        self._checking[cache_key] = (task, generation)
+
+        def done(_task: asyncio.Task[Principal]) -> None:
+            if self._checking.get(cache_key, (None, 0))[0] is task:
+                del self._checking[cache_key]
+
+        task.add_done_callback(done)
+        return task
+
+    async def cancel_checks(self) -> None:
+        """Cancel the credential checks still running, and wait for them (before the engine
+        that they read closes)."""
+        tasks = [task for task, _generation in self._checking.values()]
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
 
     async def _authenticate(self, creds: ApiCredentials, key_hash: str) -> Principal:
         query = (
