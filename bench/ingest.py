@@ -155,7 +155,7 @@ def main() -> None:
         examples = all_examples(sim)
         generator = _loadgen.tool(args.generator)
         print(f"ingest bench: {args.connections} keep-alive connections, one request in flight "
-              f"on each, {args.seconds:.0f} s per contender, generator {generator} in its own "
+              f"on each, {args.seconds:g} s per contender, generator {generator} in its own "
               f"process; {os.cpu_count()} cores shared by the servers and the generator; "
               f"load average {' '.join(f'{x:.2f}' for x in os.getloadavg())} at the start")
         for batch in (1, 100):
@@ -189,7 +189,7 @@ def main() -> None:
             print(f"  generator: wire / fastest other contender = "
                   f"{results['wire'].rps / fastest:.2f} (requests/s)")
             for ours, naive in PAIRS:
-                if ours in results:
+                if ours in results and naive in results:
                     mine, theirs = results[ours], results[naive]
                     print(f"  {ours} / {naive} = {mine.rps / theirs.rps:.2f}   "
                           f"p50 {mine.p50_ms:.2f} vs {theirs.p50_ms:.2f} ms   "
