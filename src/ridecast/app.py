@@ -95,7 +95,10 @@ async def _start(
 ) -> Runtime:
     await upgrade(settings.database_url)
     engine = create_engine(settings.database_url,
-                           outage_log_interval_s=settings.outage_log_interval_s)
+                           outage_log_interval_s=settings.outage_log_interval_s,
+                           pool_size=settings.database_pool_size,
+                           pool_overflow=settings.database_pool_overflow,
+                           pool_timeout_s=settings.database_pool_timeout_s)
     stack.push_async_callback(engine.dispose)
     bus = create_bus(settings.bus_url, prefix=settings.bus_prefix,
                      maxlen=settings.bus_stream_maxlen,

@@ -25,6 +25,19 @@ class Settings(BaseSettings):
         description="SQLAlchemy async URL of the event log and accounts store "
         "(sqlite+aiosqlite:///path or postgresql+asyncpg://...).",
     )
+    database_pool_size: int = Field(
+        5, ge=1, le=1000, description="Connections to the store each process keeps open "
+        "for requests and workers (the event log's writer has its own).",
+    )
+    database_pool_overflow: int = Field(
+        10, ge=0, le=1000, description="Connections opened beyond RIDECAST_DATABASE_POOL_SIZE "
+        "at busy times, and closed again when returned.",
+    )
+    database_pool_timeout_s: float = Field(
+        10.0, gt=0, le=300, description="Longest a request waits for a store connection "
+        "when all of them are in use; then it answers 503 service_unavailable with "
+        "Retry-After.",
+    )
     bus_url: str = Field(
         "memory://",
         description="Event bus between processes: memory:// (one process) or redis://host:port/db.",

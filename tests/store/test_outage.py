@@ -16,6 +16,7 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
+import asyncpg
 import httpx
 import pytest
 
@@ -117,6 +118,61 @@ def test_health_says_unavailable_without_the_drivers_words(pg_server: Server) ->
         assert time.monotonic() < deadline, "/healthz did not recover"
         time.sleep(0.1)
     assert httpx.get(f"{srv.base_url}/healthz", timeout=10).json()["status"] == "ok"
+
+
+def test_a_busy_pool_answers_503_not_500(tmp_path: Path, pg_url: str) -> None:
+    """One store connection per process, held by a query that waits for a table lock taken
+    from outside: a request that needs a connection waits RIDECAST_DATABASE_POOL_TIMEOUT_S
+    and gets 503 service_unavailable with Retry-After (it was a 500 after 30 s); once the
+    lock is released the node serves again, and nothing answered 500."""
+    srv = launch_server(tmp_path, {"RIDECAST_DATABASE_POOL_SIZE": "1",
+                                   "RIDECAST_DATABASE_POOL_OVERFLOW": "0",
+                                   "RIDECAST_DATABASE_POOL_TIMEOUT_S": "0.5"},
+                        database_url=pg_url)
+    user: User = srv.create_user()
+    srv.create_simulation(user)
+
+    async def scenario() -> None:
+        admin = await asyncpg.connect(pg_url.replace("postgresql+asyncpg", "postgresql"))
+        try:
+            with srv.client(user) as http, srv.client(user) as other:
+                lock = admin.transaction()
+                await lock.start()
+                await admin.execute("LOCK TABLE simulations IN ACCESS EXCLUSIVE MODE")
+                blocked = asyncio.ensure_future(asyncio.to_thread(
+                    http.get, "/api/v2/simulation", timeout=60))
+                await _a_query_waits_on_the_lock(admin)
+                _assert_unavailable(await asyncio.to_thread(
+                    other.get, "/api/v2/simulation", timeout=30))
+                await lock.rollback()
+                first = await asyncio.wait_for(blocked, 60)
+                assert first.status_code in (200, 503), first.text
+        finally:
+            await admin.close()
+        with srv.client(user) as http:
+            deadline = time.monotonic() + 30
+            while http.get("/api/v2/simulation").status_code != 200:
+                assert time.monotonic() < deadline, "the node did not serve again"
+                await asyncio.sleep(0.1)
+
+    try:
+        asyncio.run(scenario())
+        assert "every connection to the store was in use" in srv.logs()
+        assert "internal_error" not in srv.logs()
+        assert "unhandled error" not in srv.logs()
+    finally:
+        srv.stop()
+
+
+async def _a_query_waits_on_the_lock(admin: asyncpg.Connection) -> None:
+    """Until one of the node's queries (the listing's, or a background task's that took the
+    connection first) waits for the lock: the node's only connection is then held."""
+    deadline = time.monotonic() + 30
+    while not await admin.fetchval(
+            "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() "
+            "AND pid <> pg_backend_pid() AND wait_event_type = 'Lock'"):
+        assert time.monotonic() < deadline, "no query of the node came to wait on the lock"
+        await asyncio.sleep(0.02)
 
 
 def test_terminated_connections_never_give_a_500(pg_server: Server) -> None:

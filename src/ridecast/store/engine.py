@@ -4,15 +4,20 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from pathlib import Path
 from typing import Any
 
 from sqlalchemy import event
 from sqlalchemy.engine import make_url
+from sqlalchemy.exc import TimeoutError as PoolTimeout
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
-from sqlalchemy.pool import PoolResetState
+from sqlalchemy.pool import AsyncAdaptedQueuePool, ConnectionPoolEntry, PoolResetState
 
+from ..errors import ServiceUnavailable
 from . import outage
+
+log = logging.getLogger(__name__)
 
 MIGRATIONS_DIR = Path(__file__).parent / "migrations"
 
@@ -21,7 +26,35 @@ def is_sqlite(url: str) -> bool:
     return make_url(url).get_backend_name() == "sqlite"
 
 
-def create_engine(url: str, *, outage_log_interval_s: float = 30.0) -> AsyncEngine:
+class BoundedWaitPool(AsyncAdaptedQueuePool):
+    """SQLAlchemy's pool, except that a checkout that waited its whole ``timeout`` for a
+    connection (every one in use) raises ``ServiceUnavailable``: a 503 with
+    ``Retry-After``, not a 500, for a store that is busy rather than broken."""
+
+    def _do_get(self) -> ConnectionPoolEntry:
+        try:
+            return super()._do_get()
+        except PoolTimeout as exc:
+            now = time.monotonic()
+            if now - _last_pool_warning[0] >= POOL_WARNING_INTERVAL_S:
+                _last_pool_warning[0] = now
+                log.warning("every connection to the store was in use for %.1f s "
+                            "(RIDECAST_DATABASE_POOL_SIZE %d + RIDECAST_DATABASE_POOL_OVERFLOW "
+                            "%d); requests that need one answer 503 meanwhile",
+                            self._timeout, self.size(), self._max_overflow)
+            raise ServiceUnavailable(
+                "every connection to the store is in use; retry after Retry-After seconds",
+                retry_after=outage.RETRY_AFTER_S,
+            ) from exc
+
+
+POOL_WARNING_INTERVAL_S = 30.0
+"""A busy pool is said in the log at most this often."""
+_last_pool_warning = [float("-inf")]
+
+
+def create_engine(url: str, *, outage_log_interval_s: float = 30.0, pool_size: int = 5,
+                  pool_overflow: int = 10, pool_timeout_s: float = 10.0) -> AsyncEngine:
     """An async engine for ``url``; SQLite gets WAL and a busy timeout.
 
     A store outage (a dead or refused connection, a locked SQLite file) is raised as
@@ -31,7 +64,8 @@ def create_engine(url: str, *, outage_log_interval_s: float = 30.0) -> AsyncEngi
     WAL with ``synchronous=NORMAL`` survives a killed process (kill -9) without losing a
     committed transaction; only an OS crash or power loss can lose the last commits.
     """
-    kwargs: dict[str, Any] = {}
+    kwargs: dict[str, Any] = {"poolclass": BoundedWaitPool, "pool_size": pool_size,
+                              "max_overflow": pool_overflow, "pool_timeout": pool_timeout_s}
     if is_sqlite(url):
         # A connection is rolled back on its return to the pool only when it is in a
         # transaction (``_rollback_if_open``), not always: the rollback is a trip to
