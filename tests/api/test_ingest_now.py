@@ -4,7 +4,8 @@ For random sequences of ingest requests (valid and broken events, batches, other
 wrong keys, unknown simulations, rates over the limit), one app tries ``start_now`` first
 and takes the full path when it declines; another app, without the fast path, serves every
 request through FastAPI's route. Status and body must be byte for byte the same, event ids
-included, and ``start_now`` must have served some of them.
+included, and ``start_now`` must have served some of them. The requests share one
+connection's ``SeenCredentials``, as requests with changing keys on one connection would.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ import orjson
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from ridecast.api.events import SeenCredentials
 from ridecast.app import RidecastApp, create_app
 from ridecast.config import Settings
 from ridecast.events.examples import all_examples
@@ -131,10 +133,11 @@ async def _compare(sequence: list[tuple[str, int, bytes]]) -> int:
             assert fast is not None and route_app.fast_ingest is None
             runtime = now_app.state.runtime
             served = 0
+            seen = SeenCredentials()  # one connection sends every request, whoever's key
             # Warm the caches the way a producer does: its first request takes the full path.
             sequence = [("alice", 1, orjson.dumps(EXAMPLES[0])), *sequence]
             for who, sim, body in sequence:
-                accepted = fast.start_now(runtime, sim, now_auths[who], CLIENT[0], body)
+                accepted = fast.start_now(runtime, sim, now_auths[who], CLIENT[0], body, seen)
                 if accepted is None:
                     got = await _post(now_client, sim, now_auths[who], body)
                 else:

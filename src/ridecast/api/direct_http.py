@@ -49,7 +49,14 @@ except ImportError:  # pragma: no cover - httptools is a pinned dependency
 
 from ..bus import StoredEvent
 from ..runtime import Runtime
-from .events import CREATED_HEADERS, INGEST_PATH, Accepted, IngestFastPath, answer_failure
+from .events import (
+    CREATED_HEADERS,
+    INGEST_PATH,
+    Accepted,
+    IngestFastPath,
+    SeenCredentials,
+    answer_failure,
+)
 from .http_guard import HttpBounds, guarded
 from .jsonlimits import INT64_MAX
 
@@ -89,6 +96,7 @@ class NowIngest:
     target: NowTarget
     simulation_id: int
     authorization: str | None
+    seen: SeenCredentials  # the connection's
 
 
 # ``DirectCycle._head``'s answers: (status, headers, keep-alive, body length) -> (head,
@@ -161,7 +169,7 @@ class DirectCycle:
             client = self.scope.get("client")
             accepted = None if runtime is None else now.target.fast.start_now(
                 runtime, now.simulation_id, now.authorization, client[0] if client else None,
-                body)
+                body, now.seen)
             if accepted is not None:
                 self._accepted = accepted
                 accepted.stored.add_done_callback(self._committed)
@@ -372,6 +380,7 @@ def ingest_http_protocol(max_body_bytes: int, bounds: HttpBounds, *,
 
         _direct = False
         _upgrade_pending = False
+        _seen: SeenCredentials | None = None
 
         def on_headers_complete(self) -> None:
             scope = self._direct_scope()
@@ -425,9 +434,12 @@ def ingest_http_protocol(max_body_bytes: int, bounds: HttpBounds, *,
                 target = self._now_target()
                 simulation_id = int(match[1])
                 if target is not None and simulation_id <= INT64_MAX:
+                    if self._seen is None:
+                        self._seen = SeenCredentials()
                     self._now = NowIngest(
                         target, simulation_id,
-                        None if authorization is None else authorization.decode("latin-1"))
+                        None if authorization is None else authorization.decode("latin-1"),
+                        self._seen)
             scope = cast(dict[str, Any], self.scope)
             scope["method"] = "POST"
             http_version = self.parser.get_http_version()

@@ -12,13 +12,19 @@ import orjson
 from fastapi import Query, Response, status
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from ..auth.credentials import BasicCredentials, TokenCredentials, parse_authorization
+from ..auth.credentials import (
+    ApiCredentials,
+    BasicCredentials,
+    TokenCredentials,
+    parse_authorization,
+)
 from ..auth.visibility import Principal
 from ..bus import StoredEvent
 from ..errors import BadRequest, RidecastError
 from ..events import ALL_TYPES, EVENT_ADAPTER
 from ..metrics import INGEST_LATENCY, count_ingested
 from ..runtime import Runtime
+from ..store.accounts import CacheKey
 from .deps import CurrentUser, JsonBody, RuntimeDep, authenticate
 from .errors import (
     answer_unexpected,
@@ -157,7 +163,8 @@ class IngestFastPath:
                 raise
 
     def start_now(self, runtime: Runtime, simulation_id: int, authorization: str | None,
-                  address: str | None, body: bytes) -> Accepted | None:
+                  address: str | None, body: bytes,
+                  seen: SeenCredentials | None = None) -> Accepted | None:
         """Queue the request's events without awaiting anything, when that is sure to end
         as the full path would: a body within the limits, credentials and a visible
         simulation both in their caches, valid events, a rate token and room in the log.
@@ -168,6 +175,9 @@ class IngestFastPath:
         then continues on the full path (a refused take spends no token, and every other
         step before it is without effect), which decides and words the answer. Afterwards
         the request cannot fail but in the event log: ``Accepted.stored`` says how.
+
+        ``seen``: the connection's ``SeenCredentials``, which spares parsing and hashing
+        the same ``Authorization`` again on each of its requests.
         """
         started = time.perf_counter()
         if not body:
@@ -178,17 +188,23 @@ class IngestFastPath:
         items = parsed if isinstance(parsed, list) else [parsed]
         if not items:
             return None
-        try:
-            creds = parse_authorization(authorization)
-        except RidecastError:
-            return None
-        if isinstance(creds, TokenCredentials):
-            return None
+        if seen is not None and seen.header == authorization and seen.creds is not None:
+            creds, key = seen.creds, seen.key
+        else:
+            try:
+                parsed_creds = parse_authorization(authorization)
+            except RidecastError:
+                return None
+            if isinstance(parsed_creds, TokenCredentials):
+                return None
+            creds, key = parsed_creds, runtime.accounts.cache_key(parsed_creds)
+            if seen is not None:
+                seen.header, seen.creds, seen.key = authorization, creds, key
         user = creds.username if isinstance(creds, BasicCredentials) else None
         limits = runtime.limits
         if not limits.login_clear_now(user, address):
             return None
-        principal = runtime.accounts.cached_principal(creds)
+        principal = runtime.accounts.cached_principal(creds, key)
         if principal is None:
             return None
         meta = runtime.simulations.cached_visible_meta(principal, simulation_id)
@@ -229,6 +245,20 @@ class IngestFastPath:
         await send({"type": "http.response.start", "status": 201, "headers": [
             (b"content-length", str(len(body)).encode()), *CREATED_HEADERS]})
         await send({"type": "http.response.body", "body": body})
+
+
+@dataclass(slots=True)
+class SeenCredentials:
+    """The last ``Authorization`` header of one connection that ``start_now`` parsed, its
+    credentials and their place in the credential cache (``AccountStore.cache_key``): a
+    producer sends the same header on every request of its connection. Only the parsing
+    and hashing are kept; the user behind them is looked up in the shared cache on every
+    request, so a revocation or an expiry applies as it does on the full path. It lives as
+    long as the connection (the key in it too, as in the connection's buffers)."""
+
+    header: str | None = None
+    creds: ApiCredentials | None = None
+    key: CacheKey = ("", None)
 
 
 @dataclass(slots=True)  # not frozen: built per request, and frozen costs more to build

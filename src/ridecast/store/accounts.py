@@ -23,8 +23,8 @@ from .tables import api_keys, auth_state, organisations, tokens, users
 log = logging.getLogger(__name__)
 
 
-# An entry of the credential cache: (key hash, user name or None).
-_CacheKey = tuple[str, str | None]
+CacheKey = tuple[str, str | None]
+"""Where the credential cache keeps an answer: (key hash, user name or None)."""
 
 
 def _retrieved(task: asyncio.Task[Principal]) -> None:
@@ -86,10 +86,10 @@ class AccountStore:
         self._engine = engine
         self._clock = clock  # ages the credential cache's entries
         # (key hash, user name or None) -> (principal, checked at); saves a query per request.
-        self._auth_cache: dict[_CacheKey, tuple[Principal, float]] = {}
+        self._auth_cache: dict[CacheKey, tuple[Principal, float]] = {}
         # The credential checks running now, by cache key, with the generation they started
         # in: concurrent misses share one.
-        self._checking: dict[_CacheKey, tuple[asyncio.Task[Principal], int]] = {}
+        self._checking: dict[CacheKey, tuple[asyncio.Task[Principal], int]] = {}
         # Bumped by every clear: a check that started before it does not fill the cache.
         self._generation = 0
         self._last_use_written: dict[int, float] = {}
@@ -281,12 +281,21 @@ class AccountStore:
             ).first()
         return Principal(row.id, row.name, row.org_id, bool(row.is_admin)) if row else None
 
-    def cached_principal(self, creds: ApiCredentials) -> Principal | None:
+    @staticmethod
+    def cache_key(creds: ApiCredentials) -> CacheKey:
+        """Where the credential cache keeps the answer for ``creds`` (the key's hash, and
+        the user name with Basic): a caller that sees the same credentials again may keep
+        it (``cached_principal``'s ``key``)."""
+        return (hash_secret(creds.api_key),
+                creds.username if isinstance(creds, BasicCredentials) else None)
+
+    def cached_principal(self, creds: ApiCredentials,
+                         key: CacheKey | None = None) -> Principal | None:
         """``authenticate``'s answer when its cache holds a fresh one, else None, without
-        I/O: the same cache (keyed by the key's hash, emptied by every revocation). An entry
-        past half of ``AUTH_CACHE_S`` is checked again in the background (see there)."""
-        cache_key = (hash_secret(creds.api_key),
-                     creds.username if isinstance(creds, BasicCredentials) else None)
+        I/O: the same cache (keyed by ``cache_key(creds)``, which ``key`` is when given;
+        emptied by every revocation). An entry past half of ``AUTH_CACHE_S`` is checked
+        again in the background (see there)."""
+        cache_key = self.cache_key(creds) if key is None else key
         cached = self._auth_cache.get(cache_key)
         if cached is None:
             return None
@@ -304,8 +313,7 @@ class AccountStore:
         cached = self.cached_principal(creds)
         if cached is not None:
             return cached
-        cache_key = (hash_secret(creds.api_key),
-                     creds.username if isinstance(creds, BasicCredentials) else None)
+        cache_key = self.cache_key(creds)
         checking = self._checking.get(cache_key)
         # A check that started before a revocation may have read what it revoked: not joined.
         check = (checking[0] if checking is not None and checking[1] == self._generation
@@ -313,7 +321,7 @@ class AccountStore:
         # Shielded: a caller that goes away does not cancel the check the others wait for.
         return await asyncio.shield(check)
 
-    def _check(self, cache_key: _CacheKey, creds: ApiCredentials) -> asyncio.Task[Principal]:
+    def _check(self, cache_key: CacheKey, creds: ApiCredentials) -> asyncio.Task[Principal]:
         """Start the store's check of ``creds``; it caches its answer unless the cache was
         cleared meanwhile (raises RuntimeError outside an event loop)."""
         generation = self._generation
