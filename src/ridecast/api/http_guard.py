@@ -64,6 +64,11 @@ class HttpGuard(HttpToolsProtocol):
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
+        # One deadline at a time (None: none), and one timer that may fire before it: each
+        # request moves the deadline three times, and moving a float costs less than
+        # cancelling and scheduling a timer, which this did three times per request. The
+        # timer, when it fires early, waits again for what is left (``_expired``).
+        self._deadline: float | None = None
         self._guard_timer: asyncio.TimerHandle | None = None
         self._head_bytes = 0
         self._in_head = False
@@ -71,16 +76,26 @@ class HttpGuard(HttpToolsProtocol):
         self._discarding = False
 
     def _arm(self, delay: float) -> None:
-        self._disarm()
-        self._guard_timer = self.loop.call_later(delay, self._expired)
+        """Close the connection ``delay`` seconds from now unless re-armed or disarmed."""
+        deadline = self._deadline = self.loop.time() + delay
+        timer = self._guard_timer
+        if timer is None or timer.when() > deadline:
+            if timer is not None:
+                timer.cancel()
+            self._guard_timer = self.loop.call_at(deadline, self._expired)
 
     def _disarm(self) -> None:
-        if self._guard_timer is not None:
-            self._guard_timer.cancel()
-            self._guard_timer = None
+        self._deadline = None  # the timer, if any, fires and finds nothing to do
 
     def _expired(self) -> None:
         self._guard_timer = None
+        deadline = self._deadline
+        if deadline is None:
+            return
+        if self.loop.time() < deadline:  # moved since the timer was set: wait for it
+            self._guard_timer = self.loop.call_at(deadline, self._expired)
+            return
+        self._deadline = None
         if not self.transport.is_closing():
             self.transport.close()
 
@@ -89,7 +104,10 @@ class HttpGuard(HttpToolsProtocol):
         self._arm(self.bounds.idle_timeout_s)
 
     def connection_lost(self, exc: Exception | None) -> None:
-        self._disarm()
+        self._deadline = None
+        if self._guard_timer is not None:
+            self._guard_timer.cancel()
+            self._guard_timer = None
         super().connection_lost(exc)
 
     def data_received(self, data: bytes) -> None:
@@ -175,7 +193,7 @@ class HttpGuard(HttpToolsProtocol):
             return
         self.transport.write_eof()
         self._discarding = True
-        self._guard_timer = self.loop.call_later(LINGER_S, self._expired)
+        self._arm(LINGER_S)
 
 
 LINGER_S = 2.0
