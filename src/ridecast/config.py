@@ -27,7 +27,7 @@ class Settings(BaseSettings):
     )
     database_pool_size: int = Field(
         5, ge=1, le=1000, description="Connections to the store each process keeps open "
-        "for requests and workers (the event log's writer has its own).",
+        "for requests, workers and the event log's writer (which keeps one).",
     )
     database_pool_overflow: int = Field(
         10, ge=0, le=1000, description="Connections opened beyond RIDECAST_DATABASE_POOL_SIZE "
