@@ -74,10 +74,12 @@ def test_worker_process_delivers_for_a_serve_without_workers(
 
 
 def test_worker_log_names_the_store_without_its_password(pg_url: str, tmp_path: Path) -> None:
-    """A worker on PostgreSQL prints where it delivers from, never the password (the
-    machine's PostgreSQL trusts local connections, so any password connects)."""
+    """A worker on PostgreSQL prints where it delivers from at the default log level, never
+    the password (the machine's PostgreSQL trusts local connections, so any password
+    connects)."""
     url = pg_url.replace("postgres@", "postgres:s3cret-pw@", 1)
-    env = {**os.environ, "RIDECAST_DATABASE_URL": url, "RIDECAST_LOG_LEVEL": "info"}
+    env = {k: v for k, v in os.environ.items() if k != "RIDECAST_LOG_LEVEL"}
+    env["RIDECAST_DATABASE_URL"] = url
     log_path = tmp_path / "worker.log"
     with log_path.open("wb") as log_file:
         worker = subprocess.Popen([sys.executable, "-m", "ridecast.cli.main", "worker"],

@@ -10,6 +10,7 @@ import asyncio
 import contextlib
 import logging
 import signal
+import sys
 from collections.abc import Callable, Coroutine
 from typing import Any
 
@@ -33,8 +34,10 @@ async def run_worker() -> None:
             loop.add_signal_handler(sig, stop.set)
     # The store's address without its password: secrets never reach a log.
     store = make_url(settings.database_url).render_as_string(hide_password=True)
-    logging.getLogger(__name__).info("webhook worker running on %s (event loop: %s)",
-                                     store, type(loop).__module__)
+    # Printed, not logged: at the default level (warning) a started worker said nothing.
+    print(f"ridecast: webhook worker running on {store} (event loop: "
+          f"{type(loop).__module__}); stop it with Ctrl-C or SIGTERM",
+          file=sys.stderr, flush=True)
     try:
         await stop.wait()
     finally:
