@@ -18,6 +18,7 @@ import json
 import os
 import resource
 import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -71,6 +72,16 @@ class GenResult:
     @property
     def cpu_us_per_request(self) -> float:
         return self.cpu_s / max(self.requests, 1) * 1e6
+
+
+def combined(runs: list[GenResult]) -> GenResult:
+    """Several runs against one server as one: requests, seconds, failures and CPU added up;
+    p50, p99 and mean the median of the runs' (a run's percentiles cannot be merged)."""
+    return GenResult(
+        runs[0].tool, sum(r.requests for r in runs), sum(r.seconds for r in runs),
+        statistics.median(r.p50_ms for r in runs), statistics.median(r.p99_ms for r in runs),
+        statistics.median(r.mean_ms for r in runs), sum(r.failed for r in runs),
+        sum(r.cpu_s for r in runs))
 
 
 def tool(choice: str = "auto") -> str:

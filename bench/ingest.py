@@ -95,6 +95,11 @@ def main() -> None:
                         "database, dropped after); '' to skip")
     parser.add_argument("--generator", choices=("auto", "wrk", "python"), default="auto",
                         help="the load generator (auto: wrk when installed)")
+    parser.add_argument("--rounds", type=int, default=1,
+                        help="run every contender this many times per scenario, each round "
+                        "in another order; rates are over all rounds, p50 and p99 the "
+                        "median of the rounds' (use 3 or more on a machine shared with "
+                        "other work)")
     parser.add_argument("--base-src", default="",
                         help="a ridecast source tree (its src/ directory) to measure as "
                         "'base', beside this one in the same run (for an A/B of a change): "
@@ -155,34 +160,44 @@ def main() -> None:
         examples = all_examples(sim)
         generator = _loadgen.tool(args.generator)
         print(f"ingest bench: {args.connections} keep-alive connections, one request in flight "
-              f"on each, {args.seconds:g} s per contender, generator {generator} in its own "
+              f"on each, {args.seconds:g} s per contender and round, {args.rounds} "
+              f"round(s), generator {generator} in its own "
               f"process; {os.cpu_count()} cores shared by the servers and the generator; "
               f"load average {' '.join(f'{x:.2f}' for x in os.getloadavg())} at the start")
         for batch in (1, 100):
             events = [examples[i % len(examples)] for i in range(batch)]
             body = json.dumps(events[0] if batch == 1 else events).encode()
             print(f"\nbatch of {batch} ({len(body)} bytes per request)")
-            results: dict[str, _loadgen.GenResult] = {}
-            for name in procs:
-                path, headers = targets.get(name, ("/ingest", {}))
-                cpu_before = cpu_seconds(procs[name].pid)
-                ours = name in OURS
-                commits_before = commit_counts(ports[name]) if ours else (0.0, 0.0)
-                result = _loadgen.run(ports[name], path, body, headers,
-                                      connections=args.connections, seconds=args.seconds,
-                                      choice=args.generator)
-                results[name] = result
-                cpu = cpu_seconds(procs[name].pid) - cpu_before
-                per_commit = ""
-                if ours:
-                    written, commits = (after - before for after, before in zip(
-                        commit_counts(ports[name]), commits_before, strict=True))
-                    per_commit = f"  {written / max(commits, 1):4.0f} events/commit"
+            rounds: dict[str, list[_loadgen.GenResult]] = {name: [] for name in procs}
+            cpu = dict.fromkeys(procs, 0.0)
+            written = dict.fromkeys(procs, 0.0)
+            commits = dict.fromkeys(procs, 0.0)
+            names = list(procs)
+            for round_ in range(args.rounds):
+                # Each round in another order: load that drifts (other work on the
+                # machine) then falls on every contender alike.
+                for name in names[round_ % len(names):] + names[:round_ % len(names)]:
+                    path, headers = targets.get(name, ("/ingest", {}))
+                    cpu_before = cpu_seconds(procs[name].pid)
+                    ours = name in OURS
+                    commits_before = commit_counts(ports[name]) if ours else (0.0, 0.0)
+                    rounds[name].append(_loadgen.run(
+                        ports[name], path, body, headers, connections=args.connections,
+                        seconds=args.seconds, choice=args.generator))
+                    cpu[name] += cpu_seconds(procs[name].pid) - cpu_before
+                    if ours:
+                        after = commit_counts(ports[name])
+                        written[name] += after[0] - commits_before[0]
+                        commits[name] += after[1] - commits_before[1]
+            results = {name: _loadgen.combined(runs) for name, runs in rounds.items()}
+            for name, result in results.items():
+                per_commit = (f"  {written[name] / max(commits[name], 1):4.0f} events/commit"
+                              if name in OURS else "")
                 failed = f"  FAILED: {result.failed}" if result.failed else ""
                 print(f"  {name:11s} {result.rps * batch:8.0f} ev/s {result.rps:7.0f} req/s  "
                       f"p50 {result.p50_ms:6.2f} ms  p99 {result.p99_ms:6.2f} ms  "
-                      f"server CPU {cpu / result.seconds:4.0%} = "
-                      f"{cpu / max(result.requests * batch, 1) * 1e6:5.0f} µs/event  "
+                      f"server CPU {cpu[name] / result.seconds:4.0%} = "
+                      f"{cpu[name] / max(result.requests * batch, 1) * 1e6:5.0f} µs/event  "
                       f"generator {result.cpu_us_per_request:4.1f} µs/req"
                       f"{per_commit}{failed}")
             fastest = max(results[n].rps for n in results if n != "wire")
