@@ -150,3 +150,40 @@ def test_a_body_that_stalls_is_closed(guarded: Server, path: str) -> None:
         assert _closed_by_server(sock), "a stalled body was held past 30 s"
     with guarded.client(user) as http:
         assert http.post("/api/v2/simulation", json={"name": "s"}).status_code == 201
+
+
+def _read_answer(sock: socket.socket) -> bytes:
+    """One whole answer (head and its Content-Length body) from ``sock``."""
+    sock.settimeout(10)
+    data = b""
+    while b"\r\n\r\n" not in data:
+        part = sock.recv(65536)
+        assert part, "the server closed a connection in use"
+        data += part
+    head, _sep, body = data.partition(b"\r\n\r\n")
+    length = next(int(line.split(b":", 1)[1]) for line in head.split(b"\r\n")
+                  if line.lower().startswith(b"content-length:"))
+    while len(body) < length:
+        part = sock.recv(65536)
+        assert part, "the server closed a connection in use"
+        body += part
+    return head
+
+
+def test_a_busy_connection_outlives_the_idle_bound_and_is_closed_once_quiet(
+    guarded: Server,
+) -> None:
+    """Requests every 0.2 s for three idle bounds keep a connection open (each request
+    moves the deadline; the timer set before fires early and waits again), and once the
+    client goes quiet the idle bound closes it."""
+    with socket.create_connection(("127.0.0.1", guarded.port)) as sock:
+        until = time.monotonic() + 3 * float(ENV["RIDECAST_HTTP_IDLE_TIMEOUT_S"])
+        answered = 0
+        while time.monotonic() < until:
+            sock.sendall(b"GET /healthz HTTP/1.1\r\nHost: t\r\n\r\n")
+            assert _read_answer(sock).startswith(b"HTTP/1.1 200")
+            answered += 1
+            # The producer's pace; a close by the server would show here as readable.
+            assert not select.select([sock], [], [], 0.2)[0], "closed while in use"
+        assert answered >= 5
+        assert _closed_by_server(sock), "a quiet connection was held past 30 s"
