@@ -198,7 +198,8 @@ def _webhooks(settings: Settings, engine: AsyncEngine, bus: Bus, catalog: Simula
         dispatcher = Dispatcher(
             policy, claimer=Claimer(engine, sql, recorder), recorder=recorder,
             deliveries=deliveries, sender=sender, simulations=catalog,
-            health=EndpointHealth(engine, quiet_gap_s=policy.quiet_gap_s),
+            health=EndpointHealth(engine, quiet_gap_s=policy.quiet_gap_s,
+                                  hold_s=policy.claim_hold_s),
             bodies=Bodies(policy.body_cache_bytes), bus=bus,
             disable=simulations_service.disable_webhook,
             watch=(OutboxWatch(newest_id_reader(engine), interval_s=watch_s)

@@ -22,6 +22,7 @@ from ridecast.store.engine import create_engine, upgrade
 from ridecast.store.outbox import outbox_sql
 from ridecast.store.tables import events, webhook_attempts, webhook_deliveries
 from ridecast.store.txsteps import Query
+from ridecast.webhooks.health import EndpointHealth
 from ridecast.webhooks.jobs import Job, Result
 
 from .test_outbox import Outbox
@@ -243,6 +244,35 @@ async def test_postgres_a_worker_stopped_inside_a_renewal_holds_nothing_for_long
             assert [job.delivery_id for job in taken] == [stale.delivery_id, second.delivery_id]
             with pytest.raises(ServiceUnavailable):  # the stopped worker's transaction was ended
                 await conn.commit()
+    finally:
+        await engine.dispose()
+        await stalled.dispose()
+
+
+async def test_postgres_a_worker_stopped_inside_a_failure_clock_update_blocks_no_record(
+    pg_url: str,
+) -> None:
+    """On PostgreSQL, a worker stopped inside the transaction that moves an endpoint's
+    failing clock holds that clock's row lock; another worker's record of a success of the
+    same simulation (which ends the clock) waits only until the server ends the stopped
+    transaction, not for as long as the worker is stopped."""
+    await upgrade(pg_url)
+    engine, stalled = create_engine(pg_url), create_engine(pg_url)
+    try:
+        await _enqueue(engine, 1, sim=1)
+        outbox = Outbox(engine)
+        (job,) = await _jobs(outbox)
+        health = EndpointHealth(stalled, quiet_gap_s=600, hold_s=0.3)
+        since = await health.failed(1, job.url, time.time())  # the clock runs
+        async with stalled.connect() as conn:
+            await conn.begin()
+            assert await health.failed_in(conn, 1, job.url, time.time()) == since
+            # The worker stops here, its transaction open and the clock's row locked.
+            await asyncio.wait_for(outbox.record([_ok(job)]), timeout=30)
+            with pytest.raises(ServiceUnavailable):  # the stopped worker's transaction ended
+                await conn.commit()
+        assert (await _rows(engine))[job.delivery_id][:2] == ("succeeded", None)
+        assert await EndpointHealth(engine, quiet_gap_s=600).failing_since(1) is None
     finally:
         await engine.dispose()
         await stalled.dispose()
