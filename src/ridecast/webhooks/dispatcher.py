@@ -294,6 +294,8 @@ class Dispatcher:
                         # The lease ran out and another worker holds these now: drop them
                         # unsent (that worker sends them; a second send would put one
                         # webhook-id, or one ordered lane, in flight twice).
+                        log.debug("unit %s lost its lease: deliveries %s dropped unsent",
+                                  token, [lost.delivery_id for lost in todo])
                         for lost in todo:
                             self._held.pop(lost.delivery_id, None)
                         todo.clear()
@@ -306,6 +308,8 @@ class Dispatcher:
                     result = await self._attempt(job, deadline,
                                                  lease_until - policy.send_lease_s)
                 except _LeaseShort:
+                    log.debug("unit %s: too little lease left to write delivery %d; renewing",
+                              token, job.delivery_id)
                     lease_until = 0.0  # renew (or find the lane taken) before trying again
                     continue
                 except Exception as exc:
@@ -363,6 +367,9 @@ class Dispatcher:
             renewed = time.time() + policy.lease_s
             try:
                 if not await self._claimer.keep(token, renewed):
+                    if self._unrecorded.get(token):
+                        log.debug("unit %s: lease lost with results of %s unwritten", token,
+                                  sorted(self._unrecorded[token]))
                     return  # written meanwhile, or the lease is lost: nothing left to keep
             except Exception as exc:  # a store outage: the lease runs out (at least once)
                 log.debug("keeping the lease of unit %s failed: %s", token, exc)
