@@ -276,3 +276,32 @@ async def test_postgres_a_worker_stopped_inside_a_failure_clock_update_blocks_no
     finally:
         await engine.dispose()
         await stalled.dispose()
+
+
+async def test_postgres_a_renewal_skips_rows_its_own_record_is_writing(pg_url: str) -> None:
+    """On PostgreSQL, a unit renews its lease while its worker's claim transaction is
+    recording one of the unit's results (that row locked, not yet committed): the renewal
+    renews the other rows at once instead of waiting for that transaction (which could be
+    waiting for a row the renewal locked: a deadlock, the lease running out meanwhile)."""
+    await upgrade(pg_url)
+    engine, cycle = create_engine(pg_url), create_engine(pg_url)
+    try:
+        await _enqueue(engine, 2, sim=1)
+        outbox = Outbox(engine)
+        first, second = await _jobs(outbox)
+        async with cycle.connect() as conn:
+            await conn.begin()
+            await conn.execute(text("UPDATE webhook_deliveries SET status = 'succeeded', "
+                                    "claim_token = NULL WHERE id = :id"),
+                               {"id": first.delivery_id})
+            later = time.time() + 60
+            kept = await asyncio.wait_for(outbox.claimer.keep(first.token, later), 10)
+            assert kept == {second.delivery_id}
+            await conn.commit()
+        async with engine.connect() as conn:
+            leases = dict((await conn.execute(select(D.c.id, D.c.lease_until))).all())
+        assert leases[second.delivery_id] == later
+        assert (await _rows(engine))[first.delivery_id][:2] == ("succeeded", None)
+    finally:
+        await engine.dispose()
+        await cycle.dispose()

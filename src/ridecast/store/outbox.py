@@ -360,7 +360,8 @@ class OutboxSql:
             yield Many(_ATTEMPT_SQL, rows)
 
     def renew(self, token: str, now: float, lease_until: float) -> Steps[set[int]]:
-        """Extend the lease of every row ``token`` still holds; their ids."""
+        """Extend the lease of every row ``token`` still holds; their ids. On PostgreSQL, rows
+        another transaction has locked are left as they are (``PostgresOutboxSql``)."""
         found = yield Query(_RENEW_SQL, {"lease": lease_until, "now": now, "token": token})
         return {row[0] for row in found}
 
@@ -575,6 +576,19 @@ class PostgresOutboxSql(OutboxSql):
             {"lease": lease_until, "now": now,
              "ids": [i for _token, ids in units for i in ids],
              "tokens": [t for t, ids in units for _i in ids]})
+
+    def renew(self, token: str, now: float, lease_until: float) -> Steps[set[int]]:
+        # Rows locked by another transaction are skipped, never waited for: the worker's
+        # own claim recording their results (a renewal waiting for it while it waits for a
+        # row the renewal locked was a deadlock, and the lease ran out meanwhile), or a claim
+        # that found their lease run out (they are that claim's now).
+        found = yield Query(
+            "WITH held AS (SELECT id FROM webhook_deliveries WHERE claim_token = :token "
+            "AND status = 'delivering' ORDER BY id FOR UPDATE SKIP LOCKED) "
+            "UPDATE webhook_deliveries AS d SET lease_until = :lease, updated_at = :now "
+            "FROM held WHERE d.id = held.id RETURNING d.id",
+            {"lease": lease_until, "now": now, "token": token})
+        return {row[0] for row in found}
 
     def successes(self, rows: Sequence[tuple[Any, ...]]) -> Steps[None]:
         columns = list(zip(*rows, strict=True))

@@ -366,15 +366,18 @@ class Dispatcher:
                 continue
             renewed = time.time() + policy.lease_s
             try:
-                if not await self._claimer.keep(token, renewed):
-                    if self._unrecorded.get(token):
-                        log.debug("unit %s: lease lost with results of %s unwritten", token,
-                                  sorted(self._unrecorded[token]))
-                    return  # written meanwhile, or the lease is lost: nothing left to keep
+                kept = await self._claimer.keep(token, renewed)
             except Exception as exc:  # a store outage: the lease runs out (at least once)
                 log.debug("keeping the lease of unit %s failed: %s", token, exc)
                 return
-            lease_until = renewed
+            if kept:
+                lease_until = renewed
+            elif self._unrecorded.get(token):
+                # Nothing renewed: this worker's cycle is writing these results (their rows
+                # are locked: no other claim takes them), or the lease is lost (the write
+                # will change nothing). Either way the next write settles it.
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(recorded.wait(), policy.send_margin_s)
 
     def _finish(self, job: Job, result: Result) -> None:
         if self._held.pop(job.delivery_id, None) is None:
