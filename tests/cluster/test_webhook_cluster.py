@@ -7,18 +7,21 @@ request arrived and when it was answered. The replay endpoints are called throug
 while deliveries are in flight; each worker is stopped (SIGSTOP) past its lease and resumed,
 then one is killed. The other worker keeps delivering throughout, every event gets a 2xx,
 no webhook-id is in flight twice at once, no ordered lane is inverted, and a request after a
-2xx comes only from a replay or from a worker that was stopped or killed meanwhile.
+2xx comes only from a replay or from a worker that was stopped or killed meanwhile. "In
+flight twice" excuses exactly what docs/webhooks.md ("Two requests in flight") says a lease
+cannot prevent: a request written the instant a worker resumed, or one answered after the
+time-out.
 """
 
 from __future__ import annotations
 
 import asyncio
-import itertools
 import signal
 import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import pytest
 
@@ -28,6 +31,7 @@ from tests.webhooks.helpers import post_events, vehicle_use, wait_for
 from tests.webhooks.workers import (
     answered_twice,
     leased_by,
+    outbox_state,
     stop_workers,
     succeeded_ids,
     worker_process,
@@ -46,6 +50,7 @@ WORKER_ENV = {
     "RIDECAST_WEBHOOK_RETRY_JITTER": "0",
     "RIDECAST_WEBHOOK_POLL_INTERVAL_S": "0.2",
     "RIDECAST_WEBHOOK_CLAIM_HOLD_S": "1",
+    "RIDECAST_LOG_LEVEL": "debug",
 }
 
 
@@ -99,22 +104,36 @@ class Receiver:
 
 
 @pytest.mark.xfail(strict=False, reason=(
-    "issue 33, open: failed 4 of 16 runs on a loaded machine, three ways not yet explained: "
-    "a 2xx resent with no stop, kill or replay between (a result waiting to be written may "
-    "outlive its lease); two requests of one ordered lane in flight (a SIGSTOPped worker "
-    "finishing its send after resuming); the other worker not delivering all a stopped "
-    "worker held within 60 s"))
+    "issue 33, still open: on a loaded machine (load 10-12, two runs at once) 3 of 10 runs "
+    "passed on 2026-11-27 after four root causes were fixed (health and outbox transactions "
+    "of a stopped worker ended by the server, a result's lease kept until written, a late "
+    "write fenced, renewals skipping locked rows). Still unexplained: a 2xx resent 3-10 s "
+    "later with no stop between; a worker whose cycle stops claiming (its leases run out, "
+    "rows stay pending) while the other is stopped; one worker starving the other of "
+    "claims. The failure messages carry the outbox's state and the workers' logs"))
 def test_two_nodes_two_workers_stopped_killed_and_replayed(
-    pg_url: str, cluster: Callable[..., Server]
+    pg_url: str, cluster: Callable[..., Server], tmp_path: Path
 ) -> None:
     """The whole issue #33 scenario, on real processes and a real receiver."""
     receiver = Receiver()
     nodes = [cluster({"RIDECAST_WEBHOOK_WORKERS": "false"}) for _ in range(2)]
-    workers = {name: worker_process(pg_url, lease, WORKER_ENV) for name, lease in LEASES.items()}
+    logs = {name: tmp_path / f"worker-{name}.log" for name in LEASES}
+    workers = {name: worker_process(pg_url, lease, WORKER_ENV, logs[name])
+               for name, lease in LEASES.items()}
+
+    def why() -> str:
+        """What the store and the workers say, for a failure message."""
+        alive = {name: proc.poll() for name, proc in workers.items()}
+        tails = {name: log.read_text(errors="replace")[-3000:] for name, log in logs.items()
+                 if log.exists()}
+        return (f"outbox (status, lease length, running, count): {outbox_state(pg_url)}; "
+                f"workers' exit codes: {alive}; their logs' ends: {tails}")
+
     sent: dict[int, list[int]] = {}
     replayed: set[int] = set()
     disruptions: list[float] = []  # when a worker was stopped or killed
     stopped_windows: list[tuple[float, float]] = []
+    resumes: list[float] = []  # when a stopped worker was resumed
     done = threading.Event()
     failures: list[BaseException] = []
     try:
@@ -169,37 +188,49 @@ def test_two_nodes_two_workers_stopped_killed_and_replayed(
                                                f"{delivery['id']}/retry")
                             assert answer.status_code in (200, 409), answer.text
 
+            def burst_until(held: Callable[[], bool]) -> None:
+                # A backlog, again until ``held()``: one worker may take a whole burst
+                # before the other claims any of it.
+                deadline = time.monotonic() + 60
+                while time.monotonic() < deadline:
+                    burst()
+                    pause = time.monotonic() + 3
+                    while time.monotonic() < pause:
+                        if held():
+                            return
+                        time.sleep(0.01)
+                raise AssertionError(f"nothing held after bursts for 60 s: {why()}")
+
             producer = threading.Thread(target=produce)
             producer.start()
             def stop_and_resume(name: str, node: Server) -> None:
                 # Stop this worker while it holds leases; the other alone keeps delivering.
                 lease = LEASES[name]
-                burst()
-                wait_for(lambda: bool(leased_by(pg_url, lease)), timeout=60, step=0.01)
+                burst_until(lambda: bool(leased_by(pg_url, lease)))
                 workers[name].send_signal(signal.SIGSTOP)
                 began = time.monotonic()
                 disruptions.append(began)
                 held = leased_by(pg_url, lease)
                 replay(node)
                 wait_for(lambda: not leased_by(pg_url, lease)
-                         and held <= succeeded_ids(pg_url, held), timeout=60)
+                         and held <= succeeded_ids(pg_url, held), timeout=60, why=why)
                 wait_for(lambda: receiver.delivered_between(began, time.monotonic()) >= 10,
-                         timeout=60)
+                         timeout=60, why=why)
                 time.sleep(max(0.0, began + 1.5 * lease - time.monotonic()))  # the stop
+                resumes.append(time.monotonic())
                 workers[name].send_signal(signal.SIGCONT)
                 stopped_windows.append((began, time.monotonic()))
 
             stop_and_resume("a", nodes[0])
             stop_and_resume("b", nodes[1])
             # Kill one while it holds leases; the other takes over what it held.
-            burst()
             assert all(proc.poll() is None for proc in workers.values()), "a worker died"
 
             def holding() -> str | None:
                 return next((name for name, lease in LEASES.items()
                              if leased_by(pg_url, lease)), None)
 
-            wait_for(lambda: holding() is not None, timeout=60, step=0.01)
+            burst_until(lambda: holding() is not None)
             killed = holding() or "a"
             workers[killed].send_signal(signal.SIGKILL)
             disruptions.append(time.monotonic())
@@ -209,8 +240,8 @@ def test_two_nodes_two_workers_stopped_killed_and_replayed(
             producer.join(60)
             assert not failures, failures
             every = {e for ids in sent.values() for e in ids}
-            wait_for(lambda: receiver.delivered() >= every, timeout=60)
-            wait_for(lambda: orphans <= succeeded_ids(pg_url, orphans), timeout=60)
+            wait_for(lambda: receiver.delivered() >= every, timeout=60, why=why)
+            wait_for(lambda: orphans <= succeeded_ids(pg_url, orphans), timeout=60, why=why)
     finally:
         done.set()
         stop_workers(workers.values())
@@ -218,16 +249,26 @@ def test_two_nodes_two_workers_stopped_killed_and_replayed(
     for began, ended in stopped_windows:
         assert any(h.status < 300 and began <= h.arrived <= ended for h in hits), \
             "nothing was delivered while a worker was stopped"
-    assert receiver.max_by_id == 1, "one webhook-id was in flight twice at once"
-    for event in every:  # the same from the recorded times, request by request
+    # Never two requests of one webhook-id, or of one ordered lane, in flight at once, but
+    # for what docs/webhooks.md ("Two requests in flight") says cannot be prevented: a
+    # request written by a worker the instant it resumed, or one answered after the time-out.
+    excused = 0
+    for event in every:
         mine = sorted((h for h in hits if h.event == event), key=lambda h: h.arrived)
-        assert all(a.answered <= b.arrived for a, b in itertools.pairwise(mine)), event
+        overlaps = _overlaps(mine)
+        bad = [pair for pair in overlaps if not _excused(pair, resumes)]
+        excused += len(overlaps) - len(bad)
+        assert not bad, (
+            f"one webhook-id in flight twice at once: {bad}; workers stopped "
+            f"{stopped_windows}, killed at {disruptions[-1]}")
     for sim in ordered:
         lane = sorted((h for h in hits if h.sim == sim), key=lambda h: h.arrived)
-        overlaps = [(a, b) for a, b in itertools.pairwise(lane) if b.arrived < a.answered]
-        assert receiver.max_by_sim[sim] == 1, (
-            f"two requests of one ordered simulation in flight: {overlaps}; workers stopped "
-            f"{stopped_windows}, killed at {disruptions[-1]}")
+        overlaps = _overlaps(lane)
+        bad = [pair for pair in overlaps if not _excused(pair, resumes)]
+        excused += len(overlaps) - len(bad)
+        assert not bad, (
+            f"two requests of one ordered simulation in flight: {bad}; workers stopped "
+            f"{stopped_windows}, resumed at {resumes}, killed at {disruptions[-1]}")
         firsts = list(dict.fromkeys(h.event for h in sorted(hits, key=lambda h: h.arrived)
                                     if h.sim == sim))
         assert firsts == sorted(sent[sim]), "an ordered lane was inverted"
@@ -236,11 +277,26 @@ def test_two_nodes_two_workers_stopped_killed_and_replayed(
                    if h.event not in replayed and not _lost_to(h, hits, disruptions)]
     assert not unexplained, (
         f"sent again after a 2xx with no failure or replay: {unexplained}; disruptions at "
-        f"{disruptions}; their requests: "
-        f"{[h for h in hits if h.event in {e for e, _ in unexplained}]}")
+        f"{disruptions}; stopped {stopped_windows}; their requests: "
+        f"{[h for h in hits if h.event in {e for e, _ in unexplained}]}; logs in {tmp_path}")
     again = answered_twice((h.event, h.status) for h in sorted(hits, key=lambda h: h.arrived))
     print(f"\nevents: {len(every)}, requests: {len(hits)}, sent again after a 2xx: {again} "
-          f"(replays asked for {len(replayed)} events)")
+          f"(replays asked for {len(replayed)} events); overlaps excused: {excused}")
+
+
+def _overlaps(hits: list[Hit]) -> list[tuple[Hit, Hit]]:
+    """Pairs of ``hits`` (sorted by arrival) where the second arrived before the first was
+    answered."""
+    return [(a, b) for n, a in enumerate(hits) for b in hits[n + 1:] if b.arrived < a.answered]
+
+
+def _excused(pair: tuple[Hit, Hit], resumes: list[float]) -> bool:
+    """Whether an overlap is one the lease cannot prevent: the first request outlived the
+    time-out, or one of the two arrived within ``SLACK_S`` after a worker was resumed (a
+    worker frozen between its lease check and its write writes when it resumes)."""
+    first = pair[0]
+    return (first.answered - first.arrived >= TIMEOUT_S
+            or any(r <= h.arrived <= r + SLACK_S for h in pair for r in resumes))
 
 
 def _after_a_2xx(hits: list[Hit]) -> list[Hit]:

@@ -77,13 +77,16 @@ def worker_running(log: Path, starts: int) -> bool:
         "webhook worker running on") >= starts
 
 
-def wait_for(predicate: Callable[[], bool], timeout: float = 20.0, step: float = 0.05) -> None:
+def wait_for(predicate: Callable[[], bool], timeout: float = 20.0, step: float = 0.05,
+             why: Callable[[], str] | None = None) -> None:
+    """Wait until ``predicate()``; fail after ``timeout`` s, with ``why()`` in the message."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if predicate():
             return
         time.sleep(step)
-    raise AssertionError(f"condition not met within {timeout} s")
+    raise AssertionError(f"condition not met within {timeout} s"
+                         + (f": {why()}" if why is not None else ""))
 
 
 def post_events(http: httpx.Client, sim: int, events: list[dict[str, Any]]) -> list[str]:

@@ -9,8 +9,9 @@ import signal
 import subprocess
 import time
 from collections.abc import Iterable
+from pathlib import Path
 
-from sqlalchemy import func, select
+from sqlalchemy import Numeric, cast, func, select
 
 from ridecast.store.engine import create_engine
 from ridecast.store.tables import webhook_deliveries as D
@@ -18,9 +19,29 @@ from ridecast.store.tables import webhook_deliveries as D
 from .helpers import start_worker
 
 
-def worker_process(url: str, lease_s: float, env: dict[str, str]) -> subprocess.Popen[bytes]:
-    """Start ``ridecast worker`` on the store ``url`` with lease ``lease_s`` and ``env``."""
-    return start_worker(url, {**env, "RIDECAST_WEBHOOK_LEASE_S": str(lease_s)})
+def worker_process(url: str, lease_s: float, env: dict[str, str],
+                   log: Path | None = None) -> subprocess.Popen[bytes]:
+    """Start ``ridecast worker`` on the store ``url`` with lease ``lease_s`` and ``env``
+    (logging to ``log`` when given)."""
+    return start_worker(url, {**env, "RIDECAST_WEBHOOK_LEASE_S": str(lease_s)}, log)
+
+
+def outbox_state(url: str) -> list[tuple[object, ...]]:
+    """Deliveries per (status, lease length, lease still running): what a failure message
+    needs to tell whose leases the store holds."""
+    async def run() -> list[tuple[object, ...]]:
+        engine = create_engine(url)
+        try:
+            async with engine.connect() as conn:
+                length = func.round(cast(D.c.lease_until - D.c.updated_at, Numeric), 2)
+                running = D.c.lease_until > time.time()
+                rows = await conn.execute(select(D.c.status, length, running, func.count())
+                                          .group_by(D.c.status, length, running))
+                return [tuple(row) for row in rows]
+        finally:
+            await engine.dispose()
+
+    return asyncio.run(run())
 
 
 def stop_workers(procs: Iterable[subprocess.Popen[bytes]]) -> None:
