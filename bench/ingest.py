@@ -35,6 +35,7 @@ import argparse
 import asyncio
 import json
 import os
+import subprocess
 import sys
 import tempfile
 from pathlib import Path
@@ -216,8 +217,13 @@ def main() -> None:
     finally:
         for proc in procs.values():
             proc.terminate()
-        for proc in procs.values():
-            proc.wait(timeout=15)
+        for name, proc in procs.items():
+            try:
+                proc.wait(timeout=15)
+            except subprocess.TimeoutExpired:  # said, killed, and the databases dropped
+                print(f"({name} did not stop within 15 s of SIGTERM: killed)")
+                proc.kill()
+                proc.wait()
         if pg_url is not None:
             drop_pg_database(args.postgres, pg_db)
             drop_pg_database(args.postgres, f"{pg_db}_base")
