@@ -201,7 +201,9 @@ class Settings(BaseSettings):
         5.0,
         gt=0,
         description="A cached simulation entry is re-read from the store after this many "
-        "seconds, even if no change notice arrived over the bus.",
+        "seconds, even if no change notice arrived over the bus. An entry in use is re-read "
+        "in the background once it is half that old, so steady ingest never waits for the "
+        "read; requests that miss together share one read.",
     )
     webhook_allow_private: bool = Field(
         False,
