@@ -146,7 +146,7 @@ def receiver_child(port: int) -> None:
     asyncio.run(run())
 
 
-def wait_http(url: str, timeout: float = 30) -> None:
+def wait_http(url: str, timeout: float = 60) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         try:
