@@ -125,7 +125,8 @@ def test_all_hostile_clients_at_once_stay_within_the_memory_and_cpu_bounds(
     sampler = threading.Thread(target=sample)
     sampler.start()
     stalled = handshake(server.port, path, rcvbuf=4096)
-    pinged, flooders = [0], []  # type: ignore[var-annotated]
+    pinged: list[int] = [0]
+    flooders: list[socket.socket] = []
     flood = threading.Thread(target=_flood_pings, args=(server.port, path, pinged, flooders),
                              daemon=True)
     try:
