@@ -87,8 +87,10 @@ def test_every_type_chip_is_in_view(sized_page: Any) -> None:
         " return r.height === 0 || r.top < box.top - 0.5 || r.bottom > box.bottom + 0.5"
         " || r.bottom > window.innerHeight || r.right > window.innerWidth; })"
         ".map(e => e.dataset.type); }")
-    assert outside == []
     types = page.eval_on_selector_all("#feed-filters .chip", "els => els.map(e => e.dataset.type)")
+    print(f"{page.viewport_size['width']}x{page.viewport_size['height']}: "
+          f"{len(types) - len(outside)} of {len(types)} chips in view")
+    assert outside == []
     assert set(types) >= {t.value for t in MessageType}
     chip = page.get_by_test_id("feed-filter-gps_data")
     chip.click()  # in view, so a plain click reaches it
@@ -102,6 +104,9 @@ def test_the_feed_keeps_its_share_and_stays_in_view_with_all_indicators_open(
     page = sized_page
     width, height = page.viewport_size["width"], page.viewport_size["height"]
     side, feed_panel = rect(page, "aside.side"), rect(page, "[data-testid=feed-panel]")
+    # Printed, so that the share docs/dashboard.md states can be quoted as measured (-s).
+    print(f"{width}x{height}: feed {feed_panel['height'] / side['height']:.1%} of the side "
+          f"column, {rows_in_view(page)} rows in view")
     assert feed_panel["height"] >= FEED_SHARE * side["height"], (feed_panel, side)
     assert feed_panel["bottom"] <= height + 0.5
     assert rows_in_view(page) >= MIN_ROWS
@@ -111,6 +116,8 @@ def test_the_feed_keeps_its_share_and_stays_in_view_with_all_indicators_open(
     wait_for(lambda: page.locator("#kpis-more .kpi").count() > 0, 10, "all indicators")
     page.screenshot(path=f"test-artifacts/dashboard-indicators-{width}x{height}.png")
     feed_panel = rect(page, "[data-testid=feed-panel]")
+    print(f"{width}x{height}, All indicators open: feed "
+          f"{feed_panel['height'] / side['height']:.1%}, {rows_in_view(page)} rows in view")
     assert feed_panel["height"] >= FEED_SHARE * side["height"], feed_panel
     assert feed_panel["bottom"] <= height + 0.5 and feed_panel["top"] >= side["top"]
     assert rows_in_view(page) >= MIN_ROWS
