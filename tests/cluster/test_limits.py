@@ -61,8 +61,9 @@ async def _codes(urls: list[str], stack: AsyncExitStack) -> list[int | None]:
 
 SHARED = {"RIDECAST_WS_MAX_STREAMS_PER_USER": "3", "RIDECAST_WS_MAX_STREAMS_PER_TOKEN": "2",
           "RIDECAST_RATE_LIMIT_PER_KEY": "0.1", "RIDECAST_RATE_LIMIT_BURST": "4",
-          "RIDECAST_AUTH_FAILURES_PER_USER": "4"}
-"""Every limit small at once: each test has its own users, so they do not meet."""
+          "RIDECAST_AUTH_FAILURES_PER_USER": "4", "RIDECAST_AUTH_FAILURES_PER_ADDRESS": "6"}
+"""Every limit small at once: each test has its own users (and the per-address test its own
+address, 127.0.0.3), so they do not meet."""
 
 
 def _drop(pair: CrossNodeServer) -> None:
@@ -210,6 +211,30 @@ def test_failed_authentications_count_over_both_nodes(nodes: tuple[Server, Serve
     with httpx.Client(timeout=30,
                       transport=httpx.HTTPTransport(local_address="127.0.0.2")) as http:
         assert http.get(f"{b.base_url}/api/v2/simulation", auth=victim.auth).status_code == 200
+
+
+def test_failed_authentications_per_address_count_over_both_nodes(
+    nodes: tuple[Server, Server],
+) -> None:
+    """Per address 6: three users each fail twice from 127.0.0.3, once through each node
+    (3 failures per node, 2 per pair, under both per-node and per-pair limits); then that
+    address is 429 on either node, even with another user's right key, while the same key
+    from 127.0.0.1 is still 200."""
+    a, b = nodes
+    third = httpx.HTTPTransport(local_address="127.0.0.3")
+    users = [a.create_user() for _ in range(3)]
+    bystander = a.create_user()
+    with httpx.Client(timeout=30, transport=third) as http:
+        statuses = [http.get(f"{srv.base_url}/api/v2/user/token/",
+                             auth=(user.name, f"x{i}")).status_code
+                    for i, user in enumerate(users) for srv in (a, b)]
+        assert statuses == [401] * 6
+        refused = [http.get(f"{srv.base_url}/api/v2/simulation", auth=bystander.auth)
+                   for srv in (a, b)]
+    assert [r.status_code for r in refused] == [429, 429], [r.text for r in refused]
+    assert all(int(r.headers["Retry-After"]) >= 1 for r in refused)
+    with b.client(bystander) as http:
+        assert http.get("/api/v2/simulation").status_code == 200
 
 
 def test_a_node_without_redis_counts_alone_and_says_so(
