@@ -8,13 +8,13 @@ expires the run reads as interrupted, B can start it again, and A stops its own 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from ridecast.bus import MemoryBus, SimulationChanged
+from ridecast.bus import BusMessage, MemoryBus, SimulationChanged, SimulatorCommand
 from ridecast.errors import RidecastError, ServiceUnavailable
 from ridecast.simulator.cluster_host import ClusterHost
 from ridecast.simulator.commands import Command
@@ -146,6 +146,33 @@ async def test_dead_owner_then_interrupted_then_restart(
         assert SIM not in c.manager.runners
         assert (await c.status(SIM))["status"] == "running"  # B's snapshot
     finally:
+        await c.close()
+
+
+async def test_retry_after_counts_the_lease_left_when_the_503_is_sent(
+        cluster: tuple[Node, Node, MemoryBus, Clock]) -> None:
+    """The owner does not answer: the forward waits its timeout (1 s here), during which the
+    lease clock moves on 10 s; the Retry-After is what is left of the lease then, plus the
+    takeover poll (30 - 10 + 1 = 21 s), not what was left before the wait (31 s)."""
+    _a, b, bus, clock = cluster
+    lonely = MemoryBus()  # node C shares the database but not the bus: it cannot answer
+    c = ClusterHost(SimulatorManager(Sink()), b.host.leases, lonely, lease_s=LEASE_S,
+                    forward_timeout_s=1.0, node_id="C")
+
+    def ten_seconds_pass(messages: Sequence[BusMessage]) -> None:
+        """The forwarded command is on the bus: B's wait for an answer begins."""
+        if any(isinstance(m, SimulatorCommand) for m in messages):
+            clock.t += 10
+
+    unsubscribe = bus.subscribe(ten_seconds_pass)
+    try:
+        await c.start(SIM, DATA)
+        with pytest.raises(ServiceUnavailable) as caught:
+            await b.host.pause(SIM)
+        assert caught.value.code == "simulator_owner_unreachable"
+        assert caught.value.retry_after == 21
+    finally:
+        unsubscribe()
         await c.close()
 
 

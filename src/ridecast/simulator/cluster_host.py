@@ -440,20 +440,26 @@ class ClusterHost:
         unreachable = ServiceUnavailable(
             f"node {record.owner_node} runs this simulator and did not answer within "
             f"{self.forward_timeout_s:g}s", code="simulator_owner_unreachable")
-        # The owner answers by the end of its lease, or is taken over within a poll after it.
-        unreachable.retry_after = max(1, math.ceil(record.lease_until - self.leases.now()
-                                                   + TAKEOVER_POLL_S))
+
+        def owner_unreachable() -> ServiceUnavailable:
+            # The owner answers by the end of its lease, or is taken over within a poll
+            # after it; counted when the 503 is sent, not before the forward's wait (which
+            # would add up to RIDECAST_SIMULATOR_FORWARD_TIMEOUT_S to it).
+            unreachable.retry_after = max(1, math.ceil(record.lease_until - self.leases.now()
+                                                       + TAKEOVER_POLL_S))
+            return unreachable
+
         try:
             try:
                 await self.bus.publish([message])
             except Exception as exc:  # the bus is down: the owner cannot be reached either
                 log.warning("forwarding %s on simulation %s failed: %s", command.name,
                             record.simulation_id, exc)
-                raise unreachable from exc
+                raise owner_unreachable() from exc
             async with asyncio.timeout(self.forward_timeout_s):
                 reply = await reply_future
         except TimeoutError:
-            raise unreachable from None
+            raise owner_unreachable() from None
         finally:
             self._pending.pop(request_id, None)
         body: dict[str, Any] = json.loads(reply.body_json)
