@@ -93,6 +93,28 @@ def test_a_chunked_body_is_bounded_like_a_content_length_one(
         assert sock.recv(65536).startswith(b"HTTP/1.1 204 ")
 
 
+def test_trailer_fields_are_read_and_bounded(
+    receiver: tuple[int, subprocess.Popen[bytes]],
+) -> None:
+    """Trailer fields after the last chunk are read up to the empty line, so the request
+    pipelined behind them is answered too; trailers over MAX_HEADER_BYTES close the
+    connection without holding them."""
+    port, _process = receiver
+    chunked = b"POST / HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: chunked\r\n\r\n2\r\n{}\r\n0\r\n"
+    with socket.create_connection(("127.0.0.1", port)) as sock:
+        sock.sendall(chunked + b"X-Checksum: 1\r\nX-Other: 2\r\n\r\n"
+                     b"POST /next HTTP/1.1\r\nHost: t\r\nContent-Length: 2\r\n\r\n{}")
+        sock.settimeout(30)
+        answers = b""
+        while answers.count(b"HTTP/1.1 204 ") < 2:
+            part = sock.recv(65536)
+            assert part, f"closed after {answers!r}"
+            answers += part
+    with socket.create_connection(("127.0.0.1", port)) as sock:
+        sock.sendall(chunked + b"X-Pad: %s\r\n" % (b"a" * 1000) * 70)
+        assert _answer(sock) == b""
+
+
 @pytest.mark.parametrize("sent", [
     b"",  # nothing at all
     b"POST / HTTP/1.1\r\nHost: t\r\nX-Slow: ",  # a head that never ends

@@ -201,13 +201,24 @@ async def _read_chunked(reader: asyncio.StreamReader) -> bytes:
         if size < 0:
             raise ValueError("negative chunk size")
         if size == 0:
-            await reader.readuntil(b"\r\n")  # the empty line after the last chunk
+            await _skip_trailers(reader)
             return b"".join(chunks)
         received += size
         if received > MAX_BODY_BYTES:
             raise BodyTooLarge(received)
         chunk = await reader.readexactly(size + 2)
         chunks.append(chunk[:-2])
+
+
+async def _skip_trailers(reader: asyncio.StreamReader) -> None:
+    """Read the trailer fields after the last chunk, up to the empty line that ends the
+    body (RFC 9112 section 7.1.2), so a keep-alive connection's next request starts where
+    it should. They count against ``MAX_HEADER_BYTES`` like a head."""
+    seen = 0
+    while (line := await reader.readuntil(b"\r\n")) != b"\r\n":
+        seen += len(line)
+        if seen > MAX_HEADER_BYTES:
+            raise ValueError("trailer fields over MAX_HEADER_BYTES")
 
 
 class ReceiverThread:
