@@ -240,8 +240,9 @@ class Settings(BaseSettings):
     )
     webhook_poll_interval_s: float = Field(
         1.0, gt=0, description="How often a process that delivers webhooks looks for "
-        "deliveries nothing announced: retries coming due, leases that ran out, rows of "
-        "another process when neither the bus nor the outbox watch tells it."
+        "deliveries nothing announced: retries another process scheduled coming due, leases "
+        "that ran out, rows of another process when neither the bus nor the outbox watch "
+        "tells it. A retry this process scheduled wakes it when it is due, not at the poll."
     )
     webhook_watch_interval_s: float = Field(
         0.01, ge=0, description="How often a `ridecast worker` without `RIDECAST_BUS_URL` reads "

@@ -6,7 +6,7 @@ import time
 from collections.abc import Callable
 
 from ridecast.cli.receiver import ReceiverThread, Reply, Request
-from tests.conftest import Server
+from tests.conftest import Server, server_per_backend
 
 from .helpers import Recorder, deliveries, post_events, vehicle_use, wait_for
 
@@ -137,3 +137,28 @@ def test_endpoint_failing_continuously_is_disabled(start_server: Callable[..., S
             shown = http.get(f"/api/v2/simulation/{sim}").json()
             wait_for(lambda: deliveries(http, sim)[0]["status"] == "disabled")
     assert "failed continuously" in shown["messaging_webhook_disabled_reason"]
+
+
+# A poll far longer than the test's wait: a retry that waited for the poll would not come.
+on_time_server = server_per_backend("retry-on-time", scope="module", env={
+    "RIDECAST_WEBHOOK_RETRY_SCHEDULE_S": "[0.3]",
+    "RIDECAST_WEBHOOK_RETRY_JITTER": "0",
+    "RIDECAST_WEBHOOK_TIMEOUT_S": "0.5",
+    "RIDECAST_WEBHOOK_LEASE_S": "2",
+    "RIDECAST_WEBHOOK_POLL_INTERVAL_S": "300",
+})
+
+
+def test_a_retry_comes_due_on_time_not_at_the_next_poll(on_time_server: Server) -> None:
+    """A 500, then the retry 0.3 s later: the dispatcher wakes when the retry it scheduled
+    is due, not at its next poll (300 s away)."""
+    recorder = Recorder(lambda req, n: Reply(500) if n == 1 else Reply(204))
+    with ReceiverThread(recorder) as receiver:
+        user, sim = _sim(on_time_server, receiver.url)
+        with on_time_server.client(user) as http:  # type: ignore[arg-type]
+            post_events(http, sim, [vehicle_use(1)])
+            wait_for(lambda: len(recorder.requests) == 2, timeout=60)
+            wait_for(lambda: deliveries(http, sim)[0]["status"] == "succeeded", timeout=60)
+    first, second = recorder.requests
+    assert second.headers["webhook-id"] == first.headers["webhook-id"]
+    assert second.received_at - first.received_at >= 0.3 - 0.05  # not before it was due

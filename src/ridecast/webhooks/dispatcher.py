@@ -4,8 +4,9 @@ Two tasks and one task per claimed unit:
 
 * the cycle loop wakes on a bus batch holding a ``StoredEvent`` with ``has_webhook`` (this
   process appended it; its body is kept for the first attempt, see ``bodies``), on a
-  finished attempt, or every ``poll_interval_s`` (rows written by another process, retries
-  coming due, leases of a dead or stalled worker running out). Each cycle is one
+  finished attempt, when a retry this process scheduled comes due, and every
+  ``poll_interval_s`` however busy (rows written by another process, their retries coming
+  due, leases of a dead or stalled worker running out). Each cycle is one
   transaction (``claimer``): it records the finished attempts gathered since the last one,
   then claims units (``claims.plan_units``): an ordered lane of one simulation, or an
   unordered chunk of one URL; the store counts units in flight per URL, so the
@@ -31,7 +32,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import heapq
 import logging
+import math
 import random
 import time
 from collections import deque
@@ -66,6 +69,8 @@ DisableHook = Callable[[int, float, str], Awaitable[None]]
 # Successes are counted when their batch is recorded (one ``inc`` per batch); the other
 # outcomes when they are judged.
 SUCCEEDED = WEBHOOK_ATTEMPTS.labels("succeeded")
+# Retries due within this much of each other wake the cycle once.
+RETRY_WAKE_RESOLUTION_S = 0.01
 
 
 class Dispatcher:
@@ -107,6 +112,10 @@ class Dispatcher:
         # they have waited a whole lease already.
         self._stale_due = True
         self._results: list[Result] = []
+        # When retries this process scheduled come due before the next poll (a heap of
+        # times rounded up to RETRY_WAKE_RESOLUTION_S, and the same as a set).
+        self._retries: list[float] = []
+        self._retry_steps: set[float] = set()
         # Claim token -> the deliveries whose result waits in ``_results`` or in a cycle
         # writing it; their unit keeps the lease until the write (``_keep_until_recorded``).
         self._unrecorded: dict[str, set[int]] = {}
@@ -164,12 +173,23 @@ class Dispatcher:
 
     async def _cycle_loop(self) -> None:
         policy = self._policy
+        next_poll = time.monotonic() + policy.poll_interval_s
         while True:
-            try:
-                await asyncio.wait_for(self._wake.wait(), timeout=policy.poll_interval_s)
-            except TimeoutError:
-                self._claim_due = True  # rows of other processes, retries coming due
-                self._stale_due = True  # and unordered rows whose lease ran out
+            wait = next_poll - time.monotonic()
+            if self._retries:
+                wait = min(wait, self._retries[0] - time.time())
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._wake.wait(), timeout=max(0.0, wait))
+            if time.monotonic() >= next_poll:
+                # The poll comes every interval, busy or not: rows of other processes,
+                # their retries coming due, and unordered rows whose lease ran out.
+                next_poll = time.monotonic() + policy.poll_interval_s
+                self._claim_due = True
+                self._stale_due = True
+            now = time.time()
+            while self._retries and self._retries[0] <= now:
+                self._retry_steps.discard(heapq.heappop(self._retries))
+                self._claim_due = True  # a retry this process scheduled is due
             if self._results and len(self._results) < policy.write_batch and not self._claim_due:
                 # Only results to write: let a batch gather, one commit for many. A freed
                 # slot or new rows are claimed at once (with what has gathered).
@@ -216,6 +236,7 @@ class Dispatcher:
                 raise
             _count_successes(batch)
             self._written(batch)
+            self._schedule_retries(batch)
             if want > 0:
                 self._stale_due = False
             new = 0
@@ -262,6 +283,22 @@ class Dispatcher:
                     del self._unrecorded[result.token]
         recorded, self._recorded = self._recorded, asyncio.Event()
         recorded.set()
+
+    def _schedule_retries(self, batch: Sequence[Result]) -> None:
+        """Wake the cycle when a retry in ``batch`` comes due before the next poll, so
+        it is sent on time, not up to a poll interval late. Times are rounded up to
+        ``RETRY_WAKE_RESOLUTION_S``, one entry per step: the heap holds at most a poll
+        interval's worth of steps (later retries are the poll's)."""
+        now = time.time()
+        horizon = now + self._policy.poll_interval_s
+        for result in batch:
+            due = result.next_attempt_at
+            if result.status != "pending" or not now < due < horizon:
+                continue
+            step = math.ceil(due / RETRY_WAKE_RESOLUTION_S) * RETRY_WAKE_RESOLUTION_S
+            if step not in self._retry_steps:
+                self._retry_steps.add(step)
+                heapq.heappush(self._retries, step)
 
     def _hold(self, jobs: Sequence[Job]) -> None:
         for job in jobs:
