@@ -6,6 +6,7 @@ import asyncio
 from pathlib import Path
 
 import pytest
+from sqlalchemy import text
 
 from ridecast.cli.receiver import ReceiverThread, Reply
 from ridecast.store.engine import create_engine, upgrade
@@ -46,6 +47,46 @@ def test_failing_clock_in_sqlite(tmp_path: Path) -> None:
 def test_failing_clock_in_postgres(pg_url: str) -> None:
     """The same story on PostgreSQL."""
     asyncio.run(_clock_story(pg_url))
+
+
+async def _cleared_while_read(url: str) -> None:
+    await upgrade(url)
+    engine = create_engine(url)
+    try:
+        health = EndpointHealth(engine, quiet_gap_s=600)
+        assert await health.failed(7, "http://a/", 0.0) == 0.0
+        async with engine.connect() as other, engine.connect() as watcher:
+            # Another worker's transaction holds the clock's row (as a success that ends the
+            # streak does before it deletes it)...
+            await other.execute(text("SELECT 1 FROM webhook_endpoints WHERE simulation_id = 7 "
+                                     "FOR UPDATE"))
+            failure = asyncio.create_task(health.failed(7, "http://a/", 100.0))
+            # ...while this failure finds the row there and waits to lock it (the activity
+            # view is read in a fresh transaction each time: it is a snapshot within one).
+            waiting = 0
+            for _ in range(500):
+                waiting = (await watcher.execute(text(
+                    "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' "
+                    "AND datname = current_database()"))).scalar_one()
+                await watcher.rollback()
+                if waiting or failure.done():
+                    break
+                await asyncio.sleep(0.01)
+            assert waiting and not failure.done()
+            await other.execute(text("DELETE FROM webhook_endpoints WHERE simulation_id = 7"))
+            await other.commit()
+            # The clock was cleared under it: this failure starts a new streak.
+            assert await failure == 100.0
+        assert await health.failing_since(7) == ("http://a/", 100.0)
+    finally:
+        await engine.dispose()
+
+
+def test_failure_while_another_worker_clears_the_clock(pg_url: str) -> None:
+    """A success elsewhere deletes the clock between this failure's insert (which found it)
+    and its locking read (which then finds nothing): the failure starts a new streak
+    instead of raising."""
+    asyncio.run(_cleared_while_read(pg_url))
 
 
 def test_deliveries_queued_before_a_url_change_go_to_the_new_url(fast_server: Server) -> None:

@@ -45,6 +45,9 @@ def forget_before(cutoff: float) -> Steps[None]:
     yield Query("DELETE FROM webhook_endpoints WHERE last_failure_at < :cutoff",
                 {"cutoff": cutoff})
 
+# Tries of ``failed_in`` when another worker's success clears the clock it is reading.
+CLOCK_RACE_TRIES = 3
+
 
 class EndpointHealth:
     """Reads and moves the failing clocks; see the module docstring."""
@@ -68,27 +71,33 @@ class EndpointHealth:
         if self._hold is not None:
             await conn.execute(self._hold)
         await conn.execute(delete(E).where(E.c.simulation_id == simulation_id, E.c.url != url))
-        created = await conn.execute(
-            self._insert(E)
-            .values(simulation_id=simulation_id, url=url, failing_since=now,
-                    last_failure_at=now)
-            .on_conflict_do_nothing()
-        )
-        if int(created.rowcount or 0) == 1:
-            return now
-        row = (await conn.execute(
-            select(E.c.failing_since, E.c.last_failure_at)
-            .where(E.c.simulation_id == simulation_id, E.c.url == url)
-            .with_for_update()
-        )).one()
-        since = streak_start((row.failing_since, row.last_failure_at), now,
-                             quiet_gap_s=self._quiet_gap_s)
-        await conn.execute(
-            update(E)
-            .where(E.c.simulation_id == simulation_id, E.c.url == url)
-            .values(failing_since=since, last_failure_at=max(now, row.last_failure_at))
-        )
-        return since
+        for _ in range(CLOCK_RACE_TRIES):
+            created = await conn.execute(
+                self._insert(E)
+                .values(simulation_id=simulation_id, url=url, failing_since=now,
+                        last_failure_at=now)
+                .on_conflict_do_nothing()
+            )
+            if int(created.rowcount or 0) == 1:
+                return now
+            row = (await conn.execute(
+                select(E.c.failing_since, E.c.last_failure_at)
+                .where(E.c.simulation_id == simulation_id, E.c.url == url)
+                .with_for_update()
+            )).first()
+            if row is None:
+                # A success elsewhere ended the streak between the two statements (READ
+                # COMMITTED on PostgreSQL): this failure starts a new one.
+                continue
+            since = streak_start((row.failing_since, row.last_failure_at), now,
+                                 quiet_gap_s=self._quiet_gap_s)
+            await conn.execute(
+                update(E)
+                .where(E.c.simulation_id == simulation_id, E.c.url == url)
+                .values(failing_since=since, last_failure_at=max(now, row.last_failure_at))
+            )
+            return since
+        return now  # the clock keeps being cleared: a streak that keeps ending starts now
 
     async def succeeded(self, simulation_id: int) -> None:
         """End the simulation's failing streak (a delivery to its endpoint succeeded)."""
