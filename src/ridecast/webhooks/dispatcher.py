@@ -404,9 +404,15 @@ class Dispatcher:
             renewed = time.time() + policy.lease_s
             try:
                 kept = await self._claimer.keep(token, renewed)
-            except Exception as exc:  # a store outage: the lease runs out (at least once)
+            except Exception as exc:
+                # A store outage, or this worker's own transaction ended by the server: try
+                # again while the lease lasts (a result lost with it is sent again).
                 log.debug("keeping the lease of unit %s failed: %s", token, exc)
-                return
+                if time.time() >= lease_until:
+                    return
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(recorded.wait(), policy.send_margin_s)
+                continue
             if kept:
                 lease_until = renewed
             elif self._unrecorded.get(token):
