@@ -11,7 +11,7 @@ import time
 from collections.abc import Iterable
 from pathlib import Path
 
-from sqlalchemy import Numeric, cast, func, select
+from sqlalchemy import Numeric, cast, func, select, text
 
 from ridecast.store.engine import create_engine
 from ridecast.store.tables import webhook_deliveries as D
@@ -37,6 +37,30 @@ def outbox_state(url: str) -> list[tuple[object, ...]]:
                 running = D.c.lease_until > time.time()
                 rows = await conn.execute(select(D.c.status, length, running, func.count())
                                           .group_by(D.c.status, length, running))
+                return [tuple(row) for row in rows]
+        finally:
+            await engine.dispose()
+
+    return asyncio.run(run())
+
+
+def backends(url: str) -> list[tuple[object, ...]]:
+    """The database's other sessions: (pid, state, wait event, seconds in the transaction,
+    advisory and row-level locks held, query): what a failure message needs to tell which
+    session holds what a claim skips."""
+    async def run() -> list[tuple[object, ...]]:
+        engine = create_engine(url)
+        try:
+            async with engine.connect() as conn:
+                rows = await conn.execute(text(
+                    "SELECT a.pid, a.state, a.wait_event_type || ':' || a.wait_event, "
+                    "round(extract(epoch FROM now() - a.xact_start)::numeric, 2), "
+                    "(SELECT count(*) FROM pg_locks AS l WHERE l.pid = a.pid "
+                    "AND l.locktype = 'advisory' AND l.granted), "
+                    "(SELECT count(*) FROM pg_locks AS l WHERE l.pid = a.pid "
+                    "AND l.locktype = 'transactionid' AND l.granted), left(a.query, 80) "
+                    "FROM pg_stat_activity AS a WHERE a.datname = current_database() "
+                    "AND a.pid <> pg_backend_pid() AND a.xact_start IS NOT NULL"))
                 return [tuple(row) for row in rows]
         finally:
             await engine.dispose()
