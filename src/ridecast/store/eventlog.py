@@ -36,7 +36,7 @@ from ..errors import ServiceUnavailable
 from ..metrics import EVENTLOG_COMMITS, EVENTLOG_EVENTS
 from .checkpointer import WalCheckpointer, disable_autocheckpoint
 from .driver_sql import insert_qmark, insert_values
-from .outbox import outbox_sql
+from .outbox import PostgresOutboxSql, outbox_sql
 from .tables import event_counter, events, first_id_since, simulations
 from .txsteps import DriverThread, Many, Query, Steps, driver_thread, run_on
 
@@ -49,6 +49,35 @@ _EVENT_COLUMNS = ("id", "simulation_id", "message_type", "created_at", "body")
 GATHER_TURNS = 8
 COUNTER_SQL = ("UPDATE event_counter SET last_id = last_id + :count WHERE id = 1 "
                "RETURNING last_id")
+
+
+def _group_sql(outbox: PostgresOutboxSql) -> str:
+    """A group commit on PostgreSQL in one statement: the counter moved, the events and
+    their delivery rows inserted from arrays (one round trip and one executor run, not a
+    statement per row); its one row is the last id taken (``_group_params``)."""
+    return (
+        "WITH c AS (UPDATE event_counter SET last_id = last_id + CAST(:count AS bigint) "
+        "WHERE id = 1 RETURNING last_id), "
+        "e AS (INSERT INTO events (id, simulation_id, message_type, created_at, body) "
+        "SELECT c.last_id - CAST(:count AS bigint) + u.pos, u.sim, u.type, "
+        "CAST(:now AS double precision), u.body FROM c, unnest(CAST(:sims AS integer[]), "
+        "CAST(:types AS varchar[]), CAST(:bodies AS bytea[])) WITH ORDINALITY "
+        "AS u(sim, type, body, pos)), "
+        f"d AS ({outbox.insert_from_arrays('(SELECT last_id FROM c) - CAST(:count AS bigint)')}) "
+        "SELECT last_id FROM c"
+    )
+
+
+def _group_params(flat: Sequence[NewEvent], now: float) -> dict[str, Any]:
+    """The parameters of ``_group_sql`` for the events ``flat``."""
+    return {
+        "count": len(flat), "now": now,
+        "sims": [e.simulation_id for e in flat], "types": [e.message_type for e in flat],
+        "bodies": [e.body for e in flat],
+        **PostgresOutboxSql.insert_arrays([
+            (pos, e.simulation_id, e.message_type, e.webhook_url, e.webhook_ordered)
+            for pos, e in enumerate(flat, 1) if e.webhook_url]),
+    }
 
 
 @dataclass(slots=True)
@@ -128,6 +157,9 @@ class EventLog:
         # The outbox's rows, in ``store.outbox.INSERT_COLUMNS`` order (its owner's SQL).
         self._outbox = outbox_sql(engine.dialect.name)
         self._events_values = insert_values(engine.dialect, events, _EVENT_COLUMNS)
+        # On PostgreSQL the whole group commit is one statement over arrays (``_group_sql``).
+        self._group_sql = (_group_sql(self._outbox)
+                           if isinstance(self._outbox, PostgresOutboxSql) else None)
         # On SQLite, the writer connection's driver thread: a group commit is one trip
         # there (``store.txsteps``). Set with the connection.
         self._thread: DriverThread | None = None
@@ -191,6 +223,8 @@ class EventLog:
         # than the commit itself on SQLite.
         if self._conn is None or self._conn.closed:
             self._conn = await self._engine.connect()
+            if self._group_sql is not None:
+                await self._conn.execution_options(isolation_level="AUTOCOMMIT")
             self._thread = await driver_thread(self._conn)
             if self._thread is not None and self._checkpointer is not None:
                 # Its commits no longer checkpoint: the checkpointer does (see there).
@@ -341,8 +375,16 @@ class EventLog:
         now = time.time()
         flat = [event for batch, _future in group for event in batch]
         conn = await self._writer_connection()
-        last = await run_on(conn, self._write_steps(flat, now), thread=self._thread,
-                            styled=self._styled)
+        if self._group_sql is not None:
+            # One statement is one transaction of its own: no BEGIN and COMMIT round trips
+            # (the writer's connection is in autocommit, ``_writer_connection``).
+            found = (await conn.execute(text(self._group_sql), _group_params(flat, now))).all()
+            if not found:
+                raise RuntimeError("the event_counter row is missing (run the migrations)")
+            last = int(found[0][0])
+        else:
+            last = await run_on(conn, self._write_steps(flat, now), thread=self._thread,
+                                styled=self._styled)
         self.commits += 1
         self.appended += len(flat)
         if self._checkpointer is not None:
@@ -367,7 +409,9 @@ class EventLog:
         return out
 
     def _write_steps(self, flat: list[NewEvent], now: float) -> Steps[int]:
-        """The group commit as one step transaction (``store.txsteps``); the last id taken.
+        """The group commit as one step transaction (``store.txsteps``) on SQLite, where it
+        is one trip to the driver's thread (PostgreSQL runs ``_group_sql``); the last id
+        taken.
 
         Ids come from the one counter row, in the transaction that inserts the events: its
         lock makes every other writer (another process, another node) wait until this one

@@ -518,6 +518,29 @@ class PostgresOutboxSql(OutboxSql):
     def hint(self, index: str) -> str:
         return ""
 
+    def insert_from_arrays(self, first_id: str) -> str:
+        """The INSERT of the delivery rows of one group commit, as one statement over
+        arrays (``insert_arrays``' parameters), for a CTE of the event log's statement:
+        ``first_id`` is the SQL of the id before the group's first event (a row's event id
+        is it plus the event's position in the group, from 1)."""
+        return ("INSERT INTO webhook_deliveries (event_id, simulation_id, message_type, url, "
+                "status, attempt_count, next_attempt_at, created_at, updated_at, ordered) "
+                f"SELECT {first_id} + w.pos, w.sim, w.type, w.url, 'pending', 0, "
+                "CAST(:now AS double precision), CAST(:now AS double precision), "
+                "CAST(:now AS double precision), w.ordered "
+                "FROM unnest(CAST(:w_pos AS bigint[]), CAST(:w_sims AS integer[]), "
+                "CAST(:w_types AS varchar[]), CAST(:w_urls AS text[]), "
+                "CAST(:w_ordered AS boolean[])) AS w(pos, sim, type, url, ordered)")
+
+    @staticmethod
+    def insert_arrays(rows: Sequence[tuple[int, int, str, str, bool]]) -> dict[str, list[Any]]:
+        """The array parameters of ``insert_from_arrays`` for delivery rows (position of
+        the event in the group from 1, simulation id, message type, URL, ordered)."""
+        columns = list(zip(*rows, strict=True)) if rows else [(), (), (), (), ()]
+        return {"w_pos": list(columns[0]), "w_sims": list(columns[1]),
+                "w_types": list(columns[2]), "w_urls": list(columns[3]),
+                "w_ordered": list(columns[4])}
+
     def _delete_counted(self, sql: str, params: dict[str, Any]) -> Steps[int]:
         found = yield Query(f"WITH gone AS ({sql} RETURNING 1) SELECT count(*) FROM gone",
                             params)
