@@ -1,0 +1,138 @@
+"""The webhook outbox's statements on PostgreSQL read indexes, not the table, at a million
+rows (issue 33 item 7): every statement a claim, a record, a renewal, a release, a repoint
+and the delivery log run is captured as it is sent, then explained with its own parameters
+against a table of 1,000,000 finished deliveries and a few thousand still to send."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from typing import Any
+
+from sqlalchemy import event, text
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+from ridecast.store.engine import create_engine, upgrade
+from ridecast.store.outbox import outbox_sql
+from ridecast.webhooks.claimer import Claimer
+from ridecast.webhooks.deliverylog import DeliveryLog
+from ridecast.webhooks.jobs import RELEASE, Result
+from ridecast.webhooks.recorder import Recorder
+
+FINISHED = 1_000_000
+WAITING = 4_000  # half ordered (lanes of 40 simulations), half unordered (20 URLs)
+SIMS = 40
+
+
+# The rows: (first event id, last event id, status, attempt count), one simulation per id
+# modulo SIMS, one URL per id modulo 20, every other one ordered.
+_ROWS = (
+    "INSERT INTO webhook_deliveries (event_id, simulation_id, message_type, url, status, "
+    "attempt_count, next_attempt_at, created_at, updated_at, ordered, success_started_at) "
+    "SELECT g, g % p.sims, 'vehicle_use', 'http://127.0.0.1:9/' || (g % 20), p.status, "
+    "p.count, p.at, p.at, p.at, g % 2 = 0, CASE WHEN p.count > 0 THEN p.at END "
+    "FROM (SELECT CAST(:sims AS integer) AS sims, CAST(:status AS varchar) AS status, "
+    "CAST(:count AS integer) AS count, CAST(:at AS double precision) AS at, "
+    "CAST(:first AS bigint) AS first, CAST(:last AS bigint) AS last) AS p, "
+    "generate_series(p.first, p.last) AS g"
+)
+
+
+async def _fill(engine: AsyncEngine) -> None:
+    now = time.time()
+    waiting = {"first": FINISHED + 1, "last": FINISHED + WAITING}
+    async with engine.begin() as conn:
+        await conn.execute(text(_ROWS), {"sims": SIMS, "status": "succeeded", "count": 1,
+                                         "at": now - 3600, "first": 1, "last": FINISHED})
+        await conn.execute(text(_ROWS), {"sims": SIMS, "status": "pending", "count": 0,
+                                         "at": now, **waiting})
+        await conn.execute(text(
+            "INSERT INTO events (id, simulation_id, message_type, created_at, body) "
+            "SELECT g, 0, 'vehicle_use', 0, '{}'::bytea "
+            "FROM generate_series(CAST(:first AS bigint), CAST(:last AS bigint)) AS g"),
+            waiting)
+        await conn.execute(text("UPDATE event_counter SET last_id = :last"), waiting)
+    async with engine.connect() as conn:
+        await conn.execution_options(isolation_level="AUTOCOMMIT")
+        await conn.execute(text("ANALYZE webhook_deliveries"))
+        await conn.execute(text("ANALYZE events"))
+
+
+async def _statements(engine: AsyncEngine) -> list[tuple[str, Any]]:
+    """Run a worker's statements once each; what was sent (SQL and parameters)."""
+    sent: list[tuple[str, Any]] = []
+
+    def capture(_conn: Any, _cursor: Any, statement: str, parameters: Any, _ctx: Any,
+                executemany: bool) -> None:
+        if "webhook_deliveries" in statement and not executemany:
+            sent.append((statement, parameters))
+
+    event.listen(engine.sync_engine, "before_cursor_execute", capture)
+    try:
+        sql = outbox_sql("postgresql")
+        recorder = Recorder(engine, sql)
+        claimer = Claimer(engine, sql, recorder)
+        log = DeliveryLog(engine, sql)
+        units = await claimer.claim(max_units=8, unit_rows=64, per_endpoint=4, lease_s=60,
+                                    chunk_rows=64)
+        assert units, "nothing was claimed"
+        first, *rest = units
+        token = first.token
+        assert await claimer.keep(token, time.time() + 60)
+        await claimer.repoint(first.jobs[0].simulation_id, "http://127.0.0.1:9/moved", token)
+        now = time.time()
+        results = [Result(job.delivery_id, "succeeded", 1, now, None, None, job.simulation_id,
+                          (now, 1.0, 204, None), job.token) for job in first.jobs]
+        if rest:
+            results += [Result(job.delivery_id, "pending", 1, now + 5, "boom",
+                               {"started_at": now, "latency_ms": 1.0, "status_code": 500,
+                                "error_class": "http_status", "error": "boom",
+                                "response_body": None}, token=job.token)
+                        for job in rest[0].jobs]
+        # A claim that records first (the dispatcher's cycle), then the rest released.
+        await claimer.claim(max_units=1, unit_rows=64, per_endpoint=4, lease_s=60,
+                            chunk_rows=64, record=results)
+        await claimer.release([(job.delivery_id, job.token) for unit in rest[1:]
+                               for job in unit.jobs])
+        await recorder.record([Result(job.delivery_id, RELEASE, 0, now, None, token=job.token)
+                               for unit in rest[1:] for job in unit.jobs])
+        sim = first.jobs[0].simulation_id
+        await log.listing(sim, status=None, message_type=None, limit=100)
+        await log.listing(sim, status="succeeded", message_type="vehicle_use", limit=100,
+                          before=FINISHED)
+        await log.backlog()
+        await log.backlog(sim)
+        await log.depth()
+        await log.retry_failed(sim)
+    finally:
+        event.remove(engine.sync_engine, "before_cursor_execute", capture)
+    return sent
+
+
+async def _plans(url: str) -> list[tuple[str, str]]:
+    await upgrade(url)
+    engine = create_engine(url)
+    try:
+        await _fill(engine)
+        sent = await _statements(engine)
+        plans = []
+        async with engine.connect() as conn:
+            for statement, parameters in sent:
+                if statement.lstrip().upper().startswith("SET"):
+                    continue
+                found = await conn.exec_driver_sql(f"EXPLAIN {statement}", parameters)
+                plans.append((statement, "\n".join(row[0] for row in found)))
+            await conn.rollback()
+        return plans
+    finally:
+        await engine.dispose()
+
+
+def test_no_statement_reads_the_whole_outbox_at_a_million_rows(pg_url: str) -> None:
+    """No plan of a worker's or the delivery log's statements scans ``webhook_deliveries``
+    (a sequential scan there costs the whole table on every claim)."""
+    plans = asyncio.run(_plans(pg_url))
+    assert len(plans) >= 15, [statement for statement, _plan in plans]
+    scans = [(statement, plan) for statement, plan in plans
+             if "Seq Scan on webhook_deliveries" in plan]
+    assert not scans, "\n\n".join(f"{statement}\n{plan}" for statement, plan in scans)
