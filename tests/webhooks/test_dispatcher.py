@@ -312,3 +312,50 @@ async def _true(value: bool) -> bool:
 
 async def _lease_is(engine: AsyncEngine, status: str) -> bool:
     return (await _lease(engine))[0] == status
+
+
+class _CrashingSender(Sender):
+    """A sender with a defect: its first send raises instead of returning an attempt."""
+
+    crashed_at: float | None = None
+
+    async def send(self, *args: Any, **kwargs: Any) -> Attempt:
+        if _CrashingSender.crashed_at is None:
+            _CrashingSender.crashed_at = time.time()
+            raise RuntimeError("a defect in the sender")
+        return await super().send(*args, **kwargs)
+
+
+async def test_a_crashed_attempt_is_a_recorded_failure_retried_on_the_schedule(
+        engine: AsyncEngine) -> None:
+    """An attempt that raises is recorded as a failed attempt of class ``other`` and retried
+    on the schedule (0.1 s here), never given back as due at once (a delivery that crashed
+    every time would spin)."""
+    received: list[float] = []
+
+    async def record(_request: Request) -> Reply:
+        received.append(time.time())
+        return Reply(204)
+
+    receiver = Receiver(record)
+    await receiver.start()
+    _CrashingSender.crashed_at = None
+    dispatcher, sender, sim = await _setup(engine, receiver.url, 1, poll_interval_s=30,
+                                           sender_type=_CrashingSender)
+    dispatcher.start()
+    try:
+        await _until(lambda: _lease_is(engine, "succeeded"))
+    finally:
+        await dispatcher.close()
+        await sender.close()
+        await receiver.close()
+    (delivery,) = (await Outbox(engine).list(sim, status=None, message_type=None,
+                                             limit=10))[0]
+    assert delivery["attempt_count"] == 2
+    failed, ok = delivery["attempts"]
+    assert failed["error_class"] == "other"
+    assert "RuntimeError: a defect in the sender" in failed["error"]
+    assert ok["error_class"] is None and ok["status_code"] == 204
+    crashed_at = _CrashingSender.crashed_at
+    assert crashed_at is not None and len(received) == 1
+    assert received[0] - crashed_at >= 0.1 * 0.8  # the schedule's delay, jitter included
