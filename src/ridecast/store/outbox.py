@@ -618,15 +618,15 @@ class PostgresOutboxSql(OutboxSql):
         ids, tokens = list(columns[6]), list(columns[7])
         arrays = ("FROM unnest(CAST(:ids AS bigint[]), CAST(:tokens AS varchar[])) "
                   "AS h(id, token)")
+        # One statement, one round trip: an earlier success on a row (a replay) is kept as
+        # an attempt by the first part; both parts read the rows as they were before it.
         yield Query(
-            "INSERT INTO webhook_attempts (delivery_id, started_at, latency_ms, status_code, "
-            "error_class, error, response_body) SELECT d.id, d.success_started_at, "
-            "d.success_latency_ms, d.success_status_code, NULL, NULL, "
+            "WITH kept AS (INSERT INTO webhook_attempts (delivery_id, started_at, latency_ms, "
+            "status_code, error_class, error, response_body) SELECT d.id, "
+            "d.success_started_at, d.success_latency_ms, d.success_status_code, NULL, NULL, "
             f"d.success_response_body FROM webhook_deliveries AS d JOIN (SELECT * {arrays}) "
             "AS h ON d.id = h.id AND d.claim_token = h.token WHERE d.status = 'delivering' "
-            "AND d.success_started_at IS NOT NULL ORDER BY d.id",
-            {"ids": ids, "tokens": tokens})
-        yield Query(
+            "AND d.success_started_at IS NOT NULL ORDER BY d.id) "
             "UPDATE webhook_deliveries AS d SET status = 'succeeded', "
             "attempt_count = d.attempt_count + 1, next_attempt_at = :now, "
             "last_error = NULL, lease_until = NULL, claim_token = NULL, "
