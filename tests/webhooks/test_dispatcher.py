@@ -16,6 +16,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from ridecast.bus.memory import MemoryBus
 from ridecast.cli.receiver import Receiver, Reply, Request
 from ridecast.config import Settings
+from ridecast.errors import ServiceUnavailable
 from ridecast.simulations import SimulationCatalog
 from ridecast.store.accounts import AccountStore
 from ridecast.store.engine import create_engine, upgrade
@@ -216,10 +217,36 @@ class _HeldWrites(Claimer):
         return units
 
 
+class _HeldWritesFirstKeepFails(_HeldWrites):
+    """The same, and the first renewal of a lease fails (a store outage, or the worker's own
+    transaction ended by the server)."""
+
+    failed = False
+
+    async def keep(self, token: str, lease_until: float) -> set[int]:
+        if not _HeldWritesFirstKeepFails.failed:
+            _HeldWritesFirstKeepFails.failed = True
+            raise ServiceUnavailable("the store did not answer")
+        return await super().keep(token, lease_until)
+
+
 async def test_a_result_waiting_to_be_written_keeps_its_lease(engine: AsyncEngine) -> None:
     """A delivery answered 2xx whose result waits to be written past its first lease: its
     unit renews the lease, so another worker cannot take it and send it again; once the
     write goes through, it is succeeded, sent once."""
+    await _result_keeps_its_lease(engine, _HeldWrites)
+
+
+async def test_a_result_waiting_to_be_written_keeps_its_lease_through_a_failed_renewal(
+        engine: AsyncEngine) -> None:
+    """The same when a renewal fails: the unit tries again while the lease lasts instead of
+    letting it run out (another worker would then send the answered delivery again)."""
+    _HeldWritesFirstKeepFails.failed = False
+    await _result_keeps_its_lease(engine, _HeldWritesFirstKeepFails)
+    assert _HeldWritesFirstKeepFails.failed
+
+
+async def _result_keeps_its_lease(engine: AsyncEngine, claimer: type[_HeldWrites]) -> None:
     received: list[str] = []
 
     async def record(request: Request) -> Reply:
@@ -231,7 +258,7 @@ async def test_a_result_waiting_to_be_written_keeps_its_lease(engine: AsyncEngin
     _HeldWrites.writes = asyncio.Event()
     _HeldWrites.leases = []
     dispatcher, sender, _sim = await _setup(engine, receiver.url, 1, lease_s=1,
-                                            poll_interval_s=30, claimer=_HeldWrites)
+                                            poll_interval_s=30, claimer=claimer)
     other = Outbox(engine)
     dispatcher.start()
     try:
