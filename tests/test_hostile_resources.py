@@ -23,10 +23,9 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-import httpx
-
+from tests.api.test_page_resources import read_all_history
 from tests.conftest import Server
-from tests.hub.rawws import PING, client_frame, handshake, read_frames, rss_bytes
+from tests.hub.rawws import flood_pings, handshake, read_frames, rss_bytes
 from tests.webhooks.conftest import FAST_ENV
 from tests.webhooks.helpers import deliveries, vehicle_use, wait_for
 
@@ -58,31 +57,8 @@ def _cpu_s(pid: int) -> float:
 
 
 def _flood_pings(port: int, path: str, sent: list[int], out: list[socket.socket]) -> None:
-    """Send up to PING_BYTES of pings without reading; stop when the server stops taking
-    them (a send blocked for 5 s). The socket is left open in ``out``."""
-    sock = handshake(port, path, rcvbuf=4096, sndbuf=16384)
-    out.append(sock)
-    chunk = client_frame(PING, b"p" * 125) * 512
-    sock.settimeout(5)
-    try:
-        while sent[0] < PING_BYTES:
-            sock.sendall(chunk)
-            sent[0] += len(chunk)
-    except TimeoutError:
-        pass
-
-
-def _read_all(base_url: str, auth: tuple[str, str], sim: int) -> int:
-    """Page through the whole history with limit=1000; the number of events read."""
-    seen, after = 0, "0"
-    with httpx.Client(base_url=base_url, auth=auth, timeout=120) as http:
-        while True:
-            body = http.get(f"/api/v2/simulation/{sim}/events",
-                            params={"after": after, "limit": 1000}).json()
-            if not body["objects"]:
-                return seen
-            seen += len(body["objects"])
-            after = body["meta"]["next_after"]
+    """``flood_pings`` in a thread, its socket left open in ``out``."""
+    out.append(flood_pings(port, path, sent, PING_BYTES))
 
 
 def _store_bad_secret(server: Server, sim: int, url: str) -> None:
@@ -135,7 +111,7 @@ def test_all_hostile_clients_at_once_stay_within_the_memory_and_cpu_bounds(
             for n in range(3):
                 http.post(f"/api/v2/simulation/{hooked}/events",
                           json=vehicle_use(n) | {"simulation_id": hooked}).raise_for_status()
-            pagers = [pool.submit(_read_all, server.base_url, user.auth, sim)
+            pagers = [pool.submit(read_all_history, server.base_url, user.auth, sim)
                       for _ in range(PAGERS)]
             for n in range(WARM, WARM + EVENTS):
                 http.post(f"/api/v2/simulation/{sim}/events", json=_big_event(sim, n)) \

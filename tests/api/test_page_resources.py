@@ -17,22 +17,16 @@ import httpx
 
 from ridecast.events.examples import example_event
 from tests.conftest import Server
+from tests.hub.rawws import rss_bytes
 
 EVENTS = 30
 CLIENTS = 8
 PEAK_GROWTH_BOUND = 160 * 1024 * 1024  # SECURITY.md: 8 concurrent 4 MiB pages, copies included
 
 
-def _rss(pid: int) -> int:
-    with open(f"/proc/{pid}/status") as status:
-        for line in status:
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1]) * 1024
-    raise AssertionError("no VmRSS")
-
-
-def _read_all(base_url: str, auth: tuple[str, str], sim: int) -> int:
-    """Page through the whole history; the number of events read."""
+def read_all_history(base_url: str, auth: tuple[str, str], sim: int) -> int:
+    """Page through a simulation's whole history with ``limit=1000``; the number of events
+    read."""
     seen, after = 0, "0"
     with httpx.Client(base_url=base_url, auth=auth, timeout=120) as http:
         while True:
@@ -59,14 +53,14 @@ def test_concurrent_large_pages_keep_rss_bounded(start_server: Any) -> None:
         first = http.get(f"/api/v2/simulation/{sim}/events", params={"limit": 1000}).json()
         assert first["meta"]["truncated"] and first["meta"]["count"] < EVENTS
     pid = server.process.pid
-    baseline = _rss(pid)
+    baseline = rss_bytes(pid)
     peak = baseline
     done = threading.Event()
 
     def sample() -> None:
         nonlocal peak
         while not done.is_set():
-            peak = max(peak, _rss(pid))
+            peak = max(peak, rss_bytes(pid))
             done.wait(0.01)
 
     sampler = threading.Thread(target=sample)
@@ -74,7 +68,7 @@ def test_concurrent_large_pages_keep_rss_bounded(start_server: Any) -> None:
     try:
         for _ in range(2):
             with ThreadPoolExecutor(CLIENTS) as pool:
-                counts = list(pool.map(lambda _i: _read_all(server.base_url, user.auth, sim),
+                counts = list(pool.map(lambda _i: read_all_history(server.base_url, user.auth, sim),
                                        range(CLIENTS)))
             assert counts == [EVENTS] * CLIENTS
     finally:

@@ -100,6 +100,22 @@ def parse_frames(data: bytearray) -> tuple[Frames, int | None]:
     return frames, None
 
 
+def flood_pings(port: int, path: str, sent: list[int], limit: int) -> socket.socket:
+    """Send up to ``limit`` bytes of pings on a new stream without ever reading (counted in
+    ``sent[0]``); stop when the server stops taking them (a send blocked for 5 s). Returns
+    the socket, still open."""
+    sock = handshake(port, path, rcvbuf=4096, sndbuf=16384)
+    chunk = client_frame(PING, b"p" * 125) * 512
+    sock.settimeout(5)
+    try:
+        while sent[0] < limit:
+            sock.sendall(chunk)
+            sent[0] += len(chunk)
+    except TimeoutError:
+        pass
+    return sock
+
+
 def rss_bytes(pid: int) -> int:
     """Resident memory of process ``pid`` (VmRSS of /proc/<pid>/status)."""
     for line in Path(f"/proc/{pid}/status").read_text().splitlines():

@@ -17,7 +17,7 @@ from typing import Any
 import httpx
 
 from tests.conftest import Server
-from tests.hub.rawws import PING, client_frame, handshake, read_frames, rss_bytes
+from tests.hub.rawws import flood_pings, handshake, read_frames, rss_bytes
 
 MIB = 1024 * 1024
 BUDGET = 2 * MIB
@@ -40,22 +40,6 @@ def _big_event(sim: int, n: int) -> dict[str, Any]:
     }
 
 
-def _flood_pings(port: int, path: str, sent: list[int]) -> socket.socket:
-    """Send up to PING_BYTES of pings without reading; stop when the server stops taking
-    them (a send blocked for 5 s). Returns the socket, still open."""
-    sock = handshake(port, path, rcvbuf=4096, sndbuf=16384)
-    ping = client_frame(PING, b"p" * 125)
-    chunk = ping * 512
-    sock.settimeout(5)
-    try:
-        while sent[0] < PING_BYTES:
-            sock.sendall(chunk)
-            sent[0] += len(chunk)
-    except TimeoutError:
-        pass
-    return sock
-
-
 def _round(srv: Server, user_auth: tuple[str, str], sim: int, path: str) -> tuple[int, int, int]:
     """One attack: a never-reading stream fed EVENTS large events and a ping flood at once.
     The close code of the stream, the ping bytes the server took, and the RSS after."""
@@ -63,7 +47,7 @@ def _round(srv: Server, user_auth: tuple[str, str], sim: int, path: str) -> tupl
     sent = [0]
     holder: list[socket.socket] = []
     flood = threading.Thread(
-        target=lambda: holder.append(_flood_pings(srv.port, path, sent)), daemon=True)
+        target=lambda: holder.append(flood_pings(srv.port, path, sent, PING_BYTES)), daemon=True)
     flood.start()
     with httpx.Client(base_url=srv.base_url, auth=user_auth, timeout=60) as http:
         for n in range(EVENTS):
