@@ -212,6 +212,35 @@ async def test_postgres_claims_skip_what_a_stalled_transaction_holds(pg_url: str
         await stalled.dispose()
 
 
+async def test_postgres_a_lane_stops_before_a_row_another_transaction_holds(
+    pg_url: str,
+) -> None:
+    """On PostgreSQL, a lane whose second row another transaction holds is claimed up to that
+    row only: the rows behind it, leased by the same statement, are given back at once
+    (pending, no token), so the lane's order holds and nothing is held that is not sent."""
+    await upgrade(pg_url)
+    engine, stalled = create_engine(pg_url), create_engine(pg_url)
+    try:
+        await _enqueue(engine, 4, sim=1, url="http://a/")
+        async with engine.connect() as conn:
+            ids = [row[0] for row in await conn.execute(text(
+                "SELECT id FROM webhook_deliveries ORDER BY event_id"))]
+        async with stalled.connect() as conn, conn.begin():
+            await conn.execute(text("SELECT id FROM webhook_deliveries WHERE id = :id "
+                                    "FOR UPDATE"), {"id": ids[1]})
+            (unit,) = await asyncio.wait_for(Outbox(engine).claim(
+                max_units=10, unit_rows=64, per_endpoint=8, lease_s=30), timeout=30)
+            assert [job.delivery_id for job in unit.jobs] == ids[:1]
+            async with engine.connect() as conn:
+                rows = dict((row[0], (row[1], row[2])) for row in await conn.execute(text(
+                    "SELECT id, status, claim_token FROM webhook_deliveries")))
+        assert rows[ids[0]] == ("delivering", unit.token)
+        assert [rows[i] for i in ids[1:]] == [("pending", None)] * 3
+    finally:
+        await engine.dispose()
+        await stalled.dispose()
+
+
 async def test_postgres_a_worker_stopped_inside_a_renewal_holds_nothing_for_long(
     pg_url: str,
 ) -> None:

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence, Set
 from typing import Any, TypeVar
 
 from .txsteps import Many, Query, Steps
@@ -229,23 +229,27 @@ class OutboxSql:
             yield Query("")
         return None
 
-    def lock_rows(self, ids: Sequence[int], now: float) -> Steps[set[int]]:
-        """Of ``ids``, those still free to lease (pending, or leased by a lease that ran
-        out), locked for this transaction. SQLite: read in this very transaction, under its
-        write lock, so all of them."""
-        if False:  # pragma: no cover - a generator with no step
-            yield Query("")
-        return set(ids)
+    def take(self, now: float, lease_until: float,
+             units: Sequence[tuple[str, Sequence[int]]]) -> Steps[set[int]]:
+        """Lease each unit's deliveries (claim token, delivery ids) that are still free
+        (pending, or leased by a lease that ran out before ``now``); the ids leased. SQLite:
+        read in this very transaction, under its write lock, so all of them."""
+        yield from self.lease(now, lease_until, units)
+        return {delivery_id for _token, ids in units for delivery_id in ids}
 
     def keys(self, column: str, where: str, index: str) -> Steps[list[Any]]:
         """The distinct values of ``column`` among the rows of the partial ``index`` (whose
         predicate is ``where``), by a skip scan: one index seek per value."""
-        table = "webhook_deliveries" + self.hint(index)
-        sql = (f"WITH RECURSIVE k(v) AS (SELECT MIN({column}) FROM {table} "
-               f"WHERE {where} UNION ALL SELECT (SELECT MIN({column}) FROM {table} "
-               f"WHERE {where} AND {column} > k.v) FROM k WHERE k.v IS NOT NULL) "
+        sql = (f"WITH RECURSIVE {self.keys_cte('k', column, where, index)} "
                "SELECT v FROM k WHERE v IS NOT NULL")
         return [r[0] for r in (yield Query(sql))]
+
+    def keys_cte(self, name: str, column: str, where: str, index: str) -> str:
+        """``keys``' skip scan as a recursive CTE ``name(v)`` (its last row is NULL)."""
+        table = "webhook_deliveries" + self.hint(index)
+        return (f"{name}(v) AS (SELECT MIN({column}) FROM {table} WHERE {where} UNION ALL "
+                f"SELECT (SELECT MIN({column}) FROM {table} WHERE {where} AND {column} > "
+                f"{name}.v) FROM {name} WHERE {name}.v IS NOT NULL)")
 
     def lane_head(self, n: int, rows: int) -> str:
         """The first ``rows`` active rows of the lane of simulation ``:s{n}``."""
@@ -277,6 +281,30 @@ class OutboxSql:
                                        for n, part in enumerate(chunk))
             found += (yield Query(query, params))
         return found
+
+    def heads(self, now: float, lane_rows: int, chunk_rows: Mapping[str, int],
+              default_chunk_rows: int, busy_lanes: Set[int], *, stale: bool,
+              ) -> Steps[list[tuple[Any, ...]]]:
+        """The rows a claim plans with (``_CANDIDATE_COLUMNS``), read through the partial
+        indexes rather than every active row: the first ``lane_rows`` of each ordered lane
+        not in ``busy_lanes``, the oldest due unordered rows of each URL (``chunk_rows`` of
+        it, or ``default_chunk_rows``), and with ``stale`` the unordered rows whose lease
+        ran out. Here the lanes and URLs are read first, then their heads."""
+        parts: list[str] = []
+        params: dict[str, Any] = {"now": now}
+        lanes = yield from self.keys("simulation_id", self.lane_where, "ix_deliveries_lanes")
+        for n, sim in enumerate(s for s in lanes if s not in busy_lanes):
+            params[f"s{n}"] = sim
+            parts.append(self.lane_head(n, lane_rows))
+        urls = yield from self.keys("url", self.loose_where, "ix_deliveries_loose")
+        for n, url in enumerate(urls):
+            rows = chunk_rows.get(url, default_chunk_rows)
+            if rows > 0:
+                params[f"u{n}"] = url
+                parts.append(self.url_head(n, rows))
+        if stale:
+            parts.append(self.stale_rows(default_chunk_rows))
+        return (yield from self.candidates(parts, params))
 
     def free_url_rows(self, url: str, now: float, rows: int) -> Steps[list[tuple[Any, ...]]]:
         """The oldest due unordered rows of ``url`` (to extend a running chunk), locked."""
@@ -569,22 +597,59 @@ class PostgresOutboxSql(OutboxSql):
             {"urls": list(urls), "space": self.URL_LOCK_SPACE})
         return {row[0] for row in found}
 
+    def heads(self, now: float, lane_rows: int, chunk_rows: Mapping[str, int],
+              default_chunk_rows: int, busy_lanes: Set[int], *, stale: bool,
+              ) -> Steps[list[tuple[Any, ...]]]:
+        # One statement, one round trip: the skip scans of the lanes and the URLs as CTEs,
+        # each head a LATERAL read of its partial index (a URL's LIMIT from the arrays).
+        urls = sorted(chunk_rows)
+        sql = (
+            f"WITH RECURSIVE {self.keys_cte('lanes', 'simulation_id', self.lane_where, '')}, "
+            f"{self.keys_cte('urls', 'url', self.loose_where, '')} "
+            f"SELECT h.* FROM lanes CROSS JOIN LATERAL (SELECT {_CANDIDATE_COLUMNS} "
+            f"FROM webhook_deliveries WHERE {self.lane_where} AND simulation_id = lanes.v "
+            "ORDER BY event_id LIMIT CAST(:lane_rows AS integer)) AS h "
+            "WHERE lanes.v IS NOT NULL AND lanes.v <> ALL(CAST(:busy AS integer[])) "
+            "UNION ALL SELECT h.* FROM (SELECT urls.v, "
+            "coalesce(x.n, CAST(:default_rows AS integer)) AS n FROM urls "
+            "LEFT JOIN unnest(CAST(:urls AS text[]), CAST(:rows AS integer[])) AS x(url, n) "
+            "ON x.url = urls.v WHERE urls.v IS NOT NULL) AS u CROSS JOIN LATERAL "
+            f"(SELECT {_CANDIDATE_COLUMNS} FROM webhook_deliveries WHERE {self.loose_where} "
+            "AND url = u.v AND next_attempt_at <= :now ORDER BY event_id LIMIT u.n) AS h "
+            "WHERE u.n > 0")
+        if stale:
+            sql += f" UNION ALL SELECT * FROM ({self.stale_rows(default_chunk_rows)}) AS s"
+        found: list[tuple[Any, ...]] = yield Query(sql, {
+            "now": now, "lane_rows": lane_rows, "busy": sorted(busy_lanes),
+            "default_rows": default_chunk_rows, "urls": urls,
+            "rows": [chunk_rows[url] for url in urls]})
+        return found
+
     def in_flight_after_lock(self, now: float) -> Steps[list[tuple[Any, ...]] | None]:
         # A claim that held these URLs before this one may have committed leases since the
         # first count (READ COMMITTED: a new statement sees them).
         rows: list[tuple[Any, ...]] = yield self.in_flight_query(now)
         return rows
 
-    def lock_rows(self, ids: Sequence[int], now: float) -> Steps[set[int]]:
-        # Rows another transaction holds are skipped, not waited for; the status is checked
-        # again on the row's newest version (another claim may have leased it since this
-        # claim read it).
+    def take(self, now: float, lease_until: float,
+             units: Sequence[tuple[str, Sequence[int]]]) -> Steps[set[int]]:
+        # One statement: rows another transaction holds are skipped, not waited for (so the
+        # lease, dated before it, is never dated before a wait); the status is checked again
+        # on the row's newest version (another claim may have leased it since this claim
+        # read it).
+        ids = [i for _token, unit_ids in units for i in unit_ids]
         if not ids:
             return set()
         found = yield Query(
-            "SELECT id FROM webhook_deliveries WHERE id = ANY(CAST(:ids AS bigint[])) "
-            "AND (status = 'pending' OR (status = 'delivering' AND lease_until < :now)) "
-            "FOR UPDATE SKIP LOCKED", {"ids": list(ids), "now": now})
+            "UPDATE webhook_deliveries AS d SET status = 'delivering', "
+            "lease_until = :lease, claim_token = u.token, updated_at = :now "
+            "FROM unnest(CAST(:ids AS bigint[]), CAST(:tokens AS varchar[])) AS u(id, token) "
+            "WHERE d.id = u.id AND d.id IN (SELECT id FROM webhook_deliveries "
+            "WHERE id = ANY(CAST(:ids AS bigint[])) AND (status = 'pending' OR "
+            "(status = 'delivering' AND lease_until < :now)) FOR UPDATE SKIP LOCKED) "
+            "RETURNING d.id",
+            {"lease": lease_until, "now": now, "ids": ids,
+             "tokens": [t for t, unit_ids in units for _i in unit_ids]})
         return {row[0] for row in found}
 
     def lease(self, now: float, lease_until: float,

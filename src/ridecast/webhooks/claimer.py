@@ -15,8 +15,9 @@ another, and a stalled worker holds only what it leased:
   lock. A worker stopped inside the transaction loses it after ``claim_hold_s``
   (``store.outbox``'s ``begin_claim``).
 
-A lease is dated after every lock of its transaction is held (never before a wait), and
-the lease statement itself takes only rows still pending or whose lease ran out.
+A lease is dated after every lock of its transaction that can wait is held (never before
+a wait); the lease statement itself locks its rows with ``SKIP LOCKED`` (never waiting) and
+takes only rows still pending or whose lease ran out.
 """
 
 from __future__ import annotations
@@ -140,16 +141,23 @@ class Claimer:
             plan = plan_units([row for row in active if row.url in locked],
                               in_flight_of(recount), now=now, per_endpoint=per_endpoint,
                               unit_rows=unit_rows, max_units=max_units, chunk_rows=chunk_max)
-        taken = yield from sql.lock_rows([row.id for unit in plan for row in unit], now)
-        plan = [unit[:_prefix(unit, taken)] for unit in plan]
-        plan = [unit for unit in plan if unit]
-        if not plan:
-            return units
-        leased_at = time.time()  # every lock is held: the lease starts now
+        # Every lock that can wait is held (the row locks of ``take`` never wait): the
+        # lease starts now.
+        leased_at = time.time()
         lease_until = leased_at + lease_s
         tokens = [uuid.uuid4().hex for _ in plan]
-        yield from sql.lease(leased_at, lease_until, [
+        taken = yield from sql.take(leased_at, lease_until, [
             (token, [row.id for row in unit]) for unit, token in zip(plan, tokens, strict=True)])
+        # A unit stops before the first row another claim holds; rows it took beyond that
+        # (its order would break) are given back at once.
+        kept = [unit[:_prefix(unit, taken)] for unit in plan]
+        beyond = [(row.id, token) for unit, head, token in zip(plan, kept, tokens, strict=True)
+                  for row in unit[len(head):] if row.id in taken]
+        if beyond:
+            yield from sql.releases(leased_at, beyond)
+        plan, tokens = [u for u in kept if u], [t for u, t in zip(kept, tokens, strict=True) if u]
+        if not plan:
+            return units
         read = yield from sql.bodies(
             [row.event_id for unit in plan for row in unit if row.event_id not in known])
         for unit, token in zip(plan, tokens, strict=True):
@@ -206,25 +214,12 @@ class Claimer:
         each row's message type and attempt count. ``plan_units`` gives the same plan on
         these as on all active rows. Unordered rows whose lease ran out are read only when
         ``stale`` (the poll asks: they have waited a whole lease already)."""
-        sql = self._sql
-        parts: list[str] = []
-        params: dict[str, Any] = {"now": now}
-        lanes = yield from sql.keys("simulation_id", sql.lane_where, "ix_deliveries_lanes")
-        for n, sim in enumerate(s for s in lanes if s not in busy_lanes):
-            params[f"s{n}"] = sim
-            parts.append(sql.lane_head(n, lane_rows))
-        urls = yield from sql.keys("url", sql.loose_where, "ix_deliveries_loose")
-        for n, url in enumerate(urls):
-            rows = chunk_rows.get(url, default_chunk_rows)
-            if rows > 0:
-                params[f"u{n}"] = url
-                parts.append(sql.url_head(n, rows))
-        if stale:
-            parts.append(sql.stale_rows(default_chunk_rows))
+        rows = yield from self._sql.heads(now, lane_rows, chunk_rows, default_chunk_rows,
+                                          busy_lanes, stale=stale)
         found: list[Row] = []
         extra: dict[int, tuple[str, int]] = {}
         for (id_, sim, url, event_id, ordered, status, next_at, lease, token, message_type,
-             attempt_count) in (yield from sql.candidates(parts, params)):
+             attempt_count) in rows:
             found.append(Row(id_, sim, url, event_id, bool(ordered), status, next_at, lease,
                              token))
             extra[id_] = (message_type, attempt_count)
