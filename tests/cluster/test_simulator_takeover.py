@@ -138,7 +138,9 @@ class Subscriber(threading.Thread):
         with contextlib.suppress(asyncio.CancelledError):
             async with AsyncClient(self.urls, user=self.user.name,
                                    key=self.user.key) as client:
-                stream = client.stream(self.simulation_id,
+                # From the log's start: whatever the run publishes before this stream is
+                # subscribed on its node is replayed, not missed.
+                stream = client.stream(self.simulation_id, since="0",
                                        on_status=lambda s: self.statuses.append(s.kind))
                 async with stream:
                     async for frame in stream.frames():
@@ -199,7 +201,6 @@ def _scenario(reference: list[dict[str, Any]], tmp_path: Path, pg_url: str, sig:
             subscriber.start()
         _wait(lambda: all(s.connected for s in subscribers))
         _wait(lambda: all(worker_running(log, starts=1) for log in worker_logs), timeout=60)
-        time.sleep(0.5)  # a stream is subscribed once its handshake is answered
         with owner.client(user) as http:
             started = http.post(f"/api/v2/simulation/{sim}/simulator/start")
             assert started.status_code == 200, started.text
