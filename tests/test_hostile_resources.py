@@ -25,7 +25,7 @@ from typing import Any
 
 from tests.api.test_page_resources import read_all_history
 from tests.conftest import Server
-from tests.hub.rawws import flood_pings, handshake, read_frames, rss_bytes
+from tests.hub.rawws import PeakRss, flood_pings, handshake, read_frames
 from tests.webhooks.conftest import FAST_ENV
 from tests.webhooks.helpers import deliveries, vehicle_use, wait_for
 
@@ -89,46 +89,35 @@ def test_all_hostile_clients_at_once_stay_within_the_memory_and_cpu_bounds(
                 .raise_for_status()
         assert http.get(f"/api/v2/simulation/{sim}/events",
                         params={"limit": 1000}).json()["meta"]["truncated"]
-    baseline = peak = rss_bytes(pid)
-    sampling = threading.Event()
-
-    def sample() -> None:
-        nonlocal peak
-        while not sampling.is_set():
-            peak = max(peak, rss_bytes(pid))
-            sampling.wait(0.01)
-
-    sampler = threading.Thread(target=sample)
-    sampler.start()
     stalled = handshake(server.port, path, rcvbuf=4096)
     pinged: list[int] = [0]
     flooders: list[socket.socket] = []
     flood = threading.Thread(target=_flood_pings, args=(server.port, path, pinged, flooders),
                              daemon=True)
     try:
-        flood.start()
-        with server.client(user) as http, ThreadPoolExecutor(PAGERS) as pool:
-            for n in range(3):
-                http.post(f"/api/v2/simulation/{hooked}/events",
-                          json=vehicle_use(n) | {"simulation_id": hooked}).raise_for_status()
-            pagers = [pool.submit(read_all_history, server.base_url, user.auth, sim)
-                      for _ in range(PAGERS)]
-            for n in range(WARM, WARM + EVENTS):
-                http.post(f"/api/v2/simulation/{sim}/events", json=_big_event(sim, n)) \
-                    .raise_for_status()
-            counts = [pager.result(timeout=300) for pager in pagers]
-        flood.join(120)
-        assert not flood.is_alive()
-        _frames, code = read_frames(stalled, timeout=30)
+        with PeakRss(pid) as rss:
+            flood.start()
+            with server.client(user) as http, ThreadPoolExecutor(PAGERS) as pool:
+                for n in range(3):
+                    http.post(f"/api/v2/simulation/{hooked}/events",
+                              json=vehicle_use(n) | {"simulation_id": hooked}
+                              ).raise_for_status()
+                pagers = [pool.submit(read_all_history, server.base_url, user.auth, sim)
+                          for _ in range(PAGERS)]
+                for n in range(WARM, WARM + EVENTS):
+                    http.post(f"/api/v2/simulation/{sim}/events", json=_big_event(sim, n)) \
+                        .raise_for_status()
+                counts = [pager.result(timeout=300) for pager in pagers]
+            flood.join(120)
+            assert not flood.is_alive()
+            _frames, code = read_frames(stalled, timeout=30)
     finally:
-        sampling.set()
-        sampler.join()
         stalled.close()
     try:
         assert code == 4100
         assert pinged[0] < PING_BYTES, "the server read every ping of a client that never reads"
         assert all(WARM <= count <= WARM + EVENTS for count in counts), counts
-        growth = peak - baseline
+        growth = rss.growth
         assert growth < PEAK_GROWTH_BOUND, f"peak RSS grew by {growth / MIB:.0f} MiB"
 
         # After the attack: the flooder still connected, fresh bad deliveries retried on
@@ -157,6 +146,6 @@ def test_all_hostile_clients_at_once_stay_within_the_memory_and_cpu_bounds(
     finally:
         for sock in flooders:
             sock.close()
-    print(f"rss MiB: baseline {baseline / MIB:.0f}, peak {peak / MIB:.0f} "
+    print(f"rss MiB: baseline {rss.baseline / MIB:.0f}, peak {rss.peak / MIB:.0f} "
           f"(+{growth / MIB:.0f}); pings taken {pinged[0] / MIB:.1f} MiB; events read per "
           f"pager {counts}; CPU after the attack {used:.1%} of a core")

@@ -9,7 +9,6 @@ response of the whole history.
 
 from __future__ import annotations
 
-import threading
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -17,7 +16,7 @@ import httpx
 
 from ridecast.events.examples import example_event
 from tests.conftest import Server
-from tests.hub.rawws import rss_bytes
+from tests.hub.rawws import PeakRss
 
 EVENTS = 30
 CLIENTS = 8
@@ -52,27 +51,11 @@ def test_concurrent_large_pages_keep_rss_bounded(start_server: Any) -> None:
             assert stored.status_code == 201, stored.text
         first = http.get(f"/api/v2/simulation/{sim}/events", params={"limit": 1000}).json()
         assert first["meta"]["truncated"] and first["meta"]["count"] < EVENTS
-    pid = server.process.pid
-    baseline = rss_bytes(pid)
-    peak = baseline
-    done = threading.Event()
-
-    def sample() -> None:
-        nonlocal peak
-        while not done.is_set():
-            peak = max(peak, rss_bytes(pid))
-            done.wait(0.01)
-
-    sampler = threading.Thread(target=sample)
-    sampler.start()
-    try:
+    with PeakRss(server.process.pid) as rss:
         for _ in range(2):
             with ThreadPoolExecutor(CLIENTS) as pool:
                 counts = list(pool.map(lambda _i: read_all_history(server.base_url, user.auth, sim),
                                        range(CLIENTS)))
             assert counts == [EVENTS] * CLIENTS
-    finally:
-        done.set()
-        sampler.join()
-    growth = peak - baseline
+    growth = rss.growth
     assert growth < PEAK_GROWTH_BOUND, f"peak RSS grew by {growth / 2**20:.0f} MiB"

@@ -259,18 +259,14 @@ def test_two_nodes_two_workers_stopped_killed_and_replayed(
     # request written by a worker the instant it resumed, or one answered after the time-out.
     excused = 0
     for event in every:
-        mine = sorted((h for h in hits if h.event == event), key=lambda h: h.arrived)
-        overlaps = _overlaps(mine)
-        bad = [pair for pair in overlaps if not _excused(pair, resumes)]
-        excused += len(overlaps) - len(bad)
+        bad, ok = _unexcused_overlaps([h for h in hits if h.event == event], resumes)
+        excused += ok
         assert not bad, (
             f"one webhook-id in flight twice at once: {bad}; workers stopped "
             f"{stopped_windows}, killed at {disruptions[-1]}")
     for sim in ordered:
-        lane = sorted((h for h in hits if h.sim == sim), key=lambda h: h.arrived)
-        overlaps = _overlaps(lane)
-        bad = [pair for pair in overlaps if not _excused(pair, resumes)]
-        excused += len(overlaps) - len(bad)
+        bad, ok = _unexcused_overlaps([h for h in hits if h.sim == sim], resumes)
+        excused += ok
         assert not bad, (
             f"two requests of one ordered simulation in flight: {bad}; workers stopped "
             f"{stopped_windows}, resumed at {resumes}, killed at {disruptions[-1]}")
@@ -293,6 +289,14 @@ def _overlaps(hits: list[Hit]) -> list[tuple[Hit, Hit]]:
     """Pairs of ``hits`` (sorted by arrival) where the second arrived before the first was
     answered."""
     return [(a, b) for n, a in enumerate(hits) for b in hits[n + 1:] if b.arrived < a.answered]
+
+
+def _unexcused_overlaps(hits: list[Hit], resumes: list[float],
+                        ) -> tuple[list[tuple[Hit, Hit]], int]:
+    """The overlaps among ``hits`` that no resume excuses, and how many were excused."""
+    overlaps = _overlaps(sorted(hits, key=lambda h: h.arrived))
+    bad = [pair for pair in overlaps if not _excused(pair, resumes)]
+    return bad, len(overlaps) - len(bad)
 
 
 def _excused(pair: tuple[Hit, Hit], resumes: list[float]) -> bool:

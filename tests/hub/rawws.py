@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import socket
 import struct
+import threading
 import time
 from pathlib import Path
 
@@ -122,6 +123,34 @@ def rss_bytes(pid: int) -> int:
         if line.startswith("VmRSS:"):
             return int(line.split()[1]) * 1024
     raise AssertionError(f"no VmRSS for {pid}")
+
+
+class PeakRss:
+    """Samples process ``pid``'s resident memory every 10 ms from a thread while in its
+    ``with`` block: ``baseline`` (on entry) and ``peak`` (the most seen)."""
+
+    def __init__(self, pid: int) -> None:
+        self.pid = pid
+        self.baseline = self.peak = rss_bytes(pid)
+        self._done = threading.Event()
+        self._thread = threading.Thread(target=self._sample)
+
+    @property
+    def growth(self) -> int:
+        return self.peak - self.baseline
+
+    def __enter__(self) -> PeakRss:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *_exc: object) -> None:
+        self._done.set()
+        self._thread.join()
+
+    def _sample(self) -> None:
+        while not self._done.is_set():
+            self.peak = max(self.peak, rss_bytes(self.pid))
+            self._done.wait(0.01)
 
 
 def wait_until(condition: object, timeout: float = 30.0) -> bool:
