@@ -541,7 +541,7 @@ class PostgresOutboxSql(OutboxSql):
 
     def __init__(self, *, hold_s: float = 2.0) -> None:
         super().__init__()
-        self._hold_ms = max(1, int(hold_s * 1000))
+        self._hold_sql = hold_sql(hold_s)
 
     def hint(self, index: str) -> str:
         return ""
@@ -582,7 +582,7 @@ class PostgresOutboxSql(OutboxSql):
         # and URL locks, and every other worker's claim would skip those rows for as long:
         # the server ends the transaction once it has waited this long for the worker, so a
         # stalled worker holds only its leases.
-        yield Query(f"SET LOCAL idle_in_transaction_session_timeout = {self._hold_ms}")
+        yield Query(self._hold_sql)
 
     def lock_urls(self, urls: Sequence[str]) -> Steps[set[str]]:
         # Try-locks, one per URL, held to the end of the transaction: the slots of a URL
@@ -707,6 +707,12 @@ class PostgresOutboxSql(OutboxSql):
              "body": list(columns[5])})
 
 
+def hold_sql(hold_s: float) -> str:
+    """PostgreSQL's statement that ends the current transaction if its client stops inside
+    it for ``hold_s`` (``PostgresOutboxSql.hold``; the failing clocks' transactions too)."""
+    return f"SET LOCAL idle_in_transaction_session_timeout = {max(1, int(hold_s * 1000))}"
+
+
 def outbox_sql(dialect: str, *, hold_s: float = 2.0) -> OutboxSql:
     """The statements of ``dialect`` (``sqlite`` or ``postgresql``). ``hold_s``: on
     PostgreSQL, how long the server waits for a stalled claimer before it ends the claim's
@@ -732,5 +738,6 @@ __all__ = [
     "TERMINAL_STATES",
     "OutboxSql",
     "PostgresOutboxSql",
+    "hold_sql",
     "outbox_sql",
 ]

@@ -410,15 +410,13 @@ class Dispatcher:
                 log.debug("keeping the lease of unit %s failed: %s", token, exc)
                 if time.time() >= lease_until:
                     return
-                with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(recorded.wait(), policy.send_margin_s)
-                continue
+                kept = set()
             if kept:
                 lease_until = renewed
             elif self._unrecorded.get(token):
-                # Nothing renewed: this worker's cycle is writing these results (their rows
-                # are locked: no other claim takes them), or the lease is lost (the write
-                # will change nothing). Either way the next write settles it.
+                # Nothing renewed: the renewal failed, this worker's cycle is writing these
+                # results (their rows are locked: no other claim takes them), or the lease
+                # is lost (the write will change nothing). Wait a little for the write.
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(recorded.wait(), policy.send_margin_s)
 

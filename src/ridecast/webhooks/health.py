@@ -24,6 +24,7 @@ from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
+from ..store.outbox import hold_sql
 from ..store.tables import webhook_endpoints
 from ..store.txsteps import Many, Query, Steps
 from .retry import streak_start
@@ -57,8 +58,7 @@ class EndpointHealth:
         self._quiet_gap_s = quiet_gap_s
         postgres = engine.dialect.name == "postgresql"
         self._insert = pg_insert if postgres else sqlite_insert
-        self._hold = text("SET LOCAL idle_in_transaction_session_timeout = "
-                          f"{max(1, int(hold_s * 1000))}") if postgres else None
+        self._hold = text(hold_sql(hold_s)) if postgres else None
 
     async def failed(self, simulation_id: int, url: str, now: float) -> float:
         """Record a failure of ``url`` at ``now``; returns when its failing streak started."""
