@@ -38,7 +38,7 @@ from .checkpointer import WalCheckpointer, disable_autocheckpoint
 from .driver_sql import insert_qmark, insert_values
 from .outbox import PostgresOutboxSql, outbox_sql
 from .tables import event_counter, events, first_id_since, simulations
-from .txsteps import DriverThread, Many, Query, Steps, driver_thread, run_on
+from .txsteps import DriverThread, Many, Query, Steps, driver_thread, run_alone, run_on
 
 log = logging.getLogger(__name__)
 
@@ -378,10 +378,7 @@ class EventLog:
         if self._group_sql is not None:
             # One statement is one transaction of its own: no BEGIN and COMMIT round trips
             # (the writer's connection is in autocommit, ``_writer_connection``).
-            found = (await conn.execute(text(self._group_sql), _group_params(flat, now))).all()
-            if not found:
-                raise RuntimeError("the event_counter row is missing (run the migrations)")
-            last = int(found[0][0])
+            last = await run_alone(conn, self._group_steps(self._group_sql, flat, now))
         else:
             last = await run_on(conn, self._write_steps(flat, now), thread=self._thread,
                                 styled=self._styled)
@@ -407,6 +404,14 @@ class EventLog:
             out.append(stored[start:start + len(batch)])
             start += len(batch)
         return out
+
+    @staticmethod
+    def _group_steps(sql: str, flat: list[NewEvent], now: float) -> Steps[int]:
+        """The group commit as ``_group_sql``, one statement; the last id taken."""
+        found = yield Query(sql, _group_params(flat, now))
+        if not found:
+            raise RuntimeError("the event_counter row is missing (run the migrations)")
+        return int(found[0][0])
 
     def _write_steps(self, flat: list[NewEvent], now: float) -> Steps[int]:
         """The group commit as one step transaction (``store.txsteps``) on SQLite, where it

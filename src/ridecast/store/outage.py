@@ -27,11 +27,12 @@ from __future__ import annotations
 import logging
 import time
 from typing import Any
+from weakref import WeakKeyDictionary
 
 from sqlalchemy import event
-from sqlalchemy.engine import Dialect, ExceptionContext
+from sqlalchemy.engine import Dialect, Engine, ExceptionContext
 from sqlalchemy.exc import OperationalError
-from sqlalchemy.ext.asyncio import AsyncEngine
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from ..connectivity import Connectivity
 from ..errors import ServiceUnavailable
@@ -127,11 +128,27 @@ class _Watch:
         self._report(self.link.succeeded(time.monotonic()))
 
 
+_watches: WeakKeyDictionary[Engine, _Watch] = WeakKeyDictionary()
+
+
 def install(engine: AsyncEngine, *, log_interval_s: float = 30.0) -> Connectivity:
     """Translate ``engine``'s outage errors into ``ServiceUnavailable`` from now on, and
     report them in the log at most every ``log_interval_s``; returns the link's state."""
-    watch = _Watch(log_interval_s)
+    watch = _watches[engine.sync_engine] = _Watch(log_interval_s)
     event.listen(engine.sync_engine, "handle_error", watch.handle_error)
     event.listen(engine.sync_engine, "do_connect", watch.connect)
     event.listen(engine.sync_engine, "connect", watch.connected)
     return watch.link
+
+
+def driver_error(conn: AsyncConnection, exc: Exception, *, disconnect: bool) -> Exception:
+    """What to raise for ``exc``, a driver's error met on ``conn``'s driver connection
+    outside SQLAlchemy's ``execute`` (``pgsteps``): ``ServiceUnavailable`` for an outage,
+    reported in the log as the engine's own errors are; otherwise ``exc`` itself.
+    ``disconnect``: the connection is closed now."""
+    if not is_outage(exc, disconnect=disconnect, connecting=False, operational=False):
+        return exc
+    watch = _watches.get(conn.sync_engine)
+    if watch is not None:
+        watch._report(watch.link.failed("query", exc, time.monotonic()))
+    return unavailable(exc)

@@ -141,6 +141,23 @@ _IN_FLIGHT_SQL = (
     "FROM webhook_deliveries{hint} WHERE status = 'delivering' AND claim_token IS NULL "
     "AND lease_until >= :now"
 )
+# PostgreSQL: each unit's first row read by a LATERAL LIMIT 1 (an index read per unit,
+# whatever the planner's statistics). Written as ``_IN_FLIGHT_SQL``'s join on a subquery,
+# a table without statistics (autovacuum off, or not yet run) was planned as a hash join
+# over a sequential scan of every delivery, on each claim.
+_IN_FLIGHT_LATERAL_SQL = (
+    "WITH RECURSIVE k(t) AS (SELECT MIN(claim_token) FROM webhook_deliveries "
+    "WHERE status = 'delivering' UNION ALL SELECT (SELECT MIN(claim_token) "
+    "FROM webhook_deliveries WHERE status = 'delivering' AND claim_token > k.t) "
+    "FROM k WHERE k.t IS NOT NULL) "
+    "SELECT d.url, d.simulation_id, d.ordered, d.claim_token, d.id FROM k "
+    "CROSS JOIN LATERAL (SELECT url, simulation_id, ordered, claim_token, id "
+    "FROM webhook_deliveries WHERE status = 'delivering' AND claim_token = k.t "
+    "AND lease_until >= :now LIMIT 1) AS d WHERE k.t IS NOT NULL "
+    "UNION ALL SELECT url, simulation_id, ordered, claim_token, id "
+    "FROM webhook_deliveries WHERE status = 'delivering' AND claim_token IS NULL "
+    "AND lease_until >= :now"
+)
 _CANDIDATE_COLUMNS = ("id, simulation_id, url, event_id, ordered, status, next_attempt_at, "
                       "lease_until, claim_token, message_type, attempt_count")
 # Index range reads (a lane's head, a URL's oldest rows) per statement of a claim.
@@ -542,6 +559,7 @@ class PostgresOutboxSql(OutboxSql):
     def __init__(self, *, hold_s: float = 2.0) -> None:
         super().__init__()
         self._hold_sql = hold_sql(hold_s)
+        self.in_flight_sql = _IN_FLIGHT_LATERAL_SQL
 
     def hint(self, index: str) -> str:
         return ""
@@ -640,14 +658,16 @@ class PostgresOutboxSql(OutboxSql):
         ids = [i for _token, unit_ids in units for i in unit_ids]
         if not ids:
             return set()
+        # Each row locked by a LATERAL read of the primary key: an ``id = ANY(...)`` of a
+        # few hundred ids was planned as a scan of the whole table where it had no
+        # statistics (tests/webhooks/test_plans.py).
         found = yield Query(
             "UPDATE webhook_deliveries AS d SET status = 'delivering', "
             "lease_until = :lease, claim_token = u.token, updated_at = :now "
             "FROM unnest(CAST(:ids AS bigint[]), CAST(:tokens AS varchar[])) AS u(id, token) "
-            "WHERE d.id = u.id AND d.id IN (SELECT id FROM webhook_deliveries "
-            "WHERE id = ANY(CAST(:ids AS bigint[])) AND (status = 'pending' OR "
-            "(status = 'delivering' AND lease_until < :now)) FOR UPDATE SKIP LOCKED) "
-            "RETURNING d.id",
+            "CROSS JOIN LATERAL (SELECT id FROM webhook_deliveries AS f WHERE f.id = u.id "
+            "AND (status = 'pending' OR (status = 'delivering' AND lease_until < :now)) "
+            "FOR UPDATE SKIP LOCKED) AS free WHERE d.id = free.id RETURNING d.id",
             {"lease": lease_until, "now": now, "ids": ids,
              "tokens": [t for t, unit_ids in units for _i in unit_ids]})
         return {row[0] for row in found}

@@ -8,27 +8,22 @@ lanes, lease) is a dozen statements: the profile of ``ridecast serve`` under
 server's GIL time; the event log's group commit (the counter's UPDATE, the inserts, the
 commit) paid eight such trips per commit. Both run their transaction through this module.
 
-The transaction's logic is a generator (no I/O): it yields ``Query`` (rows come back as
-tuples) and ``Many`` (a statement for many parameter tuples; nothing comes back) and returns
-its result. ``run_on`` drives it on aiosqlite's thread in one call (a plain ``sqlite3``
-transaction, committed when the generator returns, rolled back on any error), or, on any
-other driver (PostgreSQL), statement by statement on an ``AsyncConnection`` in one
-transaction. ``StepRunner`` does the same on a connection of an engine's pool.
+The transaction's logic is a generator of steps (``store.steps``). ``run_on`` drives it on
+aiosqlite's thread in one call (a plain ``sqlite3`` transaction, committed when the
+generator returns, rolled back on any error); on asyncpg (PostgreSQL) on the driver's own
+connection (``pgsteps``); on any other driver statement by statement on an
+``AsyncConnection`` in one transaction. ``StepRunner`` does the same on a connection of an
+engine's pool.
 
 The one-trip path reaches aiosqlite's own ``_execute`` and ``_conn`` (stable for years, and
 pinned in constraints.txt); if a release renames them, ``driver_thread`` returns None and
 the statements go one by one.
-
-SQL conventions of the steps: ``Query`` takes ``:name`` parameters (sqlite3 and SQLAlchemy's
-``text`` both bind them) or a SQLAlchemy statement (only where the step runs on PostgreSQL
-alone); ``Many`` takes ``?`` placeholders, translated to the driver's style.
 """
 
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Awaitable, Callable, Generator, Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Awaitable, Callable, Sequence
 from functools import lru_cache
 from itertools import chain
 from typing import Any, TypeVar
@@ -36,39 +31,15 @@ from typing import Any, TypeVar
 from sqlalchemy import text
 from sqlalchemy.engine import Dialect
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
-from sqlalchemy.sql import Executable
 
 from .driver_sql import in_paramstyle
+from .pgsteps import run_asyncpg
+from .steps import Many, Query, Steps
 from .writegate import write_gate
 
 T = TypeVar("T")
 
 
-@dataclass(frozen=True, slots=True)
-class Query:
-    """One statement; its rows (tuples) are sent back into the generator ([] for none)."""
-
-    sql: str | Executable
-    params: Mapping[str, Any] = field(default_factory=dict)
-
-
-@dataclass(frozen=True, slots=True)
-class Many:
-    """One ``?`` statement run for each of ``rows``; None is sent back.
-
-    ``values``: on SQLite, the same work as one statement per many rows (see
-    ``VALUES_ROWS``): the text of that statement with ``{values}`` where the rows go, bound
-    as ``VALUES (?, ...), (?, ...), ...`` (an INSERT's rows, or a ``WITH u(...) AS
-    ({values}) UPDATE ... FROM u``). The driver's thread then gives the GIL up once per
-    statement instead of once per row (see ``_run_values``).
-    """
-
-    sql: str
-    rows: Sequence[tuple[Any, ...]]
-    values: str | None = None
-
-
-Steps = Generator[Query | Many, Any, T]
 DriverThread = tuple[Callable[..., Awaitable[Any]], sqlite3.Connection]
 
 
@@ -144,8 +115,6 @@ def _sqlite_run(db: sqlite3.Connection, steps: Steps[T]) -> T:
                     db.executemany(step.sql, step.rows)
                 sent = None
             else:
-                if not isinstance(step.sql, str):
-                    raise TypeError("a SQLAlchemy statement cannot run on the sqlite3 path")
                 cursor = db.execute(step.sql, step.params)
                 try:
                     sent = cursor.fetchall()
@@ -175,8 +144,7 @@ async def _async_run(conn: AsyncConnection, dialect: Dialect, steps: Steps[T],
                     await conn.exec_driver_sql(sql, list(step.rows))
                 sent = None
             else:
-                statement = text(step.sql) if isinstance(step.sql, str) else step.sql
-                result = await conn.execute(statement, dict(step.params))
+                result = await conn.execute(text(step.sql), dict(step.params))
                 sent = [tuple(row) for row in result] if result.returns_rows else []
     finally:
         steps.close()
@@ -189,6 +157,8 @@ async def run_on(conn: AsyncConnection, steps: Steps[T], *, thread: DriverThread
     statement. ``styled``: the caller's cache of ``Many`` statements in the driver's style."""
     gate = write_gate(conn)  # SQLite: this process's writers take turns (``writegate``)
     if gate is None:
+        if conn.dialect.driver == "asyncpg":
+            return await run_asyncpg(conn, steps)
         async with conn.begin():
             return await _async_run(conn, conn.dialect, steps, styled)
     async with gate:
@@ -197,6 +167,14 @@ async def run_on(conn: AsyncConnection, steps: Steps[T], *, thread: DriverThread
             return await call(_sqlite_run, db, steps)  # type: ignore[no-any-return]
         async with conn.begin():
             return await _async_run(conn, conn.dialect, steps, styled)
+
+
+async def run_alone(conn: AsyncConnection, steps: Steps[T]) -> T:
+    """Run ``steps``' statements on ``conn`` each on its own, in no transaction of the
+    runner's (reads, or one statement on a connection in autocommit)."""
+    if conn.dialect.driver == "asyncpg":
+        return await run_asyncpg(conn, steps, transaction=False)
+    return await _async_run(conn, conn.dialect, steps, {})
 
 
 class StepRunner:
@@ -216,7 +194,8 @@ class StepRunner:
         """Run the read-only steps ``make()`` statement by statement on a pooled connection:
         no write lock, no write gate (a read never waits for the group commit)."""
         async with self._engine.connect() as conn:
-            return await _async_run(conn, conn.dialect, make(), self._styled)
+            return await run_alone(conn, make())
 
 
-__all__ = ["DriverThread", "Many", "Query", "StepRunner", "Steps", "driver_thread", "run_on"]
+__all__ = ["DriverThread", "Many", "Query", "StepRunner", "Steps", "driver_thread", "run_alone",
+           "run_on"]
