@@ -78,28 +78,36 @@ async def test_sqlite_runs_the_transaction_in_one_trip(tmp_path: Path) -> None:
         await engine.dispose()
 
 
-def _hold_and_read() -> Steps[tuple[str, str]]:
-    # The SET travels with the BEGIN (``pgsteps``): it must still hold in the transaction.
+def _hold_and_read() -> Steps[tuple[str, str, str]]:
+    # The SETs travel with the BEGIN (``pgsteps``): they must still hold in the transaction.
     yield Query("SET LOCAL idle_in_transaction_session_timeout = 1234")
+    yield Query("SET LOCAL synchronous_commit = off")
     rows = yield Query("SELECT current_setting('idle_in_transaction_session_timeout'), "
+                       "current_setting('synchronous_commit'), "
                        "CAST(:x AS text) || CAST(:x AS text)", {"x": "ab"})
-    return rows[0][0], rows[0][1]
+    return rows[0][0], rows[0][1], rows[0][2]
 
 
 async def test_postgres_a_leading_set_holds_only_in_its_transaction(pg_url: str) -> None:
-    """On asyncpg a leading SET is sent with the BEGIN, one round trip: it holds inside the
-    transaction and not after it, and a bind named twice is bound once."""
+    """On asyncpg the leading SETs are sent with the BEGIN, one round trip: they hold inside
+    the transaction and not after it, and a bind named twice is bound once."""
     await upgrade(pg_url)
     engine = create_engine(pg_url, pool_size=1, pool_overflow=0)
     runner = StepRunner(engine)
 
-    def after() -> Steps[str]:
-        rows = yield Query("SELECT current_setting('idle_in_transaction_session_timeout')")
-        return str(rows[0][0])
+    def after() -> Steps[tuple[str, str]]:
+        rows = yield Query("SELECT current_setting('idle_in_transaction_session_timeout'), "
+                           "current_setting('synchronous_commit')")
+        return str(rows[0][0]), str(rows[0][1])
+
+    def only_settings() -> Steps[None]:
+        yield Query("SET LOCAL synchronous_commit = off")
 
     try:
-        assert await runner.run(_hold_and_read) == ("1234ms", "abab")
-        assert await runner.run(after) == "0"
+        assert await runner.run(_hold_and_read) == ("1234ms", "off", "abab")
+        assert await runner.run(after) == ("0", "on")
+        await runner.run(only_settings)  # BEGIN, the SET and COMMIT in one trip
+        assert await runner.run(after) == ("0", "on")
     finally:
         await engine.dispose()
 

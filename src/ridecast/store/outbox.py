@@ -601,6 +601,12 @@ class PostgresOutboxSql(OutboxSql):
         # the server ends the transaction once it has waited this long for the worker, so a
         # stalled worker holds only its leases.
         yield Query(self._hold_sql)
+        # A worker's own bookkeeping (leases, results, releases) does not wait for the WAL's
+        # flush to disk. What a crash of the database server's machine can lose is the
+        # last few of these commits, so deliveries leased or answered just before it are
+        # sent again: at least once, as after any failure. No event is at stake: the group
+        # commit that stores events and their delivery rows keeps the server's setting.
+        yield Query(ASYNC_COMMIT_SQL)
 
     def lock_urls(self, urls: Sequence[str]) -> Steps[set[str]]:
         # Try-locks, one per URL, held to the end of the transaction: the slots of a URL
@@ -727,6 +733,10 @@ class PostgresOutboxSql(OutboxSql):
              "body": list(columns[5])})
 
 
+ASYNC_COMMIT_SQL = "SET LOCAL synchronous_commit = off"
+"""PostgreSQL: the transaction's commit returns before its WAL is flushed (``hold``)."""
+
+
 def hold_sql(hold_s: float) -> str:
     """PostgreSQL's statement that ends the current transaction if its client stops inside
     it for ``hold_s`` (``PostgresOutboxSql.hold``; the failing clocks' transactions too)."""
@@ -746,6 +756,7 @@ def outbox_sql(dialect: str, *, hold_s: float = 2.0) -> OutboxSql:
 
 __all__ = [
     "ACTIVE_STATES",
+    "ASYNC_COMMIT_SQL",
     "INSERT_COLUMNS",
     "LANE_ROWS_WHERE",
     "LEASED_WHERE",

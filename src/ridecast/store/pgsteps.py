@@ -7,9 +7,9 @@ dozen statements. The steps are plain SQL with ``:name`` binds (``Query``) or ``
 placeholders (``Many``); here they are numbered ``$1 ...`` once per text (cached) and
 sent to the connection SQLAlchemy's pool checked out, so the pool still owns it.
 
-A transaction opens with the first statement when that statement is a ``SET`` (the
-claims' hold, ``store.outbox``): ``BEGIN; SET ...`` is one round trip in the simple-query
-protocol, where a SET returns no rows. It ends with ``COMMIT``; on any error the connection
+The SETs a transaction opens with (the worker's settings, ``store.outbox``) travel with its
+``BEGIN``: ``BEGIN; SET ...; SET ...`` is one round trip in the simple-query protocol,
+where a SET returns no rows. It ends with ``COMMIT``; on any error the connection
 is invalidated (closed and replaced by the pool), so no half-done transaction, nor a
 connection in an unknown state after a cancellation, goes back to the pool. A driver error
 that means the store is down becomes ``ServiceUnavailable``, as it would through the engine
@@ -69,21 +69,23 @@ def _opens_with(step: Any) -> bool:
 
 async def _drive(driver: Any, steps: Steps[T], *, transaction: bool) -> T:
     sent: Any = None
-    begun = False
+    begun = not transaction
+    settings: list[str] = []  # leading SETs, sent with the BEGIN
     while True:
         try:
             step = steps.send(sent)
         except StopIteration as stop:
-            if begun:
-                await driver.execute("COMMIT")
+            if transaction and (begun or settings):
+                await driver.execute(";".join(["BEGIN", *settings, "COMMIT"]) if not begun
+                                     else "COMMIT")
             return stop.value  # type: ignore[no-any-return]
-        if transaction and not begun:
-            begun = True
+        if not begun:
             if _opens_with(step):
-                await driver.execute(f"BEGIN; {step.sql}")
+                settings.append(step.sql)
                 sent = []
                 continue
-            await driver.execute("BEGIN")
+            begun = True
+            await driver.execute(";".join(["BEGIN", *settings]))
         if isinstance(step, Many):
             if step.rows:
                 await driver.executemany(dollared(step.sql), step.rows)
