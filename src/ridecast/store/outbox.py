@@ -706,31 +706,38 @@ class PostgresOutboxSql(OutboxSql):
 
     def successes(self, rows: Sequence[tuple[Any, ...]]) -> Steps[None]:
         columns = list(zip(*rows, strict=True))
-        ids, tokens = list(columns[6]), list(columns[7])
-        arrays = ("FROM unnest(CAST(:ids AS bigint[]), CAST(:tokens AS varchar[])) "
-                  "AS h(id, token)")
-        # One statement, one round trip: an earlier success on a row (a replay) is kept as
-        # an attempt by the first part; both parts read the rows as they were before it.
+        # One statement, one round trip. Each row is read once, by its primary key (a
+        # LATERAL read per id, kept apart by its LIMIT: joined as a set, the planner read
+        # every in-flight row's entry, live or dead, through ix_deliveries_leased on each
+        # call); an earlier
+        # success on a row (a replay) is kept as an attempt; the UPDATE finds the rows by
+        # id and checks that the status is still the one read (a value, not a constant, so
+        # no partial index is read whole for it).
         yield Query(
-            "WITH kept AS (INSERT INTO webhook_attempts (delivery_id, started_at, latency_ms, "
-            "status_code, error_class, error, response_body) SELECT d.id, "
-            "d.success_started_at, d.success_latency_ms, d.success_status_code, NULL, NULL, "
-            f"d.success_response_body FROM webhook_deliveries AS d JOIN (SELECT * {arrays}) "
-            "AS h ON d.id = h.id AND d.claim_token = h.token WHERE d.status = 'delivering' "
-            "AND d.success_started_at IS NOT NULL ORDER BY d.id) "
+            "WITH h AS MATERIALIZED (SELECT u.*, f.status AS held, f.success_started_at AS "
+            "was_started, f.success_latency_ms AS was_latency, f.success_status_code AS "
+            "was_code, f.success_response_body AS was_body FROM unnest(CAST(:ids AS "
+            "bigint[]), CAST(:tokens AS varchar[]), CAST(:started AS double precision[]), "
+            "CAST(:latency AS double precision[]), CAST(:code AS integer[]), "
+            "CAST(:body AS text[])) AS u(id, token, started, latency, code, body) "
+            "CROSS JOIN LATERAL (SELECT status, success_started_at, success_latency_ms, "
+            "success_status_code, success_response_body FROM webhook_deliveries AS f "
+            "WHERE f.id = u.id AND f.claim_token = u.token AND f.status = 'delivering' "
+            "LIMIT 1) AS f), "
+            "kept AS (INSERT INTO webhook_attempts (delivery_id, started_at, latency_ms, "
+            "status_code, error_class, error, response_body) SELECT id, was_started, "
+            "was_latency, was_code, NULL, NULL, was_body FROM h "
+            "WHERE was_started IS NOT NULL ORDER BY id) "
             "UPDATE webhook_deliveries AS d SET status = 'succeeded', "
             "attempt_count = d.attempt_count + 1, next_attempt_at = :now, "
             "last_error = NULL, lease_until = NULL, claim_token = NULL, "
-            "updated_at = :now, success_started_at = u.started, "
-            "success_latency_ms = u.latency, success_status_code = u.code, "
-            "success_response_body = u.body FROM unnest(CAST(:ids AS bigint[]), "
-            "CAST(:tokens AS varchar[]), CAST(:started AS double precision[]), "
-            "CAST(:latency AS double precision[]), CAST(:code AS integer[]), "
-            "CAST(:body AS text[])) AS u(id, token, started, latency, code, body) "
-            "WHERE d.id = u.id AND d.claim_token = u.token AND d.status = 'delivering'",
-            {"now": rows[0][1], "ids": ids, "tokens": tokens, "started": list(columns[2]),
-             "latency": list(columns[3]), "code": list(columns[4]),
-             "body": list(columns[5])})
+            "updated_at = :now, success_started_at = h.started, "
+            "success_latency_ms = h.latency, success_status_code = h.code, "
+            "success_response_body = h.body FROM h "
+            "WHERE d.id = h.id AND d.claim_token = h.token AND d.status = h.held",
+            {"now": rows[0][1], "ids": list(columns[6]), "tokens": list(columns[7]),
+             "started": list(columns[2]), "latency": list(columns[3]),
+             "code": list(columns[4]), "body": list(columns[5])})
 
 
 ASYNC_COMMIT_SQL = "SET LOCAL synchronous_commit = off"
