@@ -707,9 +707,10 @@ class PostgresOutboxSql(OutboxSql):
     def successes(self, rows: Sequence[tuple[Any, ...]]) -> Steps[None]:
         columns = list(zip(*rows, strict=True))
         # One statement, one round trip. Each row is read once, by its primary key (a
-        # LATERAL read per id, kept apart by its LIMIT: joined as a set, the planner read
+        # LATERAL read per id, kept apart by its LIMIT, its token and status checked
+        # outside it so that no other index serves it: joined as a set, the planner read
         # every in-flight row's entry, live or dead, through ix_deliveries_leased on each
-        # call); an earlier
+        # call, and by token, a unit's entries once per row); an earlier
         # success on a row (a replay) is kept as an attempt; the UPDATE finds the rows by
         # id and checks that the status is still the one read (a value, not a constant, so
         # no partial index is read whole for it).
@@ -720,10 +721,10 @@ class PostgresOutboxSql(OutboxSql):
             "bigint[]), CAST(:tokens AS varchar[]), CAST(:started AS double precision[]), "
             "CAST(:latency AS double precision[]), CAST(:code AS integer[]), "
             "CAST(:body AS text[])) AS u(id, token, started, latency, code, body) "
-            "CROSS JOIN LATERAL (SELECT status, success_started_at, success_latency_ms, "
-            "success_status_code, success_response_body FROM webhook_deliveries AS f "
-            "WHERE f.id = u.id AND f.claim_token = u.token AND f.status = 'delivering' "
-            "LIMIT 1) AS f), "
+            "CROSS JOIN LATERAL (SELECT status, claim_token, success_started_at, "
+            "success_latency_ms, success_status_code, success_response_body "
+            "FROM webhook_deliveries AS f WHERE f.id = u.id LIMIT 1) AS f "
+            "WHERE f.claim_token = u.token AND f.status = 'delivering'), "
             "kept AS (INSERT INTO webhook_attempts (delivery_id, started_at, latency_ms, "
             "status_code, error_class, error, response_body) SELECT id, was_started, "
             "was_latency, was_code, NULL, NULL, was_body FROM h "
