@@ -131,11 +131,22 @@ class DeliveryLog:
 
         return await self._steps.read(steps)
 
-    async def retry(self, simulation_id: int, delivery_id: int) -> bool | None:
-        """Queue one delivery again, now, on a fresh schedule; None when it does not exist,
-        False when it is in flight."""
-        return await self._steps.run(
-            lambda: self._sql.replay(simulation_id, delivery_id, time.time()))
+    async def retry(self, simulation_id: int, delivery_id: int,
+                    ) -> dict[str, Any] | bool | None:
+        """Queue one delivery again, now, on a fresh schedule: the delivery as queued (read
+        in the replay's own transaction, so a worker's claim right after it, on this node
+        or another, never shows in the answer); None when it does not exist, False when it
+        is in flight."""
+        def steps() -> Steps[dict[str, Any] | bool | None]:
+            done = yield from self._sql.replay(simulation_id, delivery_id, time.time())
+            if not done:
+                return done
+            row = yield from self._sql.one(simulation_id, delivery_id)
+            if row is None:  # pragma: no cover - the replay just wrote it
+                return None
+            return (yield from self._with_attempts([row]))[0]
+
+        return await self._steps.run(steps)
 
     async def retry_failed(self, simulation_id: int) -> int:
         """Queue every failed or disabled delivery of the simulation again (bulk replay)."""

@@ -129,12 +129,9 @@ class WebhookService:
                 f"webhook delivery {delivery_id} is being sent right now; retry it later",
                 code="invalid_state",
             )
-        # Read before waking the dispatcher: the answer shows the delivery as queued, not
-        # whatever state a claim (now one quick trip on SQLite) has moved it to since.
-        row = await self.deliveries.get(simulation_id, delivery_id)
+        assert isinstance(done, dict)  # the delivery as the replay queued it
         self.wake()
-        assert row is not None
-        return delivery_json(row)
+        return delivery_json(done)
 
     async def retry_failed(self, simulation_id: int) -> int:
         count = await self.deliveries.retry_failed(simulation_id)
