@@ -8,9 +8,11 @@ from __future__ import annotations
 import asyncio
 import re
 import time
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
+from asyncpg.prepared_stmt import PreparedStatement
 from sqlalchemy import event, text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
@@ -64,7 +66,9 @@ async def _fill(engine: AsyncEngine, finished: int, *, analyze: bool) -> None:
 
 async def _statements(engine: AsyncEngine, finished: int) -> list[tuple[str, Any]]:
     """Run a worker's statements once each; what was sent (SQL and parameters), as the
-    driver got it (the step transactions go to asyncpg itself, ``store.pgsteps``)."""
+    driver got it: the step transactions go to asyncpg itself (``store.pgsteps``), their
+    statements prepared ahead (seen by wrapping ``PreparedStatement.fetch``, which asyncpg's
+    query logger does not see), the reads through ``fetch`` (seen by the logger)."""
     sent: list[tuple[str, Any]] = []
 
     def capture(query: Any) -> None:
@@ -74,8 +78,15 @@ async def _statements(engine: AsyncEngine, finished: int) -> list[tuple[str, Any
     def listen(dbapi_conn: Any, _record: Any) -> None:
         dbapi_conn.driver_connection.add_query_logger(capture)
 
+    prepared_fetch = PreparedStatement.fetch
+
+    async def fetch_seen(statement: PreparedStatement, *args: Any, **kwargs: Any) -> Any:
+        capture(SimpleNamespace(query=statement.get_query(), args=args))
+        return await prepared_fetch(statement, *args, **kwargs)
+
     await engine.dispose()  # every connection from now on is opened with the listener
     event.listen(engine.sync_engine, "connect", listen)
+    PreparedStatement.fetch = fetch_seen  # type: ignore[method-assign]
     try:
         sql = outbox_sql("postgresql")
         recorder = Recorder(engine, sql)
@@ -113,6 +124,7 @@ async def _statements(engine: AsyncEngine, finished: int) -> list[tuple[str, Any
         await log.depth()
         await log.retry_failed(sim)
     finally:
+        PreparedStatement.fetch = prepared_fetch  # type: ignore[method-assign]
         event.remove(engine.sync_engine, "connect", listen)
         await engine.dispose()
     return sent

@@ -5,15 +5,17 @@ from __future__ import annotations
 import threading
 from collections.abc import AsyncIterator
 from pathlib import Path
+from typing import Any
 
 import pytest
+from asyncpg.connection import Connection
 from hypothesis import given
 from hypothesis import strategies as st
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from ridecast.errors import ServiceUnavailable
 from ridecast.store.engine import create_engine, upgrade
-from ridecast.store.pgsteps import dollared, numbered
+from ridecast.store.pgsteps import MANY_CHUNK_BYTES, bursts, dollared, numbered
 from ridecast.store.txsteps import Many, Query, StepRunner, Steps
 
 
@@ -29,10 +31,13 @@ _INSERT = ("INSERT INTO webhook_endpoints (simulation_id, url, failing_since, la
            "VALUES (?, ?, 1.0, 2.0)")
 
 
+_READ = ("SELECT simulation_id FROM webhook_endpoints WHERE simulation_id >= :low "
+         "ORDER BY simulation_id")
+
+
 def _write_then_read(sims: list[int]) -> Steps[list[int]]:
     yield Many(_INSERT, [(sim, f"http://h{sim}/") for sim in sims])
-    rows = yield Query("SELECT simulation_id FROM webhook_endpoints WHERE simulation_id >= :low "
-                       "ORDER BY simulation_id", {"low": 0})
+    rows = yield Query(_READ, {"low": 0})
     return [r[0] for r in rows]
 
 
@@ -130,6 +135,82 @@ async def test_postgres_a_dead_connection_is_an_outage_and_is_replaced(pg_url: s
         assert await runner.run(lambda: _write_then_read([8])) == [8]
     finally:
         await engine.dispose()
+
+
+async def test_postgres_a_transaction_prepares_its_statements_before_it_begins(
+        pg_url: str) -> None:
+    """On a fresh connection, the statements this process's transactions ran are prepared
+    before the transaction's BEGIN: asyncpg prepares with Parse, Describe and Flush and then
+    waits, and a worker stopped in that wait inside a transaction keeps its locks with no
+    timeout of the server's to end it (``store.pgsteps``). Every prepare is watched on the
+    real connection (the wrapped call runs as it would)."""
+    await upgrade(pg_url)
+    engine = create_engine(pg_url, pool_size=1, pool_overflow=0)
+    runner = StepRunner(engine)
+    prepare = Connection.prepare
+    seen: list[tuple[str, bool]] = []
+
+    async def watched(conn: Connection, query: str, *args: Any, **kwargs: Any) -> Any:
+        seen.append((query, conn.is_in_transaction()))
+        return await prepare(conn, query, *args, **kwargs)
+
+    try:
+        assert await runner.run(lambda: _write_then_read([11])) == [11]
+        await engine.dispose()  # the next transaction gets a new connection
+        Connection.prepare = watched  # type: ignore[method-assign]
+        assert await runner.run(lambda: _write_then_read([12])) == [11, 12]
+        assert await runner.run(lambda: _write_then_read([13])) == [11, 12, 13]
+    finally:
+        Connection.prepare = prepare  # type: ignore[method-assign]
+        await engine.dispose()
+    # The two statements (and any other this process's transactions ran), each once on the
+    # new connection, and none inside a transaction.
+    queries = [query for query, _inside in seen]
+    assert {dollared(_INSERT), numbered(_READ)[0]} <= set(queries), seen
+    assert len(queries) == len(set(queries)), seen
+    assert not any(inside for _query, inside in seen), seen
+
+
+async def test_postgres_a_large_many_is_written_whole(pg_url: str) -> None:
+    """A ``Many`` larger than one burst (``MANY_CHUNK_BYTES``) writes every row, in its
+    transaction, and an error after it rolls all of them back."""
+    await upgrade(pg_url)
+    engine = create_engine(pg_url, pool_size=1, pool_overflow=0)
+    runner = StepRunner(engine)
+    url = "http://h/" + "x" * 1000
+    rows = [(sim, url) for sim in range(100, 100 + 3 * MANY_CHUNK_BYTES // len(url))]
+
+    def write(fail: bool) -> Steps[int]:
+        yield Many(_INSERT, rows)
+        found = yield Query("SELECT count(*) FROM webhook_endpoints WHERE url = :url",
+                            {"url": url})
+        if fail:
+            raise RuntimeError("after the bursts")
+        return int(found[0][0])
+
+    try:
+        with pytest.raises(RuntimeError, match="after the bursts"):
+            await runner.run(lambda: write(True))
+        assert await runner.run(lambda: write(False)) == len(rows)
+    finally:
+        await engine.dispose()
+
+
+@given(st.lists(st.lists(st.one_of(st.integers(), st.text(max_size=300),
+                                   st.binary(max_size=300)), max_size=4), max_size=40),
+       st.integers(min_value=1, max_value=2000))
+def test_bursts_keep_every_row_in_order_and_under_the_limit(rows: list[list[Any]],
+                                                            limit: int) -> None:
+    """``bursts`` splits rows into runs, in order, none empty, each within ``limit``
+    estimated bytes unless it is a single row."""
+    runs = list(bursts(rows, limit))
+    assert [row for run in runs for row in run] == rows
+    assert all(run for run in runs)
+    assert all(len(run) == 1 or sum(_estimate(row) for row in run) <= limit for run in runs)
+
+
+def _estimate(row: list[Any]) -> int:
+    return sum(len(v) if isinstance(v, (str, bytes)) else 8 for v in row) + 4 * len(row)
 
 
 @given(st.lists(st.sampled_from(["a", "b", "c1", "x_y"]), min_size=1, max_size=6),
