@@ -28,9 +28,8 @@ from tests.conftest import Server
 from tests.webhooks.helpers import post_events, vehicle_use, wait_for
 from tests.webhooks.workers import (
     answered_twice,
-    backends,
+    failure_report,
     leased_by,
-    outbox_state,
     stop_workers,
     succeeded_ids,
     worker_process,
@@ -123,16 +122,7 @@ def test_two_nodes_two_workers_stopped_killed_and_replayed(
                for name, lease in LEASES.items()}
 
     def why() -> str:
-        """What the store and the workers say, for a failure message."""
-        alive = {name: proc.poll() for name, proc in workers.items()}
-        # The pool's debug lines (a checkout per transaction) would fill the tail.
-        tails = {name: "\n".join(line for line in log.read_text(errors="replace").splitlines()
-                                 if "Pool" not in line)[-3000:]
-                 for name, log in logs.items() if log.exists()}
-        return (f"outbox (status, lease length, running, count): {outbox_state(pg_url)}; "
-                f"sessions in a transaction (pid, state, wait, seconds, advisory locks, "
-                f"xid locks, query): {backends(pg_url)}; "
-                f"workers' exit codes: {alive}; their logs' ends: {tails}")
+        return failure_report(pg_url, workers, logs)
 
     sent: dict[int, list[int]] = {}
     replayed: set[int] = set()

@@ -26,9 +26,8 @@ from tests.conftest import Server
 from .helpers import post_events, vehicle_use, wait_for
 from .workers import (
     answered_twice,
-    backends,
+    failure_report,
     leased_by,
-    outbox_state,
     stop_workers,
     succeeded_ids,
     worker_process,
@@ -102,12 +101,7 @@ def test_a_stopped_worker_stops_no_one_and_a_killed_one_loses_nothing(
                for name, lease in LEASES.items()}
 
     def state() -> str:
-        # What a failure needs: whose leases the store holds, which sessions hold what,
-        # and the end of each worker's log.
-        tails = {name: log.read_text(errors="replace").splitlines()[-15:]
-                 for name, log in logs.items() if log.exists()}
-        return (f"deliveries by (status, lease length, running): {outbox_state(pg_url)}; "
-                f"sessions: {backends(pg_url)}; logs: {tails}")
+        return failure_report(pg_url, workers, logs)
 
     sent: dict[int, list[int]] = {}
     done = threading.Event()

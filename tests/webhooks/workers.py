@@ -68,6 +68,21 @@ def backends(url: str) -> list[tuple[object, ...]]:
     return asyncio.run(run())
 
 
+def failure_report(url: str, workers: dict[str, subprocess.Popen[bytes]],
+                   logs: dict[str, Path]) -> str:
+    """What the store and the workers say, for a failure message: whose leases the store
+    holds, which sessions hold what, each worker's exit code and the end of its log."""
+    alive = {name: proc.poll() for name, proc in workers.items()}
+    # The pool's debug lines (a checkout per transaction) would fill the tail.
+    tails = {name: "\n".join(line for line in log.read_text(errors="replace").splitlines()
+                             if "Pool" not in line)[-3000:]
+             for name, log in logs.items() if log.exists()}
+    return (f"outbox (status, lease length, running, count): {outbox_state(url)}; "
+            f"sessions in a transaction (pid, state, wait, seconds, advisory locks, "
+            f"xid locks, query): {backends(url)}; "
+            f"workers' exit codes: {alive}; their logs' ends: {tails}")
+
+
 def stop_workers(procs: Iterable[subprocess.Popen[bytes]]) -> None:
     """Resume (if stopped) and end every worker still running; kill it if it lingers."""
     for proc in procs:
