@@ -102,11 +102,12 @@ class PreparedTexts:
         outside a transaction)."""
         version, statements = self._by_connection.get(driver, (-1, {}))
         if version != self._version:
+            version = self._version  # texts another task adds meanwhile: next time
             for sql in list(self._texts):
                 if sql not in statements:
                     statements[sql] = await driver.prepare(sql)
             self._trim(statements)
-            self._by_connection[driver] = (self._version, statements)
+            self._by_connection[driver] = (version, statements)
         return statements
 
     async def prepared(self, driver: Any, statements: dict[str, Any], sql: str) -> Any:
