@@ -18,7 +18,6 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import pytest
 
 from ridecast.cli.receiver import ReceiverThread, Reply, Request
 from tests.conftest import Server
@@ -82,13 +81,6 @@ class Watching:
         return {event for _t, _s, event, status in list(self.arrivals) if status < 300}
 
 
-@pytest.mark.xfail(strict=False, reason=(
-    "known defect (issue 33): asyncpg prepares a statement with Parse/Describe/Flush and "
-    "sends Bind/Execute/Sync after; a worker stopped between the two leaves its backend "
-    "'active' in ClientRead inside the transaction, where neither "
-    "idle_in_transaction_session_timeout nor statement_timeout applies, so its URL lock "
-    "and row locks are held until it resumes. Seen in about 1 run in 12 under load "
-    "(2026-11-28): the other worker then delivers nothing"))
 def test_a_stopped_worker_stops_no_one_and_a_killed_one_loses_nothing(
     pg_url: str, start_server: Callable[..., Server], tmp_path: Path
 ) -> None:
