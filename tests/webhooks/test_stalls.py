@@ -18,7 +18,6 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-
 from ridecast.cli.receiver import ReceiverThread, Reply, Request
 from tests.conftest import Server
 
