@@ -691,6 +691,22 @@ class PostgresOutboxSql(OutboxSql):
              "ids": [i for _token, ids in units for i in ids],
              "tokens": [t for t, ids in units for _i in ids]})
 
+    def bodies(self, event_ids: Sequence[int]) -> Steps[dict[int, bytes]]:
+        # One text whatever the count (an IN list of n binds is a new statement for each n,
+        # prepared inside the claim's transaction: ``store.pgsteps``), each event read by its
+        # primary key: the LIMIT keeps the LATERAL read apart (without it, the read was
+        # planned as a hash join over a scan of every event, tests/webhooks/test_plans.py).
+        read: dict[int, bytes] = {}
+        for start in range(0, len(event_ids), BODY_READ_CHUNK):
+            for event_id, body in (yield Query(
+                "SELECT e.id, e.body FROM unnest(CAST(:ids AS bigint[])) AS u(id) "
+                "CROSS JOIN LATERAL (SELECT id, body FROM events WHERE events.id = u.id "
+                "LIMIT 1) AS e",
+                {"ids": list(event_ids[start:start + BODY_READ_CHUNK])},
+            )):
+                read[event_id] = bytes(body)
+        return read
+
     def renew(self, token: str, now: float, lease_until: float) -> Steps[set[int]]:
         # Rows locked by another transaction are skipped, never waited for: the worker's
         # own claim recording their results (a renewal waiting for it while it waits for a

@@ -33,6 +33,7 @@ with a turn of the event loop between them.
 
 from __future__ import annotations
 
+import logging
 import re
 from collections.abc import Iterator, Mapping, Sequence
 from functools import lru_cache
@@ -45,6 +46,7 @@ from . import outage
 from .steps import Many, Query, Steps
 
 T = TypeVar("T")
+_log = logging.getLogger(__name__)
 
 # SQLAlchemy's own rule for a ``:name`` bind in ``text()`` (never a ``::`` cast).
 _BIND = re.compile(r"(?<![:\w\\]):(\w+)(?![:\w])")
@@ -119,6 +121,10 @@ class PreparedTexts:
             if sql not in self._texts:
                 self._texts[sql] = None
                 self._version += 1
+                # A statement text that varies with its data (an IN list of n binds) would
+                # come back here again and again: this line shows it.
+                _log.debug("statement %d prepared ahead from now on: %.120s",
+                           len(self._texts), sql)
                 self._trim(self._texts)
             self._trim(statements)
         return statement
