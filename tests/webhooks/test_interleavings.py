@@ -12,23 +12,20 @@ import asyncio
 import contextlib
 import time
 from collections.abc import AsyncIterator
-from typing import Any, TypeVar
 
 import pytest
 from sqlalchemy import func, insert, select, text
-from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
+from sqlalchemy.ext.asyncio import AsyncEngine
 
 from ridecast.errors import ServiceUnavailable
 from ridecast.store.engine import create_engine, upgrade
 from ridecast.store.outbox import outbox_sql
 from ridecast.store.tables import events, webhook_attempts, webhook_deliveries
-from ridecast.store.txsteps import Query, Steps
+from ridecast.store.txsteps import Query, _async_run
 from ridecast.webhooks.health import EndpointHealth
 from ridecast.webhooks.jobs import Job, Result
 
 from .test_outbox import Outbox
-
-T = TypeVar("T")
 
 D = webhook_deliveries
 EXPIRED = -1.0  # a lease that has run out by the time anyone looks at it
@@ -281,20 +278,6 @@ async def test_postgres_a_worker_stopped_inside_a_renewal_holds_nothing_for_long
         await stalled.dispose()
 
 
-async def _run_open(conn: AsyncConnection, steps: Steps[T]) -> T:
-    """Run ``steps`` in ``conn``'s open transaction, statement by statement, and leave it
-    open (a worker stopped right after them)."""
-    sent: Any = None
-    while True:
-        try:
-            step = steps.send(sent)
-        except StopIteration as stop:
-            return stop.value  # type: ignore[no-any-return]
-        assert isinstance(step, Query), step
-        result = await conn.execute(text(step.sql), step.params)
-        sent = [tuple(row) for row in result] if result.returns_rows else []
-
-
 async def test_postgres_a_worker_stopped_inside_a_failure_clock_update_blocks_no_record(
     pg_url: str,
 ) -> None:
@@ -312,7 +295,10 @@ async def test_postgres_a_worker_stopped_inside_a_failure_clock_update_blocks_no
         since = await health.failed(1, job.url, time.time())  # the clock runs
         async with stalled.connect() as conn:
             await conn.begin()
-            assert await _run_open(conn, health.failure(1, job.url, time.time())) == since
+            # The clock's statements one by one in this open transaction (txsteps' own
+            # statement-by-statement runner), which the worker then never ends.
+            failure = health.failure(1, job.url, time.time())
+            assert await _async_run(conn, conn.dialect, failure, {}) == since
             # The worker stops here, its transaction open and the clock's row locked.
             await asyncio.wait_for(outbox.record([_ok(job)]), timeout=30)
             with pytest.raises(ServiceUnavailable):  # the stopped worker's transaction ended
