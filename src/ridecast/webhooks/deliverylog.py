@@ -13,7 +13,7 @@ from __future__ import annotations
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 from sqlalchemy.ext.asyncio import AsyncEngine
 
@@ -132,14 +132,14 @@ class DeliveryLog:
         return await self._steps.read(steps)
 
     async def retry(self, simulation_id: int, delivery_id: int,
-                    ) -> dict[str, Any] | bool | None:
+                    ) -> dict[str, Any] | Literal[False] | None:
         """Queue one delivery again, now, on a fresh schedule: the delivery as queued (read
         in the replay's own transaction, so a worker's claim right after it, on this node
         or another, never shows in the answer); None when it does not exist, False when it
         is in flight."""
-        def steps() -> Steps[dict[str, Any] | bool | None]:
+        def steps() -> Steps[dict[str, Any] | Literal[False] | None]:
             done = yield from self._sql.replay(simulation_id, delivery_id, time.time())
-            if not done:
+            if done is not True:
                 return done
             row = yield from self._sql.one(simulation_id, delivery_id)
             if row is None:  # pragma: no cover - the replay just wrote it

@@ -129,8 +129,7 @@ class WebhookService:
                 f"webhook delivery {delivery_id} is being sent right now; retry it later",
                 code="invalid_state",
             )
-        assert isinstance(done, dict)  # the delivery as the replay queued it
-        self.wake()
+        self.wake()  # ``done`` is the delivery as the replay queued it
         return delivery_json(done)
 
     async def retry_failed(self, simulation_id: int) -> int:
