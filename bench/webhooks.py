@@ -5,6 +5,7 @@ Runs on 127.0.0.1 only, bounded in count and time::
     python bench/webhooks.py                 # 20,000 events over 16 simulations, concurrency 16
     python bench/webhooks.py --events 5000 --sims 8 --concurrency 8
     python bench/webhooks.py --webhook-workers 2   # delivered by two ``ridecast worker``s
+    python bench/webhooks.py --repeat 5      # five rounds: the medians of PostgreSQL / SQLite
 
 1. A fast receiver (``ridecast.cli.receiver.Receiver``) runs in its own process and
    records, per request, the time from the event's ``server_ts`` (stamped at ingest) to
@@ -61,6 +62,11 @@ Runs on 127.0.0.1 only, bounded in count and time::
 10. On PostgreSQL, the CPU its own processes (the server and the backends) spent through
     each burst, per delivery, beside the server's: the store's work is theirs there, where
     on SQLite it runs in the server's threads.
+11. ``--repeat N``: step 5 N times, SQLite then PostgreSQL in each round, each round on new
+    databases. At the end, per mode, PostgreSQL over SQLite for the CPU per delivery (the
+    server's, its workers' and PostgreSQL's processes') and for the p99 at the steady rate:
+    each round's ratio and their median. One round's CPU ratio ranged 1.25-1.94 on this
+    2-core VM for the same code (docs/performance.md): judge a change by the median.
 """
 
 from __future__ import annotations
@@ -733,6 +739,81 @@ def print_phases(count: int, during: int, start: float, ingested: float, last: f
               f"{count - during:,} delivered, {(count - during) / tail_s:,.0f}/s")
 
 
+def cpu_per_delivery_us(result: dict[str, object], events: int) -> float | None:
+    """µs of CPU per delivery: the server's and its workers', plus PostgreSQL's processes."""
+    server, postgres = result["server_cpu_s"], result["postgres_cpu_s"]
+    if server is None:
+        return None
+    return (float(server) + float(postgres or 0.0)) * 1e6 / events  # type: ignore[arg-type]
+
+
+def print_store_ratios(results: list[dict[str, object]], modes: list[str],
+                       events: int) -> None:
+    """PostgreSQL over SQLite per mode: each round's ratio (the two runs minutes apart) and
+    the median of the rounds, for the CPU per delivery and for the p99 at a steady rate."""
+    for mode in modes:
+        cpu: list[float] = []
+        p99: list[float] = []
+        for round_ in sorted({int(r["round"]) for r in results}):  # type: ignore[call-overload]
+            pair = {r["store"]: r for r in results if r["kind"] == mode and r["round"] == round_}
+            if set(pair) != {"SQLite", "PostgreSQL"}:
+                continue
+            lite, pg = pair["SQLite"], pair["PostgreSQL"]
+            lite_cpu, pg_cpu = cpu_per_delivery_us(lite, events), cpu_per_delivery_us(pg, events)
+            if lite_cpu and pg_cpu is not None:
+                cpu.append(pg_cpu / lite_cpu)
+            lite_paced, pg_paced = lite["paced"], pg["paced"]
+            if isinstance(lite_paced, list) and isinstance(pg_paced, list) and lite_paced \
+                    and pg_paced:
+                p99.append(pct(pg_paced, 0.99) / pct(lite_paced, 0.99))
+        for name, ratios in (("CPU per delivery (server and PostgreSQL's processes)", cpu),
+                             ("p99 at the steady rate", p99)):
+            if ratios:
+                rounds = ", ".join(f"{x:.2f}" for x in ratios)
+                median = statistics.median(ratios)
+                print(f"PostgreSQL / SQLite, {mode}, {name}: median {median:.2f} of "
+                      f"{len(ratios)} round{'s' if len(ratios) != 1 else ''} ({rounds})")
+
+
+def run_stores(args: argparse.Namespace, stores: list[tuple[str, str]], modes: list[str],
+               rport: int, sport: int, hook: str, body: bytes, tmp: Path, receiver_pid: int,
+               round_: int, results: list[dict[str, object]]) -> None:
+    """One round: each store's server (and workers) through each mode, appending to
+    ``results``; every process it starts is stopped before it returns."""
+    for store, url in stores:
+        auth = asyncio.run(create_user(url))
+        env = {**os.environ, "RIDECAST_DATABASE_URL": url,
+               "RIDECAST_WEBHOOK_ALLOW_PRIVATE": "true", "RIDECAST_LOG_LEVEL": "warning",
+               "RIDECAST_WEBHOOK_CONCURRENCY_PER_ENDPOINT": str(args.concurrency)}
+        server = subprocess.Popen(
+            [sys.executable, "-m", "ridecast.cli.main", "serve", "--port", str(sport)],
+            env={**env,
+                 "RIDECAST_WEBHOOK_WORKERS": "false" if args.webhook_workers else "true"},
+            cwd=tmp, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        workers: list[subprocess.Popen[bytes]] = []
+        try:
+            base = f"http://127.0.0.1:{sport}"
+            wait_http(f"{base}/healthz")
+            # The deployment docs/deployment.md describes: the server delivers no webhook,
+            # ``ridecast worker`` processes on the same store do (after it has migrated it).
+            workers = [start_worker(env, tmp, tmp / f"worker-{n}.log")
+                       for n in range(args.webhook_workers)]
+            for mode in modes:
+                # The reference again just before and just after this mode: this VM's speed
+                # drifts within a run, and the ratio is to what it did around this mode.
+                before = reference_rate(rport, body, args)
+                result = run_mode(base, auth, rport, hook, url, args, mode, server.pid,
+                                  receiver_pid, [w.pid for w in workers])
+                after = reference_rate(rport, body, args)
+                label = f"{store}, {mode}" + (f" (round {round_ + 1})" if args.repeat > 1
+                                              else "")
+                results.append({**result, "mode": label, "store": store, "kind": mode,
+                                "round": round_, "reference": (before[0], after[0]),
+                                "reference_idle": (before[1], after[1])})
+        finally:
+            stop_all([server, *workers])
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--events", type=int, default=20000)
@@ -764,6 +845,11 @@ def main() -> None:
     parser.add_argument("--postgres", default="postgresql://postgres@127.0.0.1:5432/postgres",
                         help="admin URL of a PostgreSQL server: the same runs on a database "
                         "created there, beside SQLite ('' to skip)")
+    parser.add_argument("--repeat", type=int, default=1,
+                        help="run every store and mode this many times, the stores "
+                        "alternating, each round on fresh databases; then print the medians "
+                        "of the PostgreSQL / SQLite ratios (one run's ratio varies by a "
+                        "third on a 2-core VM)")
     parser.add_argument("--receiver-child", type=int, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.receiver_child:
@@ -771,6 +857,8 @@ def main() -> None:
         return
 
     modes = [m.strip() for m in args.modes.split(",") if m.strip()]
+    if args.repeat < 1:
+        parser.error("--repeat: at least 1")
     if not modes or set(modes) - {"ordered", "unordered"}:
         parser.error("--modes: a comma-separated list of 'ordered' and 'unordered'")
     rport, sport = free_port(), free_port()
@@ -778,12 +866,9 @@ def main() -> None:
     receiver = subprocess.Popen([sys.executable, __file__, "--receiver-child", str(rport)],
                                 stdout=subprocess.PIPE, text=True)
     tmp = Path(tempfile.mkdtemp(prefix="ridecast-bench-"))
-    database_url = f"sqlite+aiosqlite:///{tmp / 'bench.db'}"
     pg_db = f"ridecast_bench_webhooks_{os.getpid()}"
-    pg_url = (create_pg_database(args.postgres, pg_db)
-              if args.postgres and not args.clients_only else None)
-    server: subprocess.Popen[bytes] | None = None
-    workers: list[subprocess.Popen[bytes]] = []
+    postgres = bool(args.postgres) and not args.clients_only
+    pg_dbs: list[str] = []
     results: list[dict[str, object]] = []
     try:
         assert receiver.stdout is not None and receiver.stdout.readline().strip() == "READY"
@@ -806,44 +891,24 @@ def main() -> None:
             after = reference_rate(rport, body, args)
             naive["reference"] = (before[0], after[0])
 
-        stores = [("SQLite", database_url)]
-        if pg_url is not None:
-            stores.append(("PostgreSQL", pg_url))
-        for store, url in stores:
-            auth = asyncio.run(create_user(url))
-            env = {**os.environ, "RIDECAST_DATABASE_URL": url,
-                   "RIDECAST_WEBHOOK_ALLOW_PRIVATE": "true", "RIDECAST_LOG_LEVEL": "warning",
-                   "RIDECAST_WEBHOOK_CONCURRENCY_PER_ENDPOINT": str(args.concurrency)}
-            server = subprocess.Popen(
-                [sys.executable, "-m", "ridecast.cli.main", "serve", "--port", str(sport)],
-                env={**env,
-                     "RIDECAST_WEBHOOK_WORKERS": "false" if args.webhook_workers else "true"},
-                cwd=tmp, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-            base = f"http://127.0.0.1:{sport}"
-            wait_http(f"{base}/healthz")
-            # The deployment docs/deployment.md describes: the server delivers no webhook,
-            # ``ridecast worker`` processes on the same store do (after it has migrated it).
-            workers = [start_worker(env, tmp, tmp / f"worker-{n}.log")
-                       for n in range(args.webhook_workers)]
-            for mode in modes:
-                # The reference again just before and just after this mode: this VM's speed
-                # drifts within a run, and the ratio is to what it did around this mode.
-                before = reference_rate(rport, body, args)
-                result = run_mode(base, auth, rport, hook, url, args, mode, server.pid,
-                                  receiver.pid, [w.pid for w in workers])
-                after = reference_rate(rport, body, args)
-                results.append({**result, "mode": f"{store}, {mode}",
-                                "reference": (before[0], after[0]),
-                                "reference_idle": (before[1], after[1])})
-            stop_all([server, *workers])
-            server, workers = None, []
+        for round_ in range(args.repeat):
+            # Each round on new databases: a second run on the first's tables would read
+            # their dead row versions (this machine's PostgreSQL has autovacuum off).
+            stores = [("SQLite", f"sqlite+aiosqlite:///{tmp / f'bench-{round_}.db'}")]
+            if postgres:
+                pg_dbs.append(f"{pg_db}_{round_}")
+                pg_url = create_pg_database(args.postgres, pg_dbs[-1])
+                if pg_url is None:
+                    postgres = False
+                else:
+                    stores.append(("PostgreSQL", pg_url))
+            run_stores(args, stores, modes, rport, sport, hook, body, tmp, receiver.pid,
+                       round_, results)
     finally:
-        stop_all([p for p in (server, *workers) if p is not None])
         receiver.terminate()
         receiver.wait(10)
-        if pg_url is not None:
-            drop_pg_database(args.postgres, pg_db)
-
+        for name in pg_dbs:
+            drop_pg_database(args.postgres, name)
     print(f"events: {args.events} over {args.sims} simulations  concurrency per endpoint: "
           f"{args.concurrency}  cpus: {os.cpu_count()}")
     print(f"receiver ceiling, plain keep-alive httpx client: {httpx_rps:,.0f} req/s")
@@ -936,6 +1001,7 @@ def main() -> None:
         if naive is not None and str(r["mode"]).startswith("SQLite") and naive["rate"]:
             print(f"ratio to the naive durable pipeline (above, same burst, same receiver): "
                   f"{rate / float(naive['rate']):.2f}")  # type: ignore[arg-type]
+    print_store_ratios(results, modes, args.events)
 
 
 if __name__ == "__main__":
