@@ -1,7 +1,10 @@
 """The webhook outbox's statements on PostgreSQL read indexes, not the table (issue 33
 item 7): every statement a claim, a record, a renewal, a release, a repoint and the delivery
 log run is captured as the driver gets it, then explained with its own parameters, against
-a table of 1,000,000 finished deliveries with statistics, and of 30,000 without them."""
+a table of 1,000,000 finished deliveries with statistics, and of 30,000 and 16,000 without
+them; every write named by arrays of ids is explained again with a thousand ids (a join of
+the table on such an array was planned as a scan of the whole table below about 30,000 rows,
+or at a thousand ids)."""
 
 from __future__ import annotations
 
@@ -26,6 +29,7 @@ from ridecast.webhooks.recorder import Recorder
 FINISHED = 1_000_000
 WAITING = 4_000  # half ordered (lanes of 40 simulations), half unordered (20 URLs)
 SIMS = 40
+BIG_BATCH = 1_024  # ids in one write: an unordered chunk extended for a busy URL
 
 
 # The rows: (first event id, last event id, status, attempt count), one simulation per id
@@ -98,6 +102,12 @@ async def _statements(engine: AsyncEngine, finished: int) -> list[tuple[str, Any
         assert units, "nothing was claimed"
         first, *rest = units
         token = first.token
+        # A running unordered chunk extended under its token: its lease statement names a
+        # hundred ids or so (a URL's waiting rows), more than a claim's unit.
+        loose = [unit for unit in units if not unit.jobs[0].ordered]
+        assert loose, "no unordered chunk was claimed"
+        await claimer.claim(max_units=0, unit_rows=64, per_endpoint=4, lease_s=60,
+                            chunk_rows=1024, extend=[(loose[0].token, loose[0].jobs[0].url)])
         assert await claimer.keep(token, time.time() + 60)
         await claimer.repoint(first.jobs[0].simulation_id, "http://127.0.0.1:9/moved", token)
         now = time.time()
@@ -146,9 +156,23 @@ async def _plans(url: str, finished: int, *, analyze: bool) -> list[tuple[str, s
                     continue
                 found = await driver.fetch(f"EXPLAIN {statement}", *parameters)
                 plans.append((statement, "\n".join(row[0] for row in found)))
+                if _writes_by_ids(statement) and any(isinstance(p, list) for p in parameters):
+                    # The same with a batch as large as a busy URL's (its arrays repeated
+                    # to BIG_BATCH): the planner weighs a join against the array's length.
+                    found = await driver.fetch(f"EXPLAIN {statement}",
+                                               *map(_grown, parameters))
+                    plans.append((f"{statement} -- {BIG_BATCH} ids",
+                                  "\n".join(row[0] for row in found)))
         return plans
     finally:
         await engine.dispose()
+
+
+def _grown(parameter: Any) -> Any:
+    """An array parameter repeated to ``BIG_BATCH`` items; any other as it is."""
+    if not isinstance(parameter, list) or not parameter:
+        return parameter
+    return (parameter * (BIG_BATCH // len(parameter) + 1))[:BIG_BATCH]
 
 
 def _writes_by_ids(statement: str) -> bool:
@@ -157,8 +181,10 @@ def _writes_by_ids(statement: str) -> bool:
                                                 statement) is not None
 
 
-@pytest.mark.parametrize(("finished", "analyze"), [(FINISHED, True), (30_000, False)],
-                         ids=["a-million-analyzed", "30000-no-statistics"])
+@pytest.mark.parametrize(("finished", "analyze"),
+                         [(FINISHED, True), (30_000, False), (16_000, False)],
+                         ids=["a-million-analyzed", "30000-no-statistics",
+                              "16000-no-statistics"])
 def test_no_statement_reads_the_whole_outbox(pg_url: str, finished: int,
                                              analyze: bool) -> None:
     """No plan of a worker's or the delivery log's statements scans ``webhook_deliveries``
@@ -166,8 +192,9 @@ def test_no_statement_reads_the_whole_outbox(pg_url: str, finished: int,
     claim's read of the bodies it does not hold), and none that writes
     rows named by arrays of ids reads them as a set from a partial index (that read every
     in-flight row's entry, live or dead, on each record): at a million rows with
-    the table's statistics, and at 30,000 without them (autovacuum off, or before it first
-    ran), where the in-flight count was once planned as a hash join over the whole table."""
+    the table's statistics, and at 30,000 and 16,000 without them (autovacuum off, or
+    before it first ran), where the in-flight count, and the lease of an extended chunk,
+    were once planned as a hash join over the whole table."""
     plans = asyncio.run(_plans(pg_url, finished, analyze=analyze))
     assert len(plans) >= 15, [statement for statement, _plan in plans]
     scans = [(statement, plan) for statement, plan in plans
