@@ -65,7 +65,7 @@ Runs on 127.0.0.1 only, bounded in count and time::
 11. ``--repeat N``: step 5 N times, SQLite then PostgreSQL in each round, each round on new
     databases. At the end, per mode, PostgreSQL over SQLite for the CPU per delivery (the
     server's, its workers' and PostgreSQL's processes') and for the p99 at the steady rate:
-    each round's ratio and their median. One round's CPU ratio ranged 1.25-1.94 on this
+    each round's ratio and their median. One round's CPU ratio ranged 1.16-1.93 on this
     2-core VM for the same code (docs/performance.md): judge a change by the median.
 """
 
