@@ -58,6 +58,9 @@ CASES = [
     ("stream_memory.py", ["-n", "20", "--top", "5"], "per stream"),
     ("fanout_cluster.py", ["--subscribers", "4", "--events", "50"], "ratio two nodes / one node"),
     ("demo_sizing.py", ["--runs", "3:20", "--hours", "0.3"], "demo sizing:"),
+    # Both orders of the two schemes; it stops with an error if either loses a success.
+    ("lease_units.py", ["--deliveries", "600", "--rounds", "2", "--unordered"],
+     "units / rows: median"),
 ]
 # A case's name: its script's, with the case's index when the script runs more than once.
 IDS = [script if sum(case[0] == script for case in CASES) == 1 else f"{script}-{index}"
