@@ -35,11 +35,15 @@ reads would cost is to be taken off it.
 Each unit is ``--unit-rows`` deliveries of one simulation (64: an ordered lane's unit) or,
 with ``--unordered``, 256 of one URL (a chunk); a claim leases ``--units-per-claim`` units in
 one transaction, and successes are written ``--batch`` at a time (about what the dispatcher
-writes per batch in ``bench/webhooks.py``). Reported per round and as medians: the CPU of
-every ``postgres`` process on the machine (the server and its backends, as
-``bench/webhooks.py`` counts it) and of this process (the driver and the step runner, the
-server's share in ridecast), per delivery, for the lease and for the success; the WAL
-bytes per delivery; and ``units`` over ``rows`` for the sum.
+writes per batch in ``bench/webhooks.py``). Reported per round: the CPU of every
+``postgres`` process on the machine (the server and its backends, as ``bench/webhooks.py``
+counts it) and of this process (the driver and the step runner, the server's share in
+ridecast), per delivery, for the lease and for the success, with the WAL bytes per
+delivery; then, over the rounds, the medians of each scheme's sum, of ``units`` over
+``rows`` and of the µs saved.
+
+A bench of statements, not of ``ridecast serve``: its figures bound what the change could
+save; only ``bench/webhooks.py`` on a built change would say what a user sees.
 """
 
 from __future__ import annotations
