@@ -77,6 +77,7 @@ import contextlib
 import itertools
 import json
 import os
+import re
 import socket
 import statistics
 import subprocess
@@ -429,6 +430,41 @@ async def count_succeeded(database_url: str) -> int:
         await engine.dispose()
 
 
+# The server's histograms the steady phase is split by (``store_parts``): its ingest
+# requests, the event log's group commits, its webhook claims and the attempts it sent.
+PARTS = (("ingest request", "ridecast_ingest_seconds"),
+         ("group commit", "ridecast_eventlog_commit_seconds"),
+         ("claim transaction", "ridecast_webhook_claim_seconds"),
+         ("attempt", "ridecast_webhook_attempt_seconds"))
+
+
+def histogram_totals(base: str) -> dict[str, tuple[float, float]]:
+    """(count, sum) of each of ``PARTS``' histograms in the server's /metrics now."""
+    text = httpx.get(f"{base}/metrics", timeout=30).text
+    totals: dict[str, tuple[float, float]] = {}
+    for _label, name in PARTS:
+        count = re.search(rf"^{name}_count (\S+)$", text, re.MULTILINE)
+        total = re.search(rf"^{name}_sum (\S+)$", text, re.MULTILINE)
+        if count and total:
+            totals[name] = (float(count.group(1)), float(total.group(1)))
+    return totals
+
+
+def store_parts(before: dict[str, tuple[float, float]], after: dict[str, tuple[float, float]],
+                ) -> list[tuple[str, float, int]]:
+    """(label, mean ms, count) of each of ``PARTS`` observed between two
+    ``histogram_totals``; a part the server did not observe (claims made by
+    ``ridecast worker`` processes) is left out."""
+    parts: list[tuple[str, float, int]] = []
+    for label, name in PARTS:
+        if name in before and name in after:
+            count = after[name][0] - before[name][0]
+            if count > 0:
+                parts.append((label, (after[name][1] - before[name][1]) / count * 1e3,
+                              int(count)))
+    return parts
+
+
 def pct(values: list[float], q: float) -> float:
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
@@ -651,8 +687,10 @@ def run_mode(base: str, auth: tuple[str, str], rport: int, hook: str, database_u
     worker_shares = [sched_shares(pid, before, after, burst_s) for pid, before, after
                      in zip(worker_pids, workers_before, workers_after, strict=True)]
     httpx.post(f"http://127.0.0.1:{rport}/reset")
+    totals_before = histogram_totals(base)
     paced_sent = asyncio.run(paced(base, auth, sims[0], args.paced_rate, args.paced_s))
     wait_count(rport, paced_sent, deadline + 30)
+    paced_parts = store_parts(totals_before, histogram_totals(base))
     paced_stats: dict[str, object] = httpx.get(f"http://127.0.0.1:{rport}/stats",
                                                timeout=30).json()
     received = receipts(stats, start, ingested)
@@ -663,6 +701,8 @@ def run_mode(base: str, auth: tuple[str, str], rport: int, hook: str, database_u
         "inversions": stats.get("inversions"),
         "paced": [float(x) for x in paced_stats.get("latency", [])],  # type: ignore[attr-defined]
         "paced_inversions": paced_stats.get("inversions"),
+        # Where the steady phase's latency goes, by the server's own histograms.
+        "paced_parts": paced_parts,
         # The server's CPU for the burst, its ingest included (the bench's polling of the
         # store for the last commit runs in this process, not the server's).
         "server_cpu_s": (cpu_after - cpu_before
@@ -957,6 +997,11 @@ def main() -> None:
                   f"{pct(paced_latency, 0.5) * 1000:,.1f} ms  p99 "
                   f"{pct(paced_latency, 0.99) * 1000:,.1f} ms; inversions "
                   f"{r['paced_inversions']}")
+            parts = r["paced_parts"]
+            assert isinstance(parts, list)
+            if parts:
+                print("  its parts in the server, means: " + ", ".join(
+                    f"{label} {mean:.2f} ms ({count:,})" for label, mean, count in parts))
         cpu_s = r["server_cpu_s"]
         if cpu_s is not None:
             n = args.webhook_workers

@@ -33,7 +33,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 from ..bus import Bus, StoredEvent
 from ..bus.base import make_frame as make_frame  # re-exported: it lived here
 from ..errors import ServiceUnavailable
-from ..metrics import EVENTLOG_COMMITS, EVENTLOG_EVENTS
+from ..metrics import EVENTLOG_COMMIT_SECONDS, EVENTLOG_COMMITS, EVENTLOG_EVENTS
 from .checkpointer import WalCheckpointer, disable_autocheckpoint
 from .driver_sql import insert_qmark, insert_values
 from .outbox import PostgresOutboxSql, outbox_sql
@@ -372,7 +372,7 @@ class EventLog:
     async def _write(
         self, group: list[tuple[Sequence[NewEvent], asyncio.Future[list[StoredEvent]]]]
     ) -> list[list[StoredEvent]]:
-        now = time.time()
+        now, started = time.time(), time.perf_counter()
         flat = [event for batch, _future in group for event in batch]
         conn = await self._writer_connection()
         if self._group_sql is not None:
@@ -382,6 +382,7 @@ class EventLog:
         else:
             last = await run_on(conn, self._write_steps(flat, now), thread=self._thread,
                                 styled=self._styled)
+        EVENTLOG_COMMIT_SECONDS.observe(time.perf_counter() - started)
         self.commits += 1
         self.appended += len(flat)
         if self._checkpointer is not None:

@@ -29,6 +29,7 @@ from typing import Any
 
 from sqlalchemy.ext.asyncio import AsyncEngine
 
+from ..metrics import WEBHOOK_CLAIM_SECONDS
 from ..store.outbox import OutboxSql
 from ..store.txsteps import StepRunner, Steps
 from .claims import InFlight, Row, chunk_size, plan_units
@@ -83,9 +84,12 @@ class Claimer:
         out: each still holding its lease gets more due rows of its URL under the same token
         (the same slot), returned as a ``Unit`` with that token, before new units are planned.
         """
-        return await self._steps.run(lambda: self._claim_steps(
+        started = time.perf_counter()
+        units = await self._steps.run(lambda: self._claim_steps(
             lease_s, max_units, unit_rows, per_endpoint, record, bodies or {}, stale,
             unit_rows if chunk_rows is None else chunk_rows, extend))
+        WEBHOOK_CLAIM_SECONDS.observe(time.perf_counter() - started)
+        return units
 
     def _claim_steps(
         self, lease_s: float, max_units: int, unit_rows: int, per_endpoint: int,
