@@ -67,6 +67,12 @@ Runs on 127.0.0.1 only, bounded in count and time::
     server's, its workers' and PostgreSQL's processes') and for the p99 at the steady rate:
     each round's ratio and their median. One round's CPU ratio ranged 1.16-1.93 on this
     2-core VM for the same code (docs/performance.md): judge a change by the median.
+12. The steady phase's latency split by the server's own histograms (``/metrics`` read
+    before and after it): the mean ingest request, group commit, claim transaction and
+    attempt, with their counts. An event waits for one group commit and at least one claim
+    before its first request. Claims made by ``ridecast worker`` processes are not in the
+    server's figures, so with ``--webhook-workers`` the claim and attempt means are left
+    out.
 """
 
 from __future__ import annotations

@@ -90,8 +90,8 @@ EVENTLOG_COMMITS = Counter(
     "Group commits of the event log; ridecast_eventlog_events_total over it is the mean "
     "number of events per commit.", registry=REGISTRY,
 )
-# Observed per group commit, on the event loop's thread: the statement (or SQLite's steps)
-# and the store's flush, from the writer's start to its answer. With the claim's histogram
+# Observed per group commit that succeeds, on the event loop's thread: the statement (or
+# SQLite's steps) and the store's flush, from the writer's start to its answer. With the claim's histogram
 # below it splits a delivery's latency into its store parts (docs/webhooks.md, "Latency").
 EVENTLOG_COMMIT_SECONDS = LoopHistogram(
     "ridecast_eventlog_commit_seconds",
@@ -141,8 +141,8 @@ WEBHOOK_LATENCY = LoopHistogram(
     "ridecast_webhook_attempt_seconds", "Duration of one webhook delivery attempt.",
     registry=REGISTRY, buckets=(0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1, 2.5, 10),
 )
-# Observed per claim transaction of this process's webhook claimer (results recorded, units
-# leased, their bodies read), on the event loop's thread.
+# Observed per claim transaction of this process's webhook claimer that commits (results
+# recorded, units leased, their bodies read), on the event loop's thread.
 WEBHOOK_CLAIM_SECONDS = LoopHistogram(
     "ridecast_webhook_claim_seconds",
     "Time of one webhook claim transaction: finished attempts recorded, new deliveries "
