@@ -91,8 +91,9 @@ EVENTLOG_COMMITS = Counter(
     "number of events per commit.", registry=REGISTRY,
 )
 # Observed per group commit that succeeds, on the event loop's thread: the statement (or
-# SQLite's steps) and the store's flush, from the writer's start to its answer. With the claim's histogram
-# below it splits a delivery's latency into its store parts (docs/webhooks.md, "Latency").
+# SQLite's steps) and the store's flush, from the writer's start to its answer. With the
+# claim's histogram below it splits a delivery's latency into its store parts
+# (docs/webhooks.md, "Latency").
 EVENTLOG_COMMIT_SECONDS = LoopHistogram(
     "ridecast_eventlog_commit_seconds",
     "Time of one group commit of the event log, from its start to the store's answer.",
