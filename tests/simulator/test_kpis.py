@@ -138,3 +138,23 @@ def test_kpi_cache_answers_where_an_ended_run_stands() -> None:
     ended = cache.get(engine, 0, throttle=False, running=False)
     assert ended is not first and ended == compute(engine)
     assert cache.get(engine, 0, throttle=False, running=False) is ended
+
+
+def test_kpi_cache_does_not_carry_a_replays_kpis_past_the_catch_up() -> None:
+    """KPIs computed while a taken-over run replays are reused, as any, while it replays; the
+    first KPIs once it has caught up are computed afresh, however recent the replay's are (a
+    poller right after a takeover saw them go back to zero: the rolling-restart test)."""
+    engine = Engine(1, SimulatorSettings(seed=4, vehicles=3, bookings_per_hour=120,
+                                         duration_s=1800), datetime(2024, 1, 1, 8, tzinfo=UTC))
+    engine.advance(60.0)
+    readings = iter([0.0, 1.0,  # a slow compute: reused for 50 s while the run is under way
+                     1.1,  # still replaying: reused
+                     1.2, 1.3])  # caught up 0.2 s later: computed again
+    cache = KpiCache(max_age_s=1.0, monotonic=lambda: next(readings))
+    replaying = cache.get(engine, 0, throttle=False, settled=False)
+    engine.advance(300.0)
+    assert cache.get(engine, 0, throttle=False, settled=False) is replaying
+    engine.advance(900.0)
+    caught_up = cache.get(engine, 0, throttle=False)
+    assert caught_up is not replaying and caught_up == compute(engine)
+    assert caught_up["bookings"] > replaying["bookings"]

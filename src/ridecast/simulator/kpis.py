@@ -42,24 +42,29 @@ class KpiCache:
       and however often, cost the run at most about 2% of its time;
     - with ``throttle`` (a run going as fast as it can, whose time moves on every step), for
       at least ``max_age_s`` of wall time.
+
+    A value computed while a taken-over run replays its journal (``settled`` false) is never
+    reused once the run has caught up: it describes a moment the run has left, as far back as
+    its start, and a poller right after the catch-up saw the KPIs go back to zero.
     """
 
     def __init__(self, max_age_s: float = 1.0,
                  monotonic: Callable[[], float] = time.monotonic) -> None:
         self.max_age_s = max_age_s
         self._monotonic = monotonic
-        self._key: tuple[float, int, int] | None = None
+        self._key: tuple[float, int, int, bool] | None = None
         self._at = -math.inf
         self._reuse_s = 0.0  # KPI_COST_SHARE times the last compute's duration
         self._value: dict[str, Any] = {}
 
     def get(self, world: World, operations: int, *, throttle: bool,
-            running: bool = True) -> dict[str, Any]:
+            running: bool = True, settled: bool = True) -> dict[str, Any]:
         """The KPIs; ``running``: the run is under way (a run that ended or is paused gets
-        KPIs of where it stands, recomputed once)."""
-        key = (world.now, sum(world.emitter.counts.values()), operations)
+        KPIs of where it stands, recomputed once); ``settled``: false while a taken-over run
+        catches up."""
+        key = (world.now, sum(world.emitter.counts.values()), operations, settled)
         now = self._monotonic()
-        if self._key is not None and key[2] == self._key[2]:
+        if self._key is not None and key[2:] == self._key[2:]:
             age = now - self._at
             if key == self._key or (running and (
                     age < self._reuse_s or (throttle and age < self.max_age_s))):

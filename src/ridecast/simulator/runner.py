@@ -168,7 +168,8 @@ class Runner:
         ``KpiCache``)."""
         running = self.status is Status.RUNNING
         return self._kpis.get(self.engine, self._operations, running=running,
-                              throttle=running and isinstance(self.clock, MaxClock))
+                              throttle=running and isinstance(self.clock, MaxClock),
+                              settled=not self.catching_up)
 
     def start(self) -> None:
         self.status = Status.RUNNING
