@@ -279,7 +279,9 @@ class Settings(BaseSettings):
         2.0, gt=0, description="PostgreSQL: how long the server waits for a worker stopped "
         "inside one of its transactions on the outbox (a claim, a record, a renewal, a "
         "release) before it ends that transaction, releasing its locks (a stalled worker "
-        "then holds only its leases)."
+        "then holds only its leases); every process that delivers webhooks also ends, this "
+        "often, the sessions of the same database and role that have waited this long for "
+        "their client in the middle of a statement after writing (docs/webhooks.md)."
     )
     simulator_lease_s: float = Field(
         15.0, gt=0, description="Lease of a node on the simulator runs it owns, renewed every "

@@ -227,6 +227,17 @@ class OutboxSql:
         yield from self.hold()
         return (yield from steps)
 
+    ends_stalled = False
+    """Whether ``end_stalled`` does anything on this store (PostgreSQL only)."""
+
+    def end_stalled(self, hold_s: float) -> Steps[int]:
+        """End the sessions of stalled ridecast processes caught in the middle of a
+        statement with rows locked (``PostgresOutboxSql``); how many. SQLite has none: one
+        process writes."""
+        if False:  # pragma: no cover - a generator with no step
+            yield Query("")
+        return 0
+
     def lock_urls(self, urls: Sequence[str]) -> Steps[set[str]]:
         """The URLs whose slots this transaction may plan: on SQLite all of them (the
         transaction holds the database's one write lock)."""
@@ -607,6 +618,26 @@ class PostgresOutboxSql(OutboxSql):
         # sent again: at least once, as after any failure. No event is at stake: the group
         # commit that stores events and their delivery rows keeps the server's setting.
         yield Query(ASYNC_COMMIT_SQL)
+
+    ends_stalled = True
+
+    def end_stalled(self, hold_s: float) -> Steps[int]:
+        # ``hold``'s timeout covers a worker stopped between two statements. A worker stopped
+        # while it was writing one (a ``Many``'s pipeline of Bind and Execute messages, or
+        # one large message, half sent) leaves its session "active", waiting for the rest,
+        # where no server timeout applies, and the rows it locked stay locked: the other
+        # workers' claims skip them (SKIP LOCKED), so lanes whose heads they are stop until
+        # it resumes (tests/webhooks/test_stalls.py met it). Any worker ends such a session
+        # of the same database and role once it has waited ``hold_s`` for its client with a
+        # transaction id (it has written). Its transaction rolls back, as ``hold``'s would.
+        found = yield Query(
+            "SELECT count(*) FILTER (WHERE pg_terminate_backend(pid)) FROM pg_stat_activity "
+            "WHERE datname = current_database() AND usename = current_user "
+            "AND pid <> pg_backend_pid() AND state = 'active' AND wait_event = 'ClientRead' "
+            "AND backend_xid IS NOT NULL "
+            "AND state_change < clock_timestamp() - make_interval(secs => :hold)",
+            {"hold": float(hold_s)})
+        return int(found[0][0])
 
     def lock_urls(self, urls: Sequence[str]) -> Steps[set[str]]:
         # Try-locks, one per URL, held to the end of the transaction: the slots of a URL

@@ -248,6 +248,18 @@ class Claimer:
         if held:
             await self._steps.run(lambda: self._sql.held(self._sql.releases(time.time(), held)))
 
+    @property
+    def ends_stalled(self) -> bool:
+        """Whether ``end_stalled`` can do anything on this store (PostgreSQL)."""
+        return self._sql.ends_stalled
+
+    async def end_stalled(self, hold_s: float) -> int:
+        """End the store sessions of workers stopped in the middle of a statement with rows
+        locked for over ``hold_s`` (PostgreSQL; see ``OutboxSql.end_stalled``); how many."""
+        if not self._sql.ends_stalled:
+            return 0
+        return await self._steps.run(lambda: self._sql.end_stalled(hold_s))
+
     async def repoint(self, simulation_id: int, url: str, token: str) -> None:
         """Send the simulation's waiting deliveries, and those ``token`` holds, to ``url``,
         the URL now in force: one statement, whatever the number of rows."""

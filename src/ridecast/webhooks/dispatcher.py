@@ -150,6 +150,7 @@ class Dispatcher:
         self._tasks = [
             asyncio.create_task(self._cycle_loop(), name="ridecast-webhook-cycle"),
             asyncio.create_task(self._maintenance_loop(), name="ridecast-webhook-maintenance"),
+            asyncio.create_task(self._stalled_loop(), name="ridecast-webhook-stalled"),
         ]
         if self._watch is not None:
             self._tasks.append(asyncio.create_task(self._watch.run(self.wake),
@@ -545,6 +546,28 @@ class Dispatcher:
                 log.debug("webhook maintenance failed: %s", exc)
             except Exception:
                 log.exception("webhook maintenance failed")
+
+    async def _stalled_loop(self) -> None:
+        """Every ``claim_hold_s``: end the store sessions of workers stopped in the middle
+        of a statement with rows locked (``Claimer.end_stalled``; PostgreSQL only), so that
+        no stalled worker keeps rows from the others for longer than that."""
+        if not self._claimer.ends_stalled:
+            return
+        hold_s = self._policy.claim_hold_s
+        while True:
+            await asyncio.sleep(hold_s)
+            try:
+                ended = await self._claimer.end_stalled(hold_s)
+            except ServiceUnavailable as exc:  # a store outage: its engine logs it
+                log.debug("looking for stalled webhook workers failed: %s", exc)
+                continue
+            except Exception:
+                log.exception("looking for stalled webhook workers failed")
+                continue
+            if ended:
+                log.warning("ended %d store session(s) of a stalled process: each had waited "
+                            "over %g s for its client in the middle of a statement, with "
+                            "rows locked", ended, hold_s)
 
     def _gauges(self, backlog: Sequence[tuple[int, int, float]]) -> None:
         """The queue depth, and per simulation (the oldest few) its backlog and the age of
