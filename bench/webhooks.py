@@ -83,7 +83,6 @@ import contextlib
 import itertools
 import json
 import os
-import re
 import socket
 import statistics
 import subprocess
@@ -98,6 +97,7 @@ from typing import Any
 
 import httpx
 from _load import basic_auth, create_pg_database, drop_pg_database, make_user
+from prometheus_client.parser import text_string_to_metric_families
 
 NOW = "2026-11-22T03:00:00+00:00"
 
@@ -446,13 +446,13 @@ PARTS = (("ingest request", "ridecast_ingest_seconds"),
 
 def histogram_totals(base: str) -> dict[str, tuple[float, float]]:
     """(count, sum) of each of ``PARTS``' histograms in the server's /metrics now."""
-    text = httpx.get(f"{base}/metrics", timeout=30).text
+    names = {name for _label, name in PARTS}
     totals: dict[str, tuple[float, float]] = {}
-    for _label, name in PARTS:
-        count = re.search(rf"^{name}_count (\S+)$", text, re.MULTILINE)
-        total = re.search(rf"^{name}_sum (\S+)$", text, re.MULTILINE)
-        if count and total:
-            totals[name] = (float(count.group(1)), float(total.group(1)))
+    for family in text_string_to_metric_families(httpx.get(f"{base}/metrics", timeout=30).text):
+        if family.name in names:
+            samples = {sample.name: sample.value for sample in family.samples}
+            totals[family.name] = (samples[f"{family.name}_count"],
+                                   samples[f"{family.name}_sum"])
     return totals
 
 

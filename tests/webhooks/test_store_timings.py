@@ -4,10 +4,10 @@ histogram (what ``bench/webhooks.py`` splits the steady phase's latency by)."""
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable
 
 import httpx
+from prometheus_client.parser import text_string_to_metric_families
 
 from ridecast.cli.receiver import ReceiverThread, Reply, Request
 from tests.conftest import Server
@@ -18,11 +18,11 @@ from .helpers import post_events, vehicle_use, wait_for
 
 def _histogram(server: Server, name: str) -> tuple[float, float]:
     """(count, sum) of ``name`` in the server's /metrics."""
-    text = httpx.get(f"{server.base_url}/metrics").text
-    count = re.search(rf"^{name}_count (\S+)$", text, re.MULTILINE)
-    total = re.search(rf"^{name}_sum (\S+)$", text, re.MULTILINE)
-    assert count is not None and total is not None, f"{name} is not in /metrics"
-    return float(count.group(1)), float(total.group(1))
+    for family in text_string_to_metric_families(httpx.get(f"{server.base_url}/metrics").text):
+        if family.name == name:
+            samples = {sample.name: sample.value for sample in family.samples}
+            return samples[f"{name}_count"], samples[f"{name}_sum"]
+    raise AssertionError(f"{name} is not in /metrics")
 
 
 def test_group_commits_and_claims_are_timed_in_metrics(
