@@ -196,7 +196,7 @@ async def run_scheme(scheme: str, url: str, args: argparse.Namespace) -> dict[st
             last = {unit_ids[-1]: token for token, unit_ids in units}
             for start in range(0, len(results), args.batch):
                 at = time.time()
-                batch = [(at, at, at - 0.002, 1.5, 200, "", i, token)
+                batch = [(at, at, at - 0.002, 1.5, 200, "", i, token, 0)
                          for token, i in results[start:start + args.batch]]
                 if scheme == "rows":
                     await steps.run(lambda b=batch: sql.held(sql.successes(b)))

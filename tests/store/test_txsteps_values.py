@@ -76,7 +76,8 @@ def outbox_file(tmp_path: Path) -> Iterator[str]:
 def test_success_values_update_writes_what_the_row_update_writes(outbox_file: str) -> None:
     """The success batch as one statement (``store.outbox.SUCCESS_VALUES_SQL``) against the same
     batch row by row (``_SUCCESS_SQL``), on the real table: the same columns, and rows not in
-    the batch untouched."""
+    the batch untouched. Rows 31-40 are pending rows of an ordered unit: written only where
+    the batch says their lane is held (``lane`` 1, every other one)."""
     results = []
     for values in (None, _SUCCESS_VALUES_SQL):
         db = sqlite3.connect(outbox_file, isolation_level=None)
@@ -87,12 +88,15 @@ def test_success_values_update_writes_what_the_row_update_writes(outbox_file: st
             "claim_token, lease_until) VALUES (?, ?, 1, 'vehicle_use', 'http://x/', "
             "'delivering', ?, 0, 0, 0, 0, 'tok', 99)",
             [(n, 100 + n, n % 3) for n in range(1, 41)])
+        db.execute("UPDATE webhook_deliveries SET status = 'pending', ordered = 1, "
+                   "claim_token = NULL, lease_until = NULL WHERE id > 30")
         batch = [(5.0, 6.0, 1000.0 + n, 1.5 * n, 200 + n % 2, None if n % 4 else f"ok {n}", n,
-                  "tok")
+                  "tok", n % 2)
                  for n in range(1, 41) if n % 5]  # every fifth row is not in the batch
 
         _sqlite_run(db, _success(batch, values))
         results.append(db.execute("SELECT * FROM webhook_deliveries ORDER BY id").fetchall())
         db.close()
     assert results[0] == results[1]
-    assert sum(1 for row in results[1] if "succeeded" in row) == 32
+    # 24 leased rows of 1-30 in the batch; of 31-39 in it (not 35), the odd ones: 31, 33, 37, 39
+    assert sum(1 for row in results[1] if "succeeded" in row) == 28

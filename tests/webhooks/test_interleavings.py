@@ -212,35 +212,6 @@ async def test_postgres_claims_skip_what_a_stalled_transaction_holds(pg_url: str
         await stalled.dispose()
 
 
-async def test_postgres_a_lane_stops_before_a_row_another_transaction_holds(
-    pg_url: str,
-) -> None:
-    """On PostgreSQL, a lane whose second row another transaction holds is claimed up to that
-    row only: the rows behind it, leased by the same statement, are given back at once
-    (pending, no token), so the lane's order holds and nothing is held that is not sent."""
-    await upgrade(pg_url)
-    engine, stalled = create_engine(pg_url), create_engine(pg_url)
-    try:
-        await _enqueue(engine, 4, sim=1, url="http://a/")
-        async with engine.connect() as conn:
-            ids = [row[0] for row in await conn.execute(text(
-                "SELECT id FROM webhook_deliveries ORDER BY event_id"))]
-        async with stalled.connect() as conn, conn.begin():
-            await conn.execute(text("SELECT id FROM webhook_deliveries WHERE id = :id "
-                                    "FOR UPDATE"), {"id": ids[1]})
-            (unit,) = await asyncio.wait_for(Outbox(engine).claim(
-                max_units=10, unit_rows=64, per_endpoint=8, lease_s=30), timeout=30)
-            assert [job.delivery_id for job in unit.jobs] == ids[:1]
-            async with engine.connect() as conn:
-                rows = dict((row[0], (row[1], row[2])) for row in await conn.execute(text(
-                    "SELECT id, status, claim_token FROM webhook_deliveries")))
-        assert rows[ids[0]] == ("delivering", unit.token)
-        assert [rows[i] for i in ids[1:]] == [("pending", None)] * 3
-    finally:
-        await engine.dispose()
-        await stalled.dispose()
-
-
 async def test_postgres_a_worker_stopped_inside_a_renewal_holds_nothing_for_long(
     pg_url: str,
 ) -> None:
@@ -253,7 +224,9 @@ async def test_postgres_a_worker_stopped_inside_a_renewal_holds_nothing_for_long
     sql = outbox_sql("postgresql", hold_s=0.3)
     try:
         await _enqueue(engine, 2, sim=1)
-        stale, second = await _jobs(Outbox(engine), EXPIRED)
+        # A short lease, still running when the renewal starts (an ordered unit's lease that
+        # has run out is not renewed); the other worker takes the lane once it has run out.
+        stale, second = await _jobs(Outbox(engine), 3.0)
         async with stalled.connect() as conn:
             await conn.begin()
             steps = sql.held(sql.renew(stale.token, time.time(), time.time() + 30))
@@ -334,6 +307,127 @@ async def test_postgres_a_renewal_skips_rows_its_own_record_is_writing(pg_url: s
             leases = dict((await conn.execute(select(D.c.id, D.c.lease_until))).all())
         assert leases[second.delivery_id] == later
         assert (await _rows(engine))[first.delivery_id][:2] == ("succeeded", None)
+    finally:
+        await engine.dispose()
+        await cycle.dispose()
+
+
+# ---- an ordered unit is leased by its last row (claims.leased_rows) ----------------------
+
+
+async def test_an_ordered_unit_is_leased_by_its_last_row(engine: AsyncEngine) -> None:
+    """A lane's unit leases its last row only; the rows before it stay pending while they
+    are sent, the lane counts as held (no other claim plans it), and their results are
+    written under the unit's token. A delivery to retry gives the rest of the lane back."""
+    await _enqueue(engine, 4)
+    a, b = Outbox(engine), Outbox(engine)
+    jobs = await _jobs(a)
+    token = jobs[0].token
+    rows = await _rows(engine)
+    assert [rows[j.delivery_id][:2] for j in jobs] == [
+        ("pending", None), ("pending", None), ("pending", None), ("delivering", token)]
+    assert await _jobs(b) == []  # the lane is held
+    await a.record([_ok(jobs[0]), _retry_later(jobs[1])])
+    rows = await _rows(engine)
+    assert rows[jobs[0].delivery_id][:3] == ("succeeded", None, 1)
+    assert rows[jobs[1].delivery_id][:3] == ("pending", None, 1)
+    assert await _attempt_rows(engine) == 1  # the failed attempt, logged
+    assert await _jobs(b) == []  # still held: the dispatcher gives the rest back next
+    await a.release([(j.delivery_id, j.token) for j in jobs[2:]])
+    assert {status for status, *_ in (await _rows(engine)).values()} == {
+        "succeeded", "pending"}
+    assert await _jobs(b) == []  # free now, but its head waits a minute for its retry
+
+
+async def test_a_stale_ordered_unit_writes_none_of_its_pending_rows(
+    engine: AsyncEngine,
+) -> None:
+    """Worker A's lane lease runs out: before and after B takes the lane (re-leasing A's
+    last row under B's token), A's results for the pending rows of its unit change nothing,
+    and A's renewal fails though no one else holds the lane yet; B's results count."""
+    await _enqueue(engine, 3)
+    a, b = Outbox(engine), Outbox(engine)
+    stale = await _jobs(a, EXPIRED)
+    before = await _rows(engine)
+    await a.record([_ok(stale[0]), _retry_later(stale[1])])
+    assert await _rows(engine) == before
+    assert not await a.claimer.renew(stale[0].token, [j.delivery_id for j in stale],
+                                     time.time() + 60, lane=True)
+    fresh = await _jobs(b)
+    assert [j.delivery_id for j in fresh] == [j.delivery_id for j in stale]
+    rows = await _rows(engine)
+    assert rows[fresh[-1].delivery_id][:2] == ("delivering", fresh[0].token)
+    await a.record([_ok(j) for j in stale])
+    assert await _rows(engine) == rows
+    assert await _attempt_rows(engine) == 0
+    await b.record([_ok(j) for j in fresh])
+    assert {status for status, *_ in (await _rows(engine)).values()} == {"succeeded"}
+
+
+async def test_an_unordered_lease_that_ran_out_is_renewed_while_no_one_took_it(
+    engine: AsyncEngine,
+) -> None:
+    """Unlike a lane's lease, an unordered chunk's rows are renewed after their lease ran
+    out while no other claim took them (each row is leased on its own)."""
+    await _enqueue(engine, 1, ordered=False)
+    (job,) = await _jobs(Outbox(engine), EXPIRED)
+    assert await Outbox(engine).claimer.renew(job.token, [job.delivery_id], time.time() + 60)
+
+
+async def test_a_lane_taken_past_the_old_units_last_row_leaves_that_row_to_no_one(
+    engine: AsyncEngine,
+) -> None:
+    """A's unit of three runs out; B's unit of two (a shorter unit, as after a replayed
+    delivery went ahead of the lane) leaves A's last row leased to A's run-out lease. A can
+    neither renew it nor write the rows B now sends; the lane is B's alone, and A's old row
+    is taken (re-leased) by the claim that reaches it."""
+    await _enqueue(engine, 3)
+    a, b = Outbox(engine), Outbox(engine)
+    stale = await _jobs(a, EXPIRED)
+    units = await b.claim(max_units=10, unit_rows=2, per_endpoint=8, lease_s=30)
+    fresh = [job for unit in units for job in unit.jobs]
+    assert [j.delivery_id for j in fresh] == [j.delivery_id for j in stale[:2]]
+    assert not await a.claimer.renew(stale[0].token, [j.delivery_id for j in stale],
+                                     time.time() + 60, lane=True)
+    before = await _rows(engine)
+    await a.record([_ok(stale[0]), _retry_later(stale[1])])
+    assert await _rows(engine) == before
+    assert await _jobs(Outbox(engine)) == []  # B holds the lane
+    await b.record([_ok(j) for j in fresh])
+    (last,) = await _jobs(b)
+    assert last.delivery_id == stale[2].delivery_id and last.token != stale[2].token
+    assert (await _rows(engine))[last.delivery_id][:2] == ("delivering", last.token)
+
+
+async def test_postgres_a_record_holding_a_lane_keeps_claims_off_it_not_its_renewal(
+    pg_url: str,
+) -> None:
+    """On PostgreSQL, a worker's record that found its lane lease held keeps it (``FOR KEY
+    SHARE``) until it commits: the worker's own renewal goes through at once, and another
+    worker's claim skips the lane even once the lease has run out, never waits for it; after
+    the record commits, the claim takes the lane."""
+    await upgrade(pg_url)
+    engine, cycle = create_engine(pg_url), create_engine(pg_url)
+    sql = outbox_sql("postgresql")
+    try:
+        await _enqueue(engine, 2, sim=1)
+        outbox = Outbox(engine)
+        jobs = await _jobs(outbox)
+        async with cycle.connect() as conn:
+            await conn.begin()
+            held = await _async_run(conn, conn.dialect,
+                                    sql.lanes_held([jobs[0].token], time.time()), {})
+            assert held == {jobs[0].token}
+            kept = await asyncio.wait_for(
+                outbox.claimer.keep(jobs[0].token, time.time() + 60), 10)
+            assert kept == {jobs[-1].delivery_id}
+            async with engine.begin() as other:  # the lease runs out
+                await other.execute(text("UPDATE webhook_deliveries SET lease_until = 0 "
+                                         "WHERE status = 'delivering'"))
+            assert await asyncio.wait_for(_jobs(Outbox(engine)), 10) == []
+            await conn.commit()
+        taken = await _jobs(Outbox(engine))
+        assert [j.delivery_id for j in taken] == [j.delivery_id for j in jobs]
     finally:
         await engine.dispose()
         await cycle.dispose()

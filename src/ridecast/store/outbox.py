@@ -59,6 +59,11 @@ INSERT_COLUMNS = ("event_id", "simulation_id", "message_type", "url", "status",
 # What a statement that writes a leased row must find: the row still leased to the token it
 # names. A worker whose lease ran out (and whose rows another worker took) changes nothing.
 HELD = "claim_token = ? AND status = 'delivering'"
+# An ordered unit is leased by its last row only (the lane's lease, ``Claimer.claim``); its
+# other rows stay pending while it sends them. A result of one of those is written where
+# the row is still pending and the caller found its lane lease held, unexpired, at the start
+# of the transaction (``OutboxSql.lanes_held``; the bound ``lane`` flag says so).
+HELD_OR_LANE = (f"(({HELD}) OR (status = 'pending' AND ordered = 1 AND ? = 1))")
 _ROW_COLUMNS = ("id, event_id, simulation_id, message_type, url, status, attempt_count, "
                 "next_attempt_at, lease_until, created_at, updated_at, last_error, "
                 "ordered, claim_token, success_started_at, success_latency_ms, "
@@ -75,18 +80,20 @@ SUCCESS_SQL = ("UPDATE webhook_deliveries SET status = 'succeeded', "
                "attempt_count = attempt_count + 1, next_attempt_at = ?, last_error = NULL, "
                "lease_until = NULL, claim_token = NULL, updated_at = ?, "
                "success_started_at = ?, success_latency_ms = ?, success_status_code = ?, "
-               f"success_response_body = ? WHERE id = ? AND {HELD}")
+               f"success_response_body = ? WHERE id = ? AND {HELD_OR_LANE}")
 """A success, written on the delivery row itself (one write per delivered event). Parameters:
-next_attempt_at, updated_at, started, latency, code, body, id, token."""
+next_attempt_at, updated_at, started, latency, code, body, id, token, lane (1: the token's
+lane lease is held, so a pending row of its unit may be written; 0 otherwise)."""
 SUCCESS_VALUES_SQL = (
-    "WITH u(next_at, updated, started, latency, code, body, id, token) AS ({values}) "
+    "WITH u(next_at, updated, started, latency, code, body, id, token, lane) AS ({values}) "
     "UPDATE webhook_deliveries SET status = 'succeeded', "
     "attempt_count = attempt_count + 1, next_attempt_at = u.next_at, last_error = NULL, "
     "lease_until = NULL, claim_token = NULL, updated_at = u.updated, "
     "success_started_at = u.started, success_latency_ms = u.latency, "
     "success_status_code = u.code, success_response_body = u.body "
-    "FROM u WHERE webhook_deliveries.id = u.id AND webhook_deliveries.claim_token = u.token "
-    "AND webhook_deliveries.status = 'delivering'"
+    "FROM u WHERE webhook_deliveries.id = u.id AND ((webhook_deliveries.claim_token = u.token "
+    "AND webhook_deliveries.status = 'delivering') OR (webhook_deliveries.status = 'pending' "
+    "AND webhook_deliveries.ordered = 1 AND u.lane = 1))"
 ) if sqlite3.sqlite_version_info >= (3, 33, 0) else None
 """``SUCCESS_SQL`` for many rows per statement on SQLite (``Many``'s ``values``; UPDATE ...
 FROM needs SQLite 3.33)."""
@@ -95,11 +102,17 @@ _RELEASE_SQL = ("UPDATE webhook_deliveries SET status = 'pending', lease_until =
 _RESULT_SQL = ("UPDATE webhook_deliveries SET status = :status, attempt_count = :count, "
                "next_attempt_at = :next_at, last_error = :error, lease_until = NULL, "
                "claim_token = NULL, updated_at = :now WHERE id = :id "
-               "AND claim_token = :token AND status = 'delivering' RETURNING id")
+               "AND ((claim_token = :token AND status = 'delivering') OR (status = 'pending' "
+               "AND ordered = {true} AND :lane = 1)) RETURNING id")
 _ATTEMPT_SQL = ("INSERT INTO webhook_attempts (delivery_id, started_at, latency_ms, "
                 "status_code, error_class, error, response_body) VALUES (?, ?, ?, ?, ?, ?, ?)")
+# An ordered unit's lease (its last row) is renewed only while it has not run out: once it
+# has, another worker may hold the lane with a unit that leaves this row out (a replayed
+# delivery put ahead of it), and a renewal would put two units of one lane in flight.
+# An unordered row whose lease ran out is renewed while no other claim took it.
 _RENEW_SQL = ("UPDATE webhook_deliveries SET lease_until = :lease, updated_at = :now "
-              "WHERE claim_token = :token AND status = 'delivering' RETURNING id")
+              "WHERE claim_token = :token AND status = 'delivering' "
+              "AND (lease_until >= :now OR ordered = {false}) RETURNING id")
 # A URL change: the simulation's waiting rows, and the rows the caller's claim holds, go to
 # the URL in force; rows another worker holds are left to it.
 _REPOINT_SQL = ("UPDATE webhook_deliveries SET url = :url, updated_at = :now "
@@ -125,7 +138,7 @@ _KEEP_ONE_SUCCESS_SQL = (
     "INSERT INTO webhook_attempts (delivery_id, started_at, latency_ms, status_code, "
     "error_class, error, response_body) SELECT id, success_started_at, success_latency_ms, "
     "success_status_code, NULL, NULL, success_response_body FROM webhook_deliveries "
-    f"WHERE id = ? AND {HELD} AND success_started_at IS NOT NULL")
+    f"WHERE id = ? AND {HELD_OR_LANE} AND success_started_at IS NOT NULL")
 # Units in flight: one row per unit (claim token) holding a lease, not one per leased
 # delivery, read by a skip scan of ``ix_deliveries_leased``; rows leased with no token
 # (written before claim tokens) are a unit each.
@@ -168,8 +181,11 @@ class OutboxSql:
     """The outbox's statements on SQLite; ``PostgresOutboxSql`` overrides what differs."""
 
     dialect = "sqlite"
+    true, false = "1", "0"  # boolean literals compared with ``ordered``
 
     def __init__(self) -> None:
+        self.result_sql = _RESULT_SQL.format(true=self.true)
+        self.renew_sql = _RENEW_SQL.format(false=self.false)
         self.lane_where = LANE_ROWS_WHERE[self.dialect]
         self.loose_where = LOOSE_PENDING_WHERE[self.dialect]
         self.in_flight_sql = _IN_FLIGHT_SQL.format(hint=self.hint("ix_deliveries_leased"))
@@ -373,12 +389,13 @@ class OutboxSql:
 
     def successes(self, rows: Sequence[tuple[Any, ...]]) -> Steps[None]:
         """Write successes (``SUCCESS_SQL``'s parameter rows), each only where its token
-        still holds the row; an earlier success on a row (a replay, or a send repeated after
-        a lease ran out) is kept as an attempt first."""
+        still holds the row, or holds the lane of a pending row (the row's ``lane`` flag);
+        an earlier success on a row (a replay, or a send repeated after a lease ran out) is
+        kept as an attempt first."""
         ids = [row[6] for row in rows]
         if SUCCESS_VALUES_SQL is None or len(set(ids)) < len(ids):
             # Old SQLite, or a delivery twice in one batch (never, from one dispatcher).
-            yield Many(_KEEP_ONE_SUCCESS_SQL, [(row[6], row[7]) for row in rows])
+            yield Many(_KEEP_ONE_SUCCESS_SQL, [row[6:9] for row in rows])
             yield Many(SUCCESS_SQL, rows)
             return
         # Rows holding no success, the common case: no statement to look for one.
@@ -393,7 +410,7 @@ class OutboxSql:
         again = [row for row in rows
                  if (started := held.get(row[6])) is not None and started != row[2]]
         if again:
-            yield Many(_KEEP_ONE_SUCCESS_SQL, [(row[6], row[7]) for row in again])
+            yield Many(_KEEP_ONE_SUCCESS_SQL, [row[6:9] for row in again])
             yield Many(SUCCESS_SQL, again, SUCCESS_VALUES_SQL)
 
     def releases(self, now: float, held: Sequence[tuple[int, str]]) -> Steps[None]:
@@ -401,13 +418,28 @@ class OutboxSql:
         yield Many(_RELEASE_SQL, [(now, delivery_id, token) for delivery_id, token in held])
 
     def result(self, now: float, delivery_id: int, token: str, status: str, count: int,
-               next_at: float, error: str | None) -> Steps[bool]:
+               next_at: float, error: str | None, *, lane: bool = False) -> Steps[bool]:
         """Write an outcome other than a success; False when the token no longer holds the
-        row (nothing written)."""
-        changed = yield Query(_RESULT_SQL, {
+        row, nor (``lane``: ``lanes_held`` found the token's lane lease) the lane of this
+        pending row (nothing written)."""
+        changed = yield Query(self.result_sql, {
             "status": status, "count": count, "next_at": next_at, "error": error,
-            "now": now, "id": delivery_id, "token": token})
+            "now": now, "id": delivery_id, "token": token, "lane": int(lane)})
         return bool(changed)
+
+    def lanes_held(self, tokens: Sequence[str], now: float) -> Steps[set[str]]:
+        """Those of ``tokens`` that still lease a row whose lease has not run out: for an
+        ordered unit, its lane (the pending rows of the unit may be written under it, in
+        this transaction). SQLite: the transaction holds the one write lock, so this stays
+        true until it commits."""
+        if not tokens:
+            return set()
+        found = yield Query(
+            "SELECT DISTINCT claim_token FROM webhook_deliveries"
+            f"{self.hint('ix_deliveries_leased')} WHERE status = 'delivering' "
+            "AND claim_token IN (SELECT value FROM json_each(:tokens)) "
+            "AND lease_until >= :now", {"tokens": json.dumps(sorted(tokens)), "now": now})
+        return {row[0] for row in found}
 
     def attempts(self, rows: Sequence[tuple[Any, ...]]) -> Steps[None]:
         """Insert attempt rows (delivery_id, started_at, latency_ms, status_code,
@@ -418,7 +450,8 @@ class OutboxSql:
     def renew(self, token: str, now: float, lease_until: float) -> Steps[set[int]]:
         """Extend the lease of every row ``token`` still holds; their ids. On PostgreSQL, rows
         another transaction has locked are left as they are (``PostgresOutboxSql``)."""
-        found = yield Query(_RENEW_SQL, {"lease": lease_until, "now": now, "token": token})
+        found = yield Query(self.renew_sql, {"lease": lease_until, "now": now,
+                                             "token": token})
         return {row[0] for row in found}
 
     def repoint(self, simulation_id: int, url: str, token: str, now: float) -> Steps[None]:
@@ -563,6 +596,7 @@ class PostgresOutboxSql(OutboxSql):
     """What differs on PostgreSQL: arrays for many rows, row locks, per-URL try-locks."""
 
     dialect = "postgresql"
+    true, false = "true", "false"
     skip_locked = " FOR UPDATE SKIP LOCKED"
     # The namespace of the per-URL transaction locks (``lock_urls``): "rcwh".
     URL_LOCK_SPACE = 0x72637768
@@ -739,13 +773,30 @@ class PostgresOutboxSql(OutboxSql):
         # Rows locked by another transaction are skipped, never waited for: the worker's
         # own claim recording their results (a renewal waiting for it while it waits for a
         # row the renewal locked was a deadlock, and the lease ran out meanwhile), or a claim
-        # that found their lease run out (they are that claim's now).
+        # that found their lease run out (they are that claim's now). ``FOR NO KEY UPDATE``:
+        # the worker's own record holds its lane leases ``FOR KEY SHARE`` (``lanes_held``),
+        # which this lock does not conflict with, where a claim's ``FOR UPDATE`` does.
         found = yield Query(
             "WITH held AS (SELECT id FROM webhook_deliveries WHERE claim_token = :token "
-            "AND status = 'delivering' ORDER BY id FOR UPDATE SKIP LOCKED) "
+            "AND status = 'delivering' AND (lease_until >= :now OR NOT ordered) "
+            "ORDER BY id FOR NO KEY UPDATE SKIP LOCKED) "
             "UPDATE webhook_deliveries AS d SET lease_until = :lease, updated_at = :now "
             "FROM held WHERE d.id = held.id RETURNING d.id",
             {"lease": lease_until, "now": now, "token": token})
+        return {row[0] for row in found}
+
+    def lanes_held(self, tokens: Sequence[str], now: float) -> Steps[set[str]]:
+        # Locked ``FOR KEY SHARE`` to the end of the transaction: a claim taking a lane whose
+        # lease ran out locks its rows ``FOR UPDATE SKIP LOCKED``, so it leaves this lane
+        # alone until this transaction has written the unit's results (no claim waits); the
+        # worker's own renewal (``FOR NO KEY UPDATE``) does not conflict with it.
+        if not tokens:
+            return set()
+        found = yield Query(
+            "SELECT DISTINCT t FROM (SELECT claim_token AS t FROM webhook_deliveries "
+            "WHERE status = 'delivering' AND claim_token = ANY(CAST(:tokens AS varchar[])) "
+            "AND lease_until >= :now FOR KEY SHARE) AS h",
+            {"tokens": sorted(tokens), "now": now})
         return {row[0] for row in found}
 
     def successes(self, rows: Sequence[tuple[Any, ...]]) -> Steps[None]:
@@ -754,33 +805,45 @@ class PostgresOutboxSql(OutboxSql):
         # LATERAL read per id, kept apart by its LIMIT, its token and status checked
         # outside it so that no other index serves it: joined as a set, the planner read
         # every in-flight row's entry, live or dead, through ix_deliveries_leased on each
-        # call, and by token, a unit's entries once per row); an earlier
-        # success on a row (a replay) is kept as an attempt; the UPDATE finds the rows by
-        # id and checks that the status is still the one read (a value, not a constant, so
-        # no partial index is read whole for it).
+        # call, and by token, a unit's entries once per row); an earlier success on a row
+        # (a replay) is kept as an attempt. Rows leased to their token (``h``) and pending
+        # rows of an ordered unit whose lane lease ``lanes_held`` found (``hp``, their token
+        # among ``lanes``) are written by two UPDATEs, each finding its rows by id and
+        # checking that the status (and token) are still the ones read: values, not
+        # constants, so no partial index is read whole for them. (One UPDATE with an OR of
+        # the two cases was planned as a hash join over a scan of the table.)
+        set_columns = (
+            "status = 'succeeded', attempt_count = d.attempt_count + 1, "
+            "next_attempt_at = :now, last_error = NULL, lease_until = NULL, "
+            "claim_token = NULL, updated_at = :now, success_started_at = {h}.started, "
+            "success_latency_ms = {h}.latency, success_status_code = {h}.code, "
+            "success_response_body = {h}.body")
         yield Query(
-            "WITH h AS MATERIALIZED (SELECT u.*, f.status AS held, f.success_started_at AS "
-            "was_started, f.success_latency_ms AS was_latency, f.success_status_code AS "
-            "was_code, f.success_response_body AS was_body FROM unnest(CAST(:ids AS "
-            "bigint[]), CAST(:tokens AS varchar[]), CAST(:started AS double precision[]), "
+            "WITH r AS MATERIALIZED (SELECT u.*, f.status AS held, f.claim_token AS held_by, "
+            "f.ordered AS in_lane, f.success_started_at AS was_started, "
+            "f.success_latency_ms AS was_latency, f.success_status_code AS was_code, "
+            "f.success_response_body AS was_body FROM unnest(CAST(:ids AS bigint[]), "
+            "CAST(:tokens AS varchar[]), CAST(:started AS double precision[]), "
             "CAST(:latency AS double precision[]), CAST(:code AS integer[]), "
             "CAST(:body AS text[])) AS u(id, token, started, latency, code, body) "
-            "CROSS JOIN LATERAL (SELECT status, claim_token, success_started_at, "
+            "CROSS JOIN LATERAL (SELECT status, claim_token, ordered, success_started_at, "
             "success_latency_ms, success_status_code, success_response_body "
-            "FROM webhook_deliveries AS f WHERE f.id = u.id LIMIT 1) AS f "
-            "WHERE f.claim_token = u.token AND f.status = 'delivering'), "
+            "FROM webhook_deliveries AS f WHERE f.id = u.id LIMIT 1) AS f), "
+            "h AS MATERIALIZED (SELECT * FROM r WHERE held_by = token "
+            "AND held = 'delivering'), "
+            "hp AS MATERIALIZED (SELECT * FROM r WHERE held = 'pending' AND in_lane "
+            "AND token = ANY(CAST(:lanes AS varchar[]))), "
             "kept AS (INSERT INTO webhook_attempts (delivery_id, started_at, latency_ms, "
             "status_code, error_class, error, response_body) SELECT id, was_started, "
-            "was_latency, was_code, NULL, NULL, was_body FROM h "
-            "WHERE was_started IS NOT NULL ORDER BY id) "
-            "UPDATE webhook_deliveries AS d SET status = 'succeeded', "
-            "attempt_count = d.attempt_count + 1, next_attempt_at = :now, "
-            "last_error = NULL, lease_until = NULL, claim_token = NULL, "
-            "updated_at = :now, success_started_at = h.started, "
-            "success_latency_ms = h.latency, success_status_code = h.code, "
-            "success_response_body = h.body FROM h "
-            "WHERE d.id = h.id AND d.claim_token = h.token AND d.status = h.held",
+            "was_latency, was_code, NULL, NULL, was_body FROM (SELECT * FROM h UNION ALL "
+            "SELECT * FROM hp) AS k WHERE was_started IS NOT NULL ORDER BY id), "
+            f"pend AS (UPDATE webhook_deliveries AS d SET {set_columns.format(h='hp')} "
+            "FROM hp WHERE d.id = hp.id AND d.status = hp.held AND d.claim_token IS NULL) "
+            f"UPDATE webhook_deliveries AS d SET {set_columns.format(h='h')} "
+            "FROM h WHERE d.id = h.id AND d.claim_token = h.token AND d.status = h.held",
             {"now": rows[0][1], "ids": list(columns[6]), "tokens": list(columns[7]),
+             "lanes": sorted({token for token, lane in zip(columns[7], columns[8],
+                                                            strict=True) if lane}),
              "started": list(columns[2]), "latency": list(columns[3]),
              "code": list(columns[4]), "body": list(columns[5])})
 

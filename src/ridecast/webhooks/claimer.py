@@ -17,7 +17,8 @@ another, and a stalled worker holds only what it leased:
 
 A lease is dated after every lock of its transaction that can wait is held (never before
 a wait); the lease statement itself locks its rows with ``SKIP LOCKED`` (never waiting) and
-takes only rows still pending or whose lease ran out.
+takes only rows still pending or whose lease ran out. An ordered lane is leased by its unit's
+last row (``claims.leased_rows``): its other rows stay pending while they are sent.
 """
 
 from __future__ import annotations
@@ -32,7 +33,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from ..metrics import WEBHOOK_CLAIM_SECONDS
 from ..store.outbox import OutboxSql
 from ..store.txsteps import StepRunner, Steps
-from .claims import InFlight, Row, chunk_size, plan_units
+from .claims import InFlight, Row, chunk_size, leased_rows, plan_units
 from .jobs import Job, Result, Unit
 from .recorder import Recorder
 
@@ -150,11 +151,15 @@ class Claimer:
         leased_at = time.time()
         lease_until = leased_at + lease_s
         tokens = [uuid.uuid4().hex for _ in plan]
+        leases = [leased_rows(unit) for unit in plan]
         taken = yield from sql.take(leased_at, lease_until, [
-            (token, [row.id for row in unit]) for unit, token in zip(plan, tokens, strict=True)])
-        # A unit stops before the first row another claim holds; rows it took beyond that
-        # (its order would break) are given back at once.
-        kept = [unit[:_prefix(unit, taken)] for unit in plan]
+            (token, ids) for ids, token in zip(leases, tokens, strict=True)])
+        # An unordered unit stops before the first row another claim holds, and an ordered
+        # one is kept only if every row it leases was taken; rows taken beyond that (its
+        # order would break) are given back at once.
+        kept = [unit[:_prefix(unit, taken)] if not unit[0].ordered
+                else unit if taken.issuperset(ids) else []
+                for unit, ids in zip(plan, leases, strict=True)]
         beyond = [(row.id, token) for unit, head, token in zip(plan, kept, tokens, strict=True)
                   for row in unit[len(head):] if row.id in taken]
         if beyond:
@@ -229,12 +234,16 @@ class Claimer:
             extra[id_] = (message_type, attempt_count)
         return found, extra
 
-    async def renew(self, token: str, delivery_ids: Sequence[int], lease_until: float) -> bool:
+    async def renew(self, token: str, delivery_ids: Sequence[int], lease_until: float,
+                    *, lane: bool = False) -> bool:
         """Extend the lease of a unit's unsent deliveries; False if the unit no longer holds
-        every one of them (its lease ran out and another worker claimed them)."""
+        every one of them (its lease ran out and another worker claimed them). ``lane``: an
+        ordered unit, held by the lease of its last row (``claims.leased_rows``), the last
+        of ``delivery_ids``."""
         if not delivery_ids:
             return True
-        return set(delivery_ids) <= await self.keep(token, lease_until)
+        kept = await self.keep(token, lease_until)
+        return delivery_ids[-1] in kept if lane else set(delivery_ids) <= kept
 
     async def keep(self, token: str, lease_until: float) -> set[int]:
         """Extend the lease of every delivery ``token`` still holds (sent, its result not yet

@@ -1,8 +1,8 @@
 """Which due deliveries a claim may take, as units of work (pure: no I/O, never awaits).
 
 A **unit** is a short list of deliveries that one dispatcher task sends one after the other,
-over one connection, in ``event_id`` order. Every delivery of a unit carries the unit's claim
-token while it is leased. A unit occupies one slot of its endpoint (URL), so a unit is one
+over one connection, in ``event_id`` order, under one claim token (``leased_rows`` says which
+of its rows carry it). A unit occupies one slot of its endpoint (URL), so a unit is one
 request in flight: ``per_endpoint`` units at most per URL, counted over every worker through
 the store.
 
@@ -26,7 +26,7 @@ Units are handed out oldest first (by their first ``event_id``), so no endpoint 
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 
@@ -76,6 +76,21 @@ def in_flight(rows: Iterable[Row], now: float) -> InFlight:
             if row.ordered:
                 lanes.add(row.simulation_id)
     return InFlight({url: len(t) for url, t in tokens.items()}, lanes)
+
+
+def leased_rows(unit: Sequence[Row]) -> list[int]:
+    """The ids of ``unit``'s rows that its claim leases (``status = 'delivering'`` under the
+    unit's token).
+
+    An unordered chunk: every row, since its rows are independent (a row whose lease ran out
+    is taken alone, ``stale``). An ordered lane: its last row, which is the lane's lease
+    (while it is leased, no claim plans the lane, and a result of the unit's other rows is
+    written only while it holds), and any row still leased under a lease that ran out (it
+    changes token, so the old one holds nothing of this lane). The other rows stay pending
+    while they are sent: one write per delivery fewer."""
+    if not unit[0].ordered:
+        return [row.id for row in unit]
+    return [row.id for row in unit[:-1] if row.status != "pending"] + [unit[-1].id]
 
 
 def plan_claim(
@@ -149,5 +164,5 @@ def plan_units(
     return chosen
 
 
-__all__ = ["InFlight", "Row", "chunk_size", "in_flight", "is_busy", "is_due", "plan_claim",
-           "plan_units"]
+__all__ = ["InFlight", "Row", "chunk_size", "in_flight", "is_busy", "is_due", "leased_rows",
+           "plan_claim", "plan_units"]

@@ -327,7 +327,7 @@ class Dispatcher:
                 if time.time() + policy.renew_at_s > lease_until:
                     renewed = time.time() + policy.lease_s
                     if not await self._claimer.renew(
-                        token, [j.delivery_id for j in todo], renewed
+                        token, [j.delivery_id for j in todo], renewed, lane=not loose
                     ):
                         # The lease ran out and another worker holds these now: drop them
                         # unsent (that worker sends them; a second send would put one

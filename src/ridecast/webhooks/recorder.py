@@ -5,7 +5,11 @@ there, from a replay, first moves to ``webhook_attempts``); any other outcome up
 row and inserts its attempt; a ``RELEASE`` gives the row back, due now. Every one of these
 statements names the claim token the result was sent under and the ``delivering`` status
 (``store.outbox``): the result of a worker whose lease ran out, and whose rows another
-worker took, changes nothing, and its attempt is not logged against the newer claim.
+worker took, changes nothing, and its attempt is not logged against the newer claim. A row
+of an ordered unit other than its last is still ``pending`` while it is sent (the lane is
+leased by the last row, ``claims.leased_rows``): its result is written only where the
+unit's lane lease is found held, unexpired, before the transaction's first write
+(``OutboxSql.lanes_held``).
 
 ``steps`` is the transaction's body, so the claimer records and claims in one transaction
 (what a result frees, a lane or a slot, is claimed again at once).
@@ -44,11 +48,17 @@ class Recorder:
         released = [(r.delivery_id, r.token) for r in results if r.status == RELEASE]
         done = {r.delivery_id for r in ok} | {delivery_id for delivery_id, _t in released}
         rest = [r for r in results if r.delivery_id not in done]
+        # The ordered units whose lane lease still holds, read before any write here (the
+        # last row of a unit may be among them, and its write ends the lease): their pending
+        # rows may be written.
+        lanes = yield from self._sql.lanes_held(
+            sorted({r.token for r in results if r.status != RELEASE and r.token}), now)
         if ok:
             # attempt_count + 1 in SQL equals the dispatcher's count: a leased row has one
             # attempt in flight.
             yield from self._sql.successes([
-                (now, now, *(r.success or (None, None, None, None)), r.delivery_id, r.token)
+                (now, now, *(r.success or (None, None, None, None)), r.delivery_id, r.token,
+                 int(r.token in lanes))
                 for r in ok])
         if released:
             yield from self._sql.releases(now, released)
@@ -58,7 +68,7 @@ class Recorder:
         for r in rest:
             written = yield from self._sql.result(now, r.delivery_id, r.token, r.status,
                                                   r.attempt_count, r.next_attempt_at,
-                                                  r.last_error)
+                                                  r.last_error, lane=r.token in lanes)
             if written and (a := r.attempt) is not None:
                 attempts.append((r.delivery_id, a["started_at"], a["latency_ms"],
                                  a["status_code"], a["error_class"], a["error"],
