@@ -428,17 +428,19 @@ class OutboxSql:
         return bool(changed)
 
     def lanes_held(self, tokens: Sequence[str], now: float) -> Steps[set[str]]:
-        """Those of ``tokens`` that still lease a row whose lease has not run out: for an
-        ordered unit, its lane (the pending rows of the unit may be written under it, in
-        this transaction). SQLite: the transaction holds the one write lock, so this stays
-        true until it commits."""
+        """Those of ``tokens`` that are ordered units still leasing a row whose lease has not
+        run out: their lanes (the pending rows of such a unit may be written under it, in
+        this transaction; an unordered unit's rows are each leased, and need no lane).
+        SQLite: the transaction holds the one write lock, so this stays true until it
+        commits."""
         if not tokens:
             return set()
         found = yield Query(
             "SELECT DISTINCT claim_token FROM webhook_deliveries"
             f"{self.hint('ix_deliveries_leased')} WHERE status = 'delivering' "
             "AND claim_token IN (SELECT value FROM json_each(:tokens)) "
-            "AND lease_until >= :now", {"tokens": json.dumps(sorted(tokens)), "now": now})
+            "AND lease_until >= :now AND ordered = 1",
+            {"tokens": json.dumps(sorted(tokens)), "now": now})
         return {row[0] for row in found}
 
     def attempts(self, rows: Sequence[tuple[Any, ...]]) -> Steps[None]:
@@ -790,12 +792,15 @@ class PostgresOutboxSql(OutboxSql):
         # lease ran out locks its rows ``FOR UPDATE SKIP LOCKED``, so it leaves this lane
         # alone until this transaction has written the unit's results (no claim waits); the
         # worker's own renewal (``FOR NO KEY UPDATE``) does not conflict with it.
+        # Read by token from ix_deliveries_leased: ``ordered`` is tested through a cast,
+        # which the planner cannot match to ix_deliveries_lanes' predicate (it chose to read
+        # that index whole otherwise).
         if not tokens:
             return set()
         found = yield Query(
             "SELECT DISTINCT t FROM (SELECT claim_token AS t FROM webhook_deliveries "
             "WHERE status = 'delivering' AND claim_token = ANY(CAST(:tokens AS varchar[])) "
-            "AND lease_until >= :now FOR KEY SHARE) AS h",
+            "AND lease_until >= :now AND CAST(ordered AS integer) = 1 FOR KEY SHARE) AS h",
             {"tokens": sorted(tokens), "now": now})
         return {row[0] for row in found}
 
@@ -807,8 +812,8 @@ class PostgresOutboxSql(OutboxSql):
         # every in-flight row's entry, live or dead, through ix_deliveries_leased on each
         # call, and by token, a unit's entries once per row); an earlier success on a row
         # (a replay) is kept as an attempt. Rows leased to their token (``h``) and pending
-        # rows of an ordered unit whose lane lease ``lanes_held`` found (``hp``, their token
-        # among ``lanes``) are written by two UPDATEs, each finding its rows by id and
+        # rows of an ordered unit whose lane lease ``lanes_held`` found held (``hp``, their
+        # token among ``lanes``) are written by two UPDATEs, each finding its rows by id and
         # checking that the status (and token) are still the ones read: values, not
         # constants, so no partial index is read whole for them. (One UPDATE with an OR of
         # the two cases was planned as a hash join over a scan of the table.)
