@@ -76,12 +76,12 @@ async def _attempt_rows(engine: AsyncEngine) -> int:
 def _ok(job: Job) -> Result:
     return Result(job.delivery_id, "succeeded", job.attempt_count + 1, time.time(), None,
                   simulation_id=job.simulation_id, success=(time.time(), 1.0, 200, "ok"),
-                  token=job.token)
+                  token=job.token, ordered=job.ordered)
 
 
 def _retry_later(job: Job) -> Result:
     return Result(job.delivery_id, "pending", job.attempt_count + 1, time.time() + 60,
-                  "HTTP 500", dict(FAILED), token=job.token)
+                  "HTTP 500", dict(FAILED), token=job.token, ordered=job.ordered)
 
 
 async def test_a_late_result_after_expiry_changes_nothing(engine: AsyncEngine) -> None:

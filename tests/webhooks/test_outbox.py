@@ -103,8 +103,8 @@ async def test_an_ordered_lane_is_held_by_one_claim_at_a_time(engine: AsyncEngin
         (1, b'{"i":0}'), (1, b'{"i":1}'), (1, b'{"i":2}'),
         (2, b'{"i":0}'), (2, b'{"i":1}'), (2, b'{"i":2}')]
     assert await claim(outbox, rows=3) == []  # both lanes are held
-    await outbox.record([Result(j.delivery_id, "succeeded", 1, time.time(), None, token=j.token)
-                         for j in first])
+    await outbox.record([Result(j.delivery_id, "succeeded", 1, time.time(), None, token=j.token,
+                                ordered=j.ordered) for j in first])
     rest = await claim(outbox, rows=3)
     assert sorted(j.body for j in rest) == [b'{"i":3}', b'{"i":3}', b'{"i":4}', b'{"i":4}']
 
@@ -137,8 +137,10 @@ async def test_a_pending_retry_blocks_its_lane_only(engine: AsyncEngine) -> None
     head = next(j for j in first if j.simulation_id == 1)
     other = next(j for j in first if j.simulation_id == 2)
     await outbox.record([
-        Result(head.delivery_id, "pending", 1, time.time() + 60, "HTTP 500", token=head.token),
-        Result(other.delivery_id, "succeeded", 1, time.time(), None, token=other.token),
+        Result(head.delivery_id, "pending", 1, time.time() + 60, "HTTP 500", token=head.token,
+               ordered=head.ordered),
+        Result(other.delivery_id, "succeeded", 1, time.time(), None, token=other.token,
+               ordered=other.ordered),
     ])
     assert await claim(outbox) == []
 
@@ -179,11 +181,11 @@ async def test_purge_removes_old_finished_deliveries_with_attempts(engine: Async
                "error": None, "response_body": ""}
     await outbox.record([
         Result(jobs[0].delivery_id, "succeeded", 1, time.time(), None,
-               success=(1.0, 1.0, 204, ""), token=jobs[0].token),
+               success=(1.0, 1.0, 204, ""), token=jobs[0].token, ordered=jobs[0].ordered),
         Result(jobs[1].delivery_id, "failed", 1, time.time(), "HTTP 500", attempt,
-               token=jobs[1].token),
+               token=jobs[1].token, ordered=jobs[1].ordered),
         Result(jobs[2].delivery_id, "pending", 1, time.time() + 60, "HTTP 500", attempt,
-               token=jobs[2].token),
+               token=jobs[2].token, ordered=jobs[2].ordered),
     ])
     assert await outbox.purge_older_than(time.time() + 1) == 2
     async with engine.connect() as conn:
@@ -252,9 +254,11 @@ async def test_a_success_is_one_write_on_the_delivery_and_listed_as_an_attempt(
     first, second = await claim(outbox)
     t = time.time()
     await outbox.record([Result(first.delivery_id, "succeeded", 1, t, None, simulation_id=1,
-                                success=_success(t - 1, 200, "ok"), token=first.token),
+                                success=_success(t - 1, 200, "ok"), token=first.token,
+                                ordered=first.ordered),
                          Result(second.delivery_id, "pending", 1, t - 1, "HTTP 500",
-                                _attempt(t - 2, 500, "boom"), token=second.token)])
+                                _attempt(t - 2, 500, "boom"), token=second.token,
+                                ordered=second.ordered)])
     async with any_engine.connect() as conn:
         rows = await conn.scalar(select(func.count()).select_from(webhook_attempts))
     assert rows == 1  # the failure's only
@@ -267,7 +271,8 @@ async def test_a_success_is_one_write_on_the_delivery_and_listed_as_an_attempt(
     # The retried one succeeds: failure first, success after it.
     (again,) = await claim(outbox)
     await outbox.record([Result(again.delivery_id, "succeeded", 2, t, None, simulation_id=1,
-                                success=_success(t, 204), token=again.token)])
+                                success=_success(t, 204), token=again.token,
+                                ordered=again.ordered)])
     # The first is replayed and succeeds again: both successes are in its log; the replay
     # started a fresh schedule, so its attempt count is the one attempt since.
     assert (await outbox.retry(1, first.delivery_id) or {}).get("status") == "pending"
@@ -275,7 +280,7 @@ async def test_a_success_is_one_write_on_the_delivery_and_listed_as_an_attempt(
     assert replayed.attempt_count == 0
     await outbox.record([Result(replayed.delivery_id, "succeeded", 1, t + 1, None,
                                 simulation_id=1, success=_success(t + 1, 202),
-                                token=replayed.token)])
+                                token=replayed.token, ordered=replayed.ordered)])
     listed, total = await outbox.list(1, status=None, message_type=None, limit=10, offset=0)
     assert total == 2
     by_id = {item["id"]: item for item in listed}
@@ -297,7 +302,7 @@ async def test_a_batch_of_successes_keeps_the_earlier_success_of_replayed_rows_o
     assert len(jobs) == 4
     await outbox.record([Result(job.delivery_id, "succeeded", 1, t, None, simulation_id=1,
                                 success=_success(t - 10 + n, 200, f"first {n}"),
-                                token=job.token)
+                                token=job.token, ordered=job.ordered)
                          for n, job in enumerate(jobs)])
     replayed = [jobs[0].delivery_id, jobs[2].delivery_id]
     for delivery_id in replayed:
@@ -309,7 +314,7 @@ async def test_a_batch_of_successes_keeps_the_earlier_success_of_replayed_rows_o
         set(replayed) | (every - {job.delivery_id for job in jobs}))
     await outbox.record([Result(job.delivery_id, "succeeded", job.attempt_count + 1, t, None,
                                 simulation_id=1, success=_success(t + n, 202, f"second {n}"),
-                                token=job.token)
+                                token=job.token, ordered=job.ordered)
                          for n, job in enumerate(batch)])
     listed, total = await outbox.list(1, status=None, message_type=None, limit=10, offset=0)
     assert total == 6
@@ -342,7 +347,8 @@ async def test_a_running_chunk_is_extended_under_its_token_in_its_slot(
     assert more.token == first.token
     assert [job.body for job in more.jobs] == [b'{"i":%d}' % i for i in range(4, 8)]
     assert not any(job.ordered for job in more.jobs)
-    done = [Result(job.delivery_id, "succeeded", 1, time.time(), None, token=job.token)
+    done = [Result(job.delivery_id, "succeeded", 1, time.time(), None, token=job.token,
+                   ordered=job.ordered)
             for job in [*first.jobs, *more.jobs]]
     # Every row of the token recorded in the same claim: its slot is free, no extension;
     # the plan takes the slot instead, under a new token.

@@ -112,12 +112,14 @@ async def _statements(engine: AsyncEngine, finished: int) -> list[tuple[str, Any
         await claimer.repoint(first.jobs[0].simulation_id, "http://127.0.0.1:9/moved", token)
         now = time.time()
         results = [Result(job.delivery_id, "succeeded", 1, now, None, None, job.simulation_id,
-                          (now, 1.0, 204, None), job.token) for job in first.jobs]
+                          (now, 1.0, 204, None), job.token, job.ordered)
+                   for job in first.jobs]
         if rest:
             results += [Result(job.delivery_id, "pending", 1, now + 5, "boom",
                                {"started_at": now, "latency_ms": 1.0, "status_code": 500,
                                 "error_class": "http_status", "error": "boom",
-                                "response_body": None}, token=job.token)
+                                "response_body": None}, token=job.token,
+                               ordered=job.ordered)
                         for job in rest[0].jobs]
         # A claim that records first (the dispatcher's cycle), then the rest released.
         await claimer.claim(max_units=1, unit_rows=64, per_endpoint=4, lease_s=60,

@@ -424,6 +424,7 @@ class Dispatcher:
     def _finish(self, job: Job, result: Result) -> None:
         if self._held.pop(job.delivery_id, None) is None:
             return
+        result.ordered = job.ordered
         self._results.append(result)
         if result.token:
             self._unrecorded.setdefault(result.token, set()).add(result.delivery_id)

@@ -54,6 +54,9 @@ class Result:
     # response_body.
     success: tuple[float, float, int | None, str | None] | None = None
     token: str = ""  # the claim it was sent under
+    # Sent in an ordered unit, whose rows but the last are written under its lane lease
+    # (``recorder``); set by the dispatcher when the result is queued.
+    ordered: bool = False
 
 
 @dataclass(slots=True)

@@ -50,9 +50,9 @@ class Recorder:
         rest = [r for r in results if r.delivery_id not in done]
         # The ordered units whose lane lease still holds, read before any write here (the
         # last row of a unit may be among them, and its write ends the lease): their pending
-        # rows may be written.
-        lanes = yield from self._sql.lanes_held(
-            sorted({r.token for r in results if r.status != RELEASE and r.token}), now)
+        # rows may be written. (Unordered rows are each leased: no lane to look for.)
+        lanes = yield from self._sql.lanes_held(sorted(
+            {r.token for r in results if r.ordered and r.status != RELEASE and r.token}), now)
         if ok:
             # attempt_count + 1 in SQL equals the dispatcher's count: a leased row has one
             # attempt in flight.
