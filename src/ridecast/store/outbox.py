@@ -14,7 +14,10 @@ once by ``outbox_sql(dialect)``, never an ``if`` in a caller.
 Which claim each statement must hold is the table in docs/webhooks.md ("Who may write a
 delivery"): every statement that records, releases, renews or repoints a leased row names
 the claim token it holds (``WHERE claim_token = :t AND status = 'delivering'``), so the
-write of a worker whose lease ran out changes nothing.
+write of a worker whose lease ran out changes nothing. The rows of an ordered unit but its
+last stay pending while they are sent (the last row is the lane's lease): a result of one
+of them is written only if the row is still pending and ``lanes_held`` found the token's
+lane lease held and unexpired, before the transaction's first write.
 """
 
 from __future__ import annotations
