@@ -226,7 +226,7 @@ async def test_postgres_a_worker_stopped_inside_a_renewal_holds_nothing_for_long
         await _enqueue(engine, 2, sim=1)
         # A short lease, still running when the renewal starts (an ordered unit's lease that
         # has run out is not renewed); the other worker takes the lane once it has run out.
-        stale, second = await _jobs(Outbox(engine), 3.0)
+        stale, second = await _jobs(Outbox(engine), 10.0)
         async with stalled.connect() as conn:
             await conn.begin()
             steps = sql.held(sql.renew(stale.token, time.time(), time.time() + 30))
@@ -240,7 +240,7 @@ async def test_postgres_a_worker_stopped_inside_a_renewal_holds_nothing_for_long
             assert sent  # the renewal found the rows: they are locked until its commit
             other = Outbox(engine)
             taken: list[Job] = []
-            deadline = time.monotonic() + 30
+            deadline = time.monotonic() + 60
             while not taken and time.monotonic() < deadline:
                 taken = await _jobs(other)
             assert [job.delivery_id for job in taken] == [stale.delivery_id, second.delivery_id]

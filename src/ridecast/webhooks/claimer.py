@@ -53,12 +53,16 @@ def in_flight_of(rows: Sequence[tuple[Any, ...]]) -> InFlight:
     return InFlight(per_url, lanes)
 
 
-def _prefix(unit: Sequence[Row], got: set[int]) -> int:
-    """How many rows of ``unit``, from its head, were taken (a unit stops at a gap)."""
+def _kept(unit: list[Row], leased: Sequence[int], got: set[int]) -> list[Row]:
+    """What of ``unit`` a claim keeps, given the ids it leased and those it ``got``: an
+    unordered unit up to its first row not taken (a unit stops at a gap); an ordered one
+    whole if every row it leased was taken, else nothing."""
+    if unit[0].ordered:
+        return unit if got.issuperset(leased) else []
     for index, row in enumerate(unit):
         if row.id not in got:
-            return index
-    return len(unit)
+            return unit[:index]
+    return unit
 
 
 class Claimer:
@@ -157,9 +161,7 @@ class Claimer:
         # An unordered unit stops before the first row another claim holds, and an ordered
         # one is kept only if every row it leases was taken; rows taken beyond that (its
         # order would break) are given back at once.
-        kept = [unit[:_prefix(unit, taken)] if not unit[0].ordered
-                else unit if taken.issuperset(ids) else []
-                for unit, ids in zip(plan, leases, strict=True)]
+        kept = [_kept(unit, ids, taken) for unit, ids in zip(plan, leases, strict=True)]
         beyond = [(row.id, token) for unit, head, token in zip(plan, kept, tokens, strict=True)
                   for row in unit[len(head):] if row.id in taken]
         if beyond:

@@ -2,7 +2,8 @@
 
 Plain data, shared by the claim (``claimer``), the record (``recorder``) and the dispatcher.
 Not frozen: these are made once or more per delivery, and a frozen dataclass's
-``__init__`` costs several times a plain one's; nothing mutates them once made.
+``__init__`` costs several times a plain one's; nothing mutates them once made, but for the
+dispatcher marking a ``Result`` with its job's ordering as it queues it.
 
 Every ``Job`` and ``Result`` carries the claim token its row was leased under: the recorder
 writes a result only where that token still holds the row (docs/webhooks.md, "Who may write
