@@ -157,19 +157,23 @@ _IN_FLIGHT_SQL = (
     "FROM webhook_deliveries{hint} WHERE status = 'delivering' AND claim_token IS NULL "
     "AND lease_until >= :now"
 )
-# PostgreSQL: each unit's first row read by a LATERAL LIMIT 1 (an index read per unit,
+# PostgreSQL: one row of each unit read by a LATERAL LIMIT 1 (an index read per unit,
 # whatever the planner's statistics). Written as ``_IN_FLIGHT_SQL``'s join on a subquery,
 # a table without statistics (autovacuum off, or not yet run) was planned as a hash join
-# over a sequential scan of every delivery, on each claim.
+# over a sequential scan of every delivery, on each claim. The tokens are walked from the
+# highest down, and a unit's entries from its latest lease: the entries of a unit's rows
+# already answered (dead versions until vacuum removes them) hold its earliest leases, and
+# an ascending walk read them all on every claim (about 120 heap fetches per unordered
+# chunk in flight, against a few this way; docs/performance.md).
 _IN_FLIGHT_LATERAL_SQL = (
-    "WITH RECURSIVE k(t) AS (SELECT MIN(claim_token) FROM webhook_deliveries "
-    "WHERE status = 'delivering' UNION ALL SELECT (SELECT MIN(claim_token) "
-    "FROM webhook_deliveries WHERE status = 'delivering' AND claim_token > k.t) "
+    "WITH RECURSIVE k(t) AS (SELECT MAX(claim_token) FROM webhook_deliveries "
+    "WHERE status = 'delivering' UNION ALL SELECT (SELECT MAX(claim_token) "
+    "FROM webhook_deliveries WHERE status = 'delivering' AND claim_token < k.t) "
     "FROM k WHERE k.t IS NOT NULL) "
     "SELECT d.url, d.simulation_id, d.ordered, d.claim_token, d.id FROM k "
     "CROSS JOIN LATERAL (SELECT url, simulation_id, ordered, claim_token, id "
     "FROM webhook_deliveries WHERE status = 'delivering' AND claim_token = k.t "
-    "AND lease_until >= :now LIMIT 1) AS d WHERE k.t IS NOT NULL "
+    "AND lease_until >= :now ORDER BY lease_until DESC LIMIT 1) AS d WHERE k.t IS NOT NULL "
     "UNION ALL SELECT url, simulation_id, ordered, claim_token, id "
     "FROM webhook_deliveries WHERE status = 'delivering' AND claim_token IS NULL "
     "AND lease_until >= :now"
@@ -266,7 +270,7 @@ class OutboxSql:
 
     def in_flight_query(self, now: float) -> Query:
         """The units in flight at ``now``: rows of (url, simulation_id, ordered,
-        claim_token, first id), one per unit."""
+        claim_token, id of one of its rows), one per unit."""
         return Query(self.in_flight_sql, {"now": now})
 
     def in_flight_after_lock(self, now: float) -> Steps[list[tuple[Any, ...]] | None]:

@@ -40,11 +40,11 @@ from .recorder import Recorder
 
 def in_flight_of(rows: Sequence[tuple[Any, ...]]) -> InFlight:
     """Units in flight per URL and the held ordered lanes, from the in-flight query's rows
-    (url, simulation_id, ordered, claim_token, first id)."""
+    (url, simulation_id, ordered, claim_token, id of one of its rows)."""
     units: set[tuple[str, str]] = set()
     lanes: set[int] = set()
-    for url, simulation_id, ordered, claim_token, first in rows:
-        units.add((url, claim_token or f"row-{first}"))
+    for url, simulation_id, ordered, claim_token, row_id in rows:
+        units.add((url, claim_token or f"row-{row_id}"))
         if ordered:
             lanes.add(simulation_id)
     per_url: dict[str, int] = {}
