@@ -7,6 +7,7 @@ import asyncio
 import time
 from collections.abc import AsyncIterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from sqlalchemy import func, insert, select
@@ -35,10 +36,14 @@ class Outbox:
         self.record = self.recorder.record
         self.release = self.claimer.release
         self.retry = self.log.retry
-        self.list = self.log.listing
         self.get = self.log.get
         self.depth = self.log.depth
         self.purge_older_than = self.log.purge_older_than
+
+    async def list(self, simulation_id: int, **filters: Any) -> tuple[list[dict[str, Any]], int]:
+        """A page of the delivery log (no byte budget to speak of) and its total."""
+        page = await self.log.page(simulation_id, max_chars=1 << 22, **filters)
+        return page.rows, page.total
 
 
 @pytest.fixture
@@ -422,3 +427,56 @@ async def test_purge_reads_only_rows_created_before_the_cutoff(any_engine: Async
             select(webhook_deliveries.c.event_id).order_by(webhook_deliveries.c.id)
         )).scalars().all()
     assert left == [3, 4]
+
+
+async def test_the_log_counts_what_it_may_show_exactly_and_history_up_to_its_limit(
+    any_engine: AsyncEngine,
+) -> None:
+    """The delivery log's counts of pending, delivering, failed and disabled deliveries are
+    exact (each read from the rows it counts), and so are their pages, the oldest pending
+    ones included (the dashboard reads them with an offset); a count of succeeded
+    deliveries, or of all of them, stops at the log's limit and says so."""
+    await _enqueue(any_engine, 14)                                   # sim 1, ordered
+    await _enqueue(any_engine, 3, "http://b/", ordered=False)        # sim 1, unordered
+    await _enqueue(any_engine, 4, sim=2)
+    sql = outbox_sql(any_engine.dialect.name)
+    log = DeliveryLog(any_engine, sql, count_limit=5)
+    outbox = Outbox(any_engine)
+    async with any_engine.begin() as conn:
+        ids = list((await conn.execute(
+            select(webhook_deliveries.c.id).where(webhook_deliveries.c.simulation_id == 1)
+            .order_by(webhook_deliveries.c.id))).scalars())
+        for status, chosen in (("succeeded", ids[:7]), ("failed", ids[7:9]),
+                               ("disabled", ids[9:10])):
+            await conn.execute(webhook_deliveries.update()
+                               .where(webhook_deliveries.c.id.in_(chosen))
+                               .values(status=status))
+    # The ordered lane's unit leases its last row; the unordered chunk each of its rows.
+    jobs = [job for job in await claim(outbox, rows=2) if job.simulation_id == 1]
+    leased = {job.delivery_id for job in jobs if not job.ordered} | {
+        max(job.delivery_id for job in jobs if job.ordered)}
+    async with any_engine.connect() as conn:
+        truth = {status: [i for (i,) in (await conn.execute(
+            select(webhook_deliveries.c.id).where(webhook_deliveries.c.simulation_id == 1,
+                                                  webhook_deliveries.c.status == status)
+            .order_by(webhook_deliveries.c.id.desc()))).all()]
+            for status in ("pending", "delivering", "succeeded", "failed", "disabled")}
+    assert set(truth["delivering"]) == leased and truth["pending"]
+    for status in ("pending", "delivering", "failed", "disabled"):
+        page = await log.page(1, status=status, message_type=None, limit=100,
+                              max_chars=1 << 22)
+        assert [row["id"] for row in page.rows] == truth[status], status
+        assert (page.total, page.total_exact) == (len(truth[status]), True), status
+    oldest = await log.page(1, status="pending", message_type=None, limit=2,
+                            offset=len(truth["pending"]) - 2, max_chars=1 << 22)
+    assert [row["id"] for row in oldest.rows] == truth["pending"][-2:]
+    typed = await log.page(1, status="pending", message_type="vehicle_use", limit=5,
+                           max_chars=1 << 22)
+    assert (typed.rows, typed.total, typed.total_exact) == ([], 0, True)
+    # Past the limit: 7 succeeded, 20 in all; the limit is 5.
+    for status in ("succeeded", None):
+        page = await log.page(1, status=status, message_type=None, limit=3,
+                              max_chars=1 << 22)
+        assert (len(page.rows), page.total, page.total_exact) == (3, 5, False), status
+    assert ((await log.page(2, status=None, message_type=None, limit=10, max_chars=1 << 22))
+            .total_exact) is True

@@ -129,9 +129,13 @@ async def _statements(engine: AsyncEngine, finished: int) -> list[tuple[str, Any
         await recorder.record([Result(job.delivery_id, RELEASE, 0, now, None, token=job.token)
                                for unit in rest[1:] for job in unit.jobs])
         sim = first.jobs[0].simulation_id
-        await log.listing(sim, status=None, message_type=None, limit=100)
-        await log.listing(sim, status="succeeded", message_type="vehicle_use", limit=100,
-                          before=finished)
+        await log.page(sim, status=None, message_type=None, limit=100, max_chars=1 << 22)
+        await log.page(sim, status="succeeded", message_type="vehicle_use", limit=100,
+                       before=finished, max_chars=1 << 22)
+        # The filters the dashboard polls: each reads only the rows it may return.
+        for status in ("pending", "delivering", "failed", "disabled"):
+            await log.page(sim, status=status, message_type=None, limit=5, offset=3,
+                           max_chars=1 << 22)
         await log.backlog()
         await log.backlog(sim)
         await log.depth()
@@ -196,7 +200,9 @@ def test_no_statement_reads_the_whole_outbox(pg_url: str, finished: int,
     in-flight row's entry, live or dead, on each record): at a million rows with
     the table's statistics, and at 30,000 and 16,000 without them (autovacuum off, or
     before it first ran), where the in-flight count, and the lease of an extended chunk,
-    were once planned as a hash join over the whole table."""
+    were once planned as a hash join over the whole table. And the delivery log filtered
+    by pending, delivering, failed or disabled (the dashboard's polls) reads its partial
+    indexes, not the simulation's history."""
     plans = asyncio.run(_plans(pg_url, finished, analyze=analyze))
     assert len(plans) >= 15, [statement for statement, _plan in plans]
     scans = [(statement, plan) for statement, plan in plans
@@ -204,3 +210,11 @@ def test_no_statement_reads_the_whole_outbox(pg_url: str, finished: int,
              or (_writes_by_ids(statement)
                  and "Bitmap Heap Scan on webhook_deliveries" in plan)]
     assert not scans, "\n\n".join(f"{statement}\n{plan}" for statement, plan in scans)
+    # The delivery log filtered by a status other than succeeded reads only the rows it may
+    # return, from the partial indexes, never the simulation's history by id.
+    narrow = [(statement, plan) for statement, plan in plans
+              if "d.status IN ('failed', 'disabled')" in statement
+              or ") AS lane UNION ALL" in statement]
+    assert len(narrow) >= 8, [statement for statement, _plan in plans]
+    wide = [(statement, plan) for statement, plan in narrow if "ix_deliveries_sim" in plan]
+    assert not wide, "\n\n".join(f"{statement}\n{plan}" for statement, plan in wide)

@@ -22,6 +22,7 @@ from pydantic import BaseModel, Field
 
 from ..events.types import MessageType
 from ..simulator.runner import Status
+from ..webhooks.deliverylog import COUNT_LIMIT
 
 
 def answers(model: type[BaseModel], status: int = 200, description: str | None = None,
@@ -303,7 +304,13 @@ class DeliveryListMeta(BaseModel):
 
     limit: int
     offset: int
-    total_count: int
+    total_count: int = Field(description="Deliveries matching the filters: exact for "
+                                         "pending, delivering, failed and disabled; for "
+                                         f"succeeded or no status, at most {COUNT_LIMIT:,} "
+                                         "(total_count_exact is false when more match).")
+    total_count_exact: bool = Field(description="False when more deliveries match than "
+                                                f"total_count says (it stopped at "
+                                                f"{COUNT_LIMIT:,}).")
     count: int = Field(description="Deliveries on this page.")
     after: str | None = Field(description="The after= this page was read after (a delivery "
                                           "id), or null.")

@@ -52,8 +52,11 @@ async def list_deliveries(
     A page ends after ``limit`` deliveries or before the one that would take it past
     ``RIDECAST_MAX_PAGE_BYTES`` (``meta.truncated`` is then true); a delivery larger than
     that budget comes alone on its page. Passing ``meta.next_after`` as ``after=`` reaches
-    every delivery. ``meta.backlog`` counts the simulation's deliveries still to send and
-    ``meta.oldest_undelivered_age_s`` is the age of the oldest of their events.
+    every delivery. ``meta.total_count`` is exact for pending, delivering, failed and
+    disabled deliveries; for succeeded ones, or with no status, it stops at 10,000
+    (``meta.total_count_exact`` is then false). ``meta.backlog`` counts the simulation's
+    deliveries still to send and ``meta.oldest_undelivered_age_s`` is the age of the oldest
+    of their events.
     """
     await runtime.simulations.get(user, simulation_id)
     cursor = _delivery_cursor(after)
@@ -68,15 +71,16 @@ async def list_deliveries(
             code="unknown_message_type",
             details=[{"field": "query.message_type", "value": message_type}],
         )
-    objects, total, truncated = await runtime.webhooks.list(
+    objects, page, truncated = await runtime.webhooks.list(
         simulation_id, status=status, message_type=message_type, limit=limit, offset=offset,
         after=cursor,
     )
     backlog, oldest_age = await runtime.webhooks.backlog(simulation_id)
     return {
         "objects": objects,
-        "meta": {"limit": limit, "offset": offset, "total_count": total,
-                 "count": len(objects), "after": None if cursor is None else str(cursor),
+        "meta": {"limit": limit, "offset": offset, "total_count": page.total,
+                 "total_count_exact": page.total_exact, "count": len(objects),
+                 "after": None if cursor is None else str(cursor),
                  "next_after": str(objects[-1]["id"]) if objects else None,
                  "truncated": truncated, "backlog": backlog,
                  "oldest_undelivered_age_s": oldest_age},

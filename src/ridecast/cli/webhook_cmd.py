@@ -239,5 +239,7 @@ def deliveries(
             str(row.get("last_error") or "")[:60],
         )
     print_table(out, table)
-    out.print(f"[dim]{len(page.get('objects', []))} of "
-              f"{page.get('meta', {}).get('total_count')}[/dim]")
+    meta = page.get("meta", {})
+    # Past 10,000 succeeded deliveries the server stops counting (meta.total_count_exact).
+    more = "" if meta.get("total_count_exact", True) else "+"
+    out.print(f"[dim]{len(page.get('objects', []))} of {meta.get('total_count')}{more}[/dim]")

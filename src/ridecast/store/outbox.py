@@ -50,6 +50,11 @@ LOOSE_LEASED_WHERE = {
     "postgresql": f"{LEASED_WHERE} AND NOT ordered",
 }
 
+# Deliveries that ended without success, by simulation: the delivery log's count and pages of
+# a failed or disabled filter read these few rows, not the simulation's whole history. No
+# row on the hot path enters it (a success never matches).
+ENDED_WHERE = "status IN ('failed', 'disabled')"
+
 ACTIVE_STATES = ("pending", "delivering")
 TERMINAL_STATES = ("succeeded", "failed", "disabled")
 STATES = (*ACTIVE_STATES, *TERMINAL_STATES)
@@ -207,6 +212,10 @@ class OutboxSql:
         """SQLite's planner may pick another index and sort: it is told the partial
         ``index``; PostgreSQL finds it by itself."""
         return f" INDEXED BY {index}"
+
+    fence = ""
+    """What ends a subquery so that the planner pushes no outer condition into it
+    (PostgreSQL's ``OFFSET 0``; SQLite's ``INDEXED BY`` already fixes the index read)."""
 
     @property
     def active_wheres(self) -> tuple[str, str, str]:
@@ -494,10 +503,9 @@ class OutboxSql:
         """Deliveries of a simulation, newest first, below id ``before`` when given."""
         conds, params = self._filters(simulation_id, status, message_type, before)
         params.update(limit=limit, offset=offset)
-        rows = yield Query(f"SELECT {_ROW_COLUMNS} FROM webhook_deliveries "
-                           f"WHERE {' AND '.join(conds)} ORDER BY id DESC LIMIT :limit "
-                           "OFFSET :offset",
-                           params)
+        rows = yield Query(f"SELECT {_ROW_COLUMNS} FROM {self._log_rows(status)} "
+                           f"WHERE {' AND '.join(conds)} ORDER BY d.id DESC LIMIT :limit "
+                           "OFFSET :offset", params)
         return [dict(zip(ROW_FIELDS, row, strict=True)) for row in rows]
 
     def page_sizes(self, simulation_id: int, *, status: str | None,
@@ -512,39 +520,69 @@ class OutboxSql:
             "+ coalesce(length(d.success_response_body), 0) + coalesce((SELECT "
             "sum(coalesce(length(a.response_body), 0) + coalesce(length(a.error), 0) + 200) "
             "FROM webhook_attempts AS a WHERE a.delivery_id = d.id), 0) "
-            f"FROM webhook_deliveries AS d WHERE {' AND '.join('d.' + c for c in conds)} "
+            f"FROM {self._log_rows(status)} WHERE {' AND '.join(conds)} "
             "ORDER BY d.id DESC LIMIT :limit OFFSET :offset", params)
         return [(int(i), int(size)) for i, size in rows]
+
+    def count(self, simulation_id: int, *, status: str | None, message_type: str | None,
+              limit: int) -> Steps[int]:
+        """The simulation's deliveries matching the filters, read as ``page`` reads them:
+        exactly for pending, delivering, failed and disabled ones (only those rows are
+        read); for succeeded ones, or every one (a simulation's whole history), no more
+        than ``limit`` + 1 rows are read, so the count stops there."""
+        conds, params = self._filters(simulation_id, status, message_type, None)
+        where = " AND ".join(conds)
+        if status is not None and status != "succeeded":
+            sql = f"SELECT count(*) FROM {self._log_rows(status)} WHERE {where}"
+        else:
+            params["cap"] = limit + 1
+            sql = (f"SELECT count(*) FROM (SELECT 1 FROM {self._log_rows(status)} "
+                   f"WHERE {where} LIMIT :cap) AS c")
+        found = yield Query(sql, params)
+        return int(found[0][0])
+
+    def _log_rows(self, status: str | None) -> str:
+        """The FROM item (``d``) a delivery-log read of ``status`` reads, so that it never
+        reads more than the rows it may return: for pending or delivering, a simulation's
+        rows still to send, from the partial indexes of the claims (its ordered lane; and
+        the unordered rows waiting or in flight, whose indexes are keyed by URL and token:
+        read whole, bounded by the outbox's rows still to send, not by history); for failed
+        or disabled, ``ix_deliveries_ended``; otherwise the simulation's rows by id."""
+        if status in ACTIVE_STATES:
+            loose, index = ((LOOSE_PENDING_WHERE[self.dialect], "ix_deliveries_loose")
+                            if status == "pending"
+                            else (LOOSE_LEASED_WHERE[self.dialect], "ix_deliveries_leased"))
+            # ``simulation_id + 0``: no index serves it, so the unordered rows are read from
+            # their partial index alone; and the caller's conditions stay outside (``fence``).
+            # PostgreSQL otherwise combined that index with a read of the simulation's every
+            # row in ix_deliveries_sim (tests/webhooks/test_plans.py).
+            return ("(SELECT * FROM (SELECT * FROM webhook_deliveries"
+                    f"{self.hint('ix_deliveries_lanes')} WHERE {self.lane_where} "
+                    f"AND simulation_id = :sim{self.fence}) AS lane UNION ALL "
+                    f"SELECT * FROM (SELECT * FROM webhook_deliveries{self.hint(index)} "
+                    f"WHERE {loose} AND simulation_id + 0 = :sim{self.fence}) AS loose) AS d")
+        if status in ("failed", "disabled"):
+            return f"webhook_deliveries AS d{self.hint('ix_deliveries_ended')}"
+        return "webhook_deliveries AS d"
 
     @staticmethod
     def _filters(simulation_id: int, status: str | None, message_type: str | None,
                  before: int | None) -> tuple[list[str], dict[str, Any]]:
-        conds = ["simulation_id = :sim"]
+        conds = ["d.simulation_id = :sim"]
         params: dict[str, Any] = {"sim": simulation_id}
         if status is not None:
-            conds.append("status = :status")
+            conds.append("d.status = :status")
             params["status"] = status
+            if status in ("failed", "disabled"):
+                # The literal predicate lets the planner read ix_deliveries_ended.
+                conds.append(f"d.{ENDED_WHERE}")
         if message_type is not None:
-            conds.append("message_type = :type")
+            conds.append("d.message_type = :type")
             params["type"] = message_type
         if before is not None:
-            conds.append("id < :before")
+            conds.append("d.id < :before")
             params["before"] = before
         return conds, params
-
-    def count(self, simulation_id: int, *, status: str | None,
-              message_type: str | None) -> Steps[int]:
-        conds = ["simulation_id = :sim"]
-        params: dict[str, Any] = {"sim": simulation_id}
-        if status is not None:
-            conds.append("status = :status")
-            params["status"] = status
-        if message_type is not None:
-            conds.append("message_type = :type")
-            params["type"] = message_type
-        found = yield Query(f"SELECT count(*) FROM webhook_deliveries "
-                            f"WHERE {' AND '.join(conds)}", params)
-        return int(found[0][0])
 
     def one(self, simulation_id: int, delivery_id: int) -> Steps[dict[str, Any] | None]:
         found = yield Query(f"SELECT {_ROW_COLUMNS} FROM webhook_deliveries "
@@ -606,6 +644,7 @@ class PostgresOutboxSql(OutboxSql):
 
     dialect = "postgresql"
     true, false = "true", "false"
+    fence = " OFFSET 0"
     skip_locked = " FOR UPDATE SKIP LOCKED"
     # The namespace of the per-URL transaction locks (``lock_urls``): "rcwh".
     URL_LOCK_SPACE = 0x72637768
@@ -884,6 +923,7 @@ def outbox_sql(dialect: str, *, hold_s: float = 2.0) -> OutboxSql:
 __all__ = [
     "ACTIVE_STATES",
     "ASYNC_COMMIT_SQL",
+    "ENDED_WHERE",
     "INSERT_COLUMNS",
     "LANE_ROWS_WHERE",
     "LEASED_WHERE",

@@ -27,7 +27,7 @@ from sqlalchemy import (
     true,
 )
 
-from .outbox import LANE_ROWS_WHERE, LEASED_WHERE, LOOSE_PENDING_WHERE
+from .outbox import ENDED_WHERE, LANE_ROWS_WHERE, LEASED_WHERE, LOOSE_PENDING_WHERE
 
 metadata = MetaData()
 
@@ -203,6 +203,10 @@ webhook_deliveries = Table(
           postgresql_where=text(LOOSE_PENDING_WHERE["postgresql"])),
     Index("ix_deliveries_leased", "claim_token", "lease_until", "url", "simulation_id",
           "ordered", sqlite_where=text(LEASED_WHERE), postgresql_where=text(LEASED_WHERE)),
+    # Deliveries that ended without success, by simulation (the delivery log's failed and
+    # disabled filters, and their counts); a success never enters it.
+    Index("ix_deliveries_ended", "simulation_id", "id", sqlite_where=text(ENDED_WHERE),
+          postgresql_where=text(ENDED_WHERE)),
     sqlite_autoincrement=True,
 )
 

@@ -24,6 +24,11 @@ from .health import forget_before
 Row = dict[str, Any]
 # Characters counted for a delivery row beside its text columns (ids, times, names, keys).
 ROW_OVERHEAD = 400
+# The most rows a count of succeeded deliveries, or of all of a simulation's, reads: past
+# it the total is given as this, marked inexact (a long run's history is millions of rows,
+# and the dashboard asks for the count every few seconds). Counts of deliveries pending,
+# in flight, failed or disabled are exact: they read only those rows (``OutboxSql.count``).
+COUNT_LIMIT = 10_000
 _SUCCESS_COLUMNS = ("success_started_at", "success_latency_ms", "success_status_code",
                     "success_response_body")
 
@@ -49,41 +54,30 @@ def with_attempts(row: Mapping[str, Any], attempts: list[Row]) -> dict[str, Any]
 
 @dataclass(frozen=True, slots=True)
 class DeliveryPage:
-    """One page of the log: its rows (with attempts), the count of every matching row, and
-    whether the byte budget cut the page short (more rows follow although it holds fewer
-    than asked)."""
+    """One page of the log: its rows (with attempts), the count of every matching row (at
+    most the log's count limit: ``total_exact`` is False when more rows match), and whether
+    the byte budget cut the page short (more rows follow although it holds fewer than
+    asked)."""
 
     rows: list[Row]
     total: int
+    total_exact: bool
     truncated: bool
 
 
 class DeliveryLog:
     """The delivery log of the simulations (see the module docstring)."""
 
-    def __init__(self, engine: AsyncEngine, sql: OutboxSql) -> None:
+    def __init__(self, engine: AsyncEngine, sql: OutboxSql, *,
+                 count_limit: int = COUNT_LIMIT) -> None:
         self._sql = sql
         self._steps = StepRunner(engine)
         self._engine = engine
+        self._count_limit = count_limit
 
     @property
     def engine(self) -> AsyncEngine:
         return self._engine
-
-    async def listing(
-        self, simulation_id: int, *, status: str | None, message_type: str | None,
-        limit: int, offset: int = 0, before: int | None = None,
-    ) -> tuple[list[Row], int]:
-        """Deliveries of a simulation, newest first, each with its attempts; and the total."""
-        def steps() -> Steps[tuple[list[Row], int]]:
-            rows = yield from self._sql.page(simulation_id, status=status,
-                                             message_type=message_type, before=before,
-                                             limit=limit, offset=offset)
-            total = yield from self._sql.count(simulation_id, status=status,
-                                               message_type=message_type)
-            return (yield from self._with_attempts(rows)), total
-
-        return await self._steps.read(steps)
 
     async def page(
         self, simulation_id: int, *, status: str | None, message_type: str | None,
@@ -109,8 +103,10 @@ class DeliveryLog:
                                                  message_type=message_type,
                                                  before=sizes[0][0] + 1, limit=kept)
             total = yield from self._sql.count(simulation_id, status=status,
-                                               message_type=message_type)
-            return DeliveryPage((yield from self._with_attempts(rows)), total,
+                                               message_type=message_type,
+                                               limit=self._count_limit)
+            return DeliveryPage((yield from self._with_attempts(rows)),
+                                min(total, self._count_limit), total <= self._count_limit,
                                 kept < len(sizes))
 
         return await self._steps.read(steps)
@@ -190,4 +186,4 @@ class DeliveryLog:
         return await self._steps.run(steps)
 
 
-__all__ = ["DeliveryLog", "DeliveryPage", "with_attempts"]
+__all__ = ["COUNT_LIMIT", "DeliveryLog", "DeliveryPage", "with_attempts"]

@@ -18,7 +18,7 @@ import orjson
 
 from ..errors import BadRequest, Conflict, NotFound
 from ..events.webhook_settings import SECRET_KEY, URL_KEY, webhook_settings
-from .deliverylog import DeliveryLog
+from .deliverylog import DeliveryLog, DeliveryPage
 from .dispatcher import Dispatcher
 from .resolver import Resolver
 from .sender import Attempt, Sender
@@ -99,11 +99,12 @@ class WebhookService:
     async def list(
         self, simulation_id: int, *, status: str | None, message_type: str | None,
         limit: int, offset: int, after: int | None = None,
-    ) -> tuple[list[dict[str, Any]], int, bool]:
+    ) -> tuple[list[dict[str, Any]], DeliveryPage, bool]:
         """A page of the delivery log as the API shows it: its deliveries (newest first,
-        those listed after delivery ``after``), the total, and whether the byte budget
-        (``RIDECAST_MAX_PAGE_BYTES``) cut it. The page stops before the delivery that would
-        take it past the budget; one larger than the budget comes alone."""
+        those listed after delivery ``after``), the page read (its total, and whether that
+        total is exact), and whether the byte budget (``RIDECAST_MAX_PAGE_BYTES``) cut it.
+        The page stops before the delivery that would take it past the budget; one larger
+        than the budget comes alone."""
         page = await self.deliveries.page(
             simulation_id, status=status, message_type=message_type, limit=limit,
             offset=offset, before=after, max_chars=self._max_page_bytes)
@@ -113,9 +114,9 @@ class WebhookService:
             item = delivery_json(row)
             used += len(orjson.dumps(item)) + 1
             if objects and used > self._max_page_bytes:
-                return objects, page.total, True  # characters sized it; bytes cut it
+                return objects, page, True  # characters sized it; bytes cut it
             objects.append(item)
-        return objects, page.total, page.truncated
+        return objects, page, page.truncated
 
     async def retry(self, simulation_id: int, delivery_id: int) -> dict[str, Any]:
         done = await self.deliveries.retry(simulation_id, delivery_id)

@@ -97,8 +97,10 @@ export function renderWebhook(root, simulation, deliveries, problem = "") {
     return;
   }
   const total = deliveries.latest.meta ? deliveries.latest.meta.total_count : deliveries.latest.objects.length;
+  // The server stops counting a long run's history at 10,000 (meta.total_count_exact).
+  const more = deliveries.latest.meta && deliveries.latest.meta.total_count_exact === false ? "+" : "";
   children.push(el("div", { class: "counts", testid: "webhook-counts" },
-    el("span", {}, el("b", {}, String(total)), " deliveries"),
+    el("span", {}, el("b", {}, `${total}${more}`), " deliveries"),
     el("span", { class: "pending" }, el("b", {}, String(deliveries.pending)), " pending"),
     el("span", { class: "failed" }, el("b", {}, String(deliveries.failed)), " failed")));
   // The simulation's deliveries still to send, and how old the oldest of their events is: an
