@@ -168,8 +168,8 @@ _IN_FLIGHT_SQL = (
 # over a sequential scan of every delivery, on each claim. The tokens are walked from the
 # highest down, and a unit's entries from its latest lease: the entries of a unit's rows
 # already answered (dead versions until vacuum removes them) hold its earliest leases, and
-# an ascending walk read them all on every claim (about 120 heap fetches per unordered
-# chunk in flight, against a few this way; docs/performance.md).
+# an ascending walk met them before a live one. The walk still reads the dead entries of
+# units that have ended (docs/performance.md).
 _IN_FLIGHT_LATERAL_SQL = (
     "WITH RECURSIVE k(t) AS (SELECT MAX(claim_token) FROM webhook_deliveries "
     "WHERE status = 'delivering' UNION ALL SELECT (SELECT MAX(claim_token) "
