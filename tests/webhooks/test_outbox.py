@@ -434,8 +434,9 @@ async def test_the_log_counts_what_it_may_show_exactly_and_history_up_to_its_lim
 ) -> None:
     """The delivery log's counts of pending, delivering, failed and disabled deliveries are
     exact (each read from the rows it counts), and so are their pages, the oldest pending
-    ones included (the dashboard reads them with an offset); a count of succeeded
-    deliveries, or of all of them, stops at the log's limit and says so."""
+    ones included (the dashboard reads them with an offset); succeeded deliveries, or all of
+    them, are counted among the simulation's newest (the log's limit), and past it the
+    count says it is a lower bound."""
     await _enqueue(any_engine, 14)                                   # sim 1, ordered
     await _enqueue(any_engine, 3, "http://b/", ordered=False)        # sim 1, unordered
     await _enqueue(any_engine, 4, sim=2)
@@ -446,8 +447,9 @@ async def test_the_log_counts_what_it_may_show_exactly_and_history_up_to_its_lim
         ids = list((await conn.execute(
             select(webhook_deliveries.c.id).where(webhook_deliveries.c.simulation_id == 1)
             .order_by(webhook_deliveries.c.id))).scalars())
-        for status, chosen in (("succeeded", ids[:7]), ("failed", ids[7:9]),
-                               ("disabled", ids[9:10])):
+        # Ordered: 2 failed, 1 disabled, 4 pending, then 7 succeeded; 3 unordered pending.
+        for status, chosen in (("failed", ids[:2]), ("disabled", ids[2:3]),
+                               ("succeeded", ids[7:14])):
             await conn.execute(webhook_deliveries.update()
                                .where(webhook_deliveries.c.id.in_(chosen))
                                .values(status=status))
@@ -473,10 +475,20 @@ async def test_the_log_counts_what_it_may_show_exactly_and_history_up_to_its_lim
     typed = await log.page(1, status="pending", message_type="vehicle_use", limit=5,
                            max_chars=1 << 22)
     assert (typed.rows, typed.total, typed.total_exact) == ([], 0, True)
-    # Past the limit: 7 succeeded, 20 in all; the limit is 5.
-    for status in ("succeeded", None):
-        page = await log.page(1, status=status, message_type=None, limit=3,
-                              max_chars=1 << 22)
-        assert (len(page.rows), page.total, page.total_exact) == (3, 5, False), status
-    assert ((await log.page(2, status=None, message_type=None, limit=10, max_chars=1 << 22))
-            .total_exact) is True
+    # Past the limit (5): of simulation 1's newest 6 deliveries, the 3 unordered ones and
+    # 3 of the 7 succeeded; 17 in all.
+    newest = sorted(ids, reverse=True)[:6]
+    assert len(set(newest) & set(truth["succeeded"])) == 3 and len(ids) == 17
+    succeeded = await log.page(1, status="succeeded", message_type=None, limit=4,
+                               max_chars=1 << 22)
+    assert [row["id"] for row in succeeded.rows] == truth["succeeded"][:4]
+    assert (succeeded.total, succeeded.total_exact) == (3, False)
+    every = await log.page(1, status=None, message_type=None, limit=3, max_chars=1 << 22)
+    assert (len(every.rows), every.total, every.total_exact) == (3, 5, False)
+    # Within the limit, exact: simulation 2 has 4 deliveries.
+    other = await log.page(2, status=None, message_type=None, limit=10, max_chars=1 << 22)
+    assert (len(other.rows), other.total, other.total_exact) == (4, 4, True)
+    # Its lane's unit (the first claim above) leases its last row; the rest stay pending.
+    mine = await log.page(2, status="pending", message_type="bookings", limit=10,
+                          max_chars=1 << 22)
+    assert (mine.total, mine.total_exact) == (3, True)

@@ -306,11 +306,13 @@ class DeliveryListMeta(BaseModel):
     offset: int
     total_count: int = Field(description="Deliveries matching the filters: exact for "
                                          "pending, delivering, failed and disabled; for "
-                                         f"succeeded or no status, at most {COUNT_LIMIT:,} "
-                                         "(total_count_exact is false when more match).")
-    total_count_exact: bool = Field(description="False when more deliveries match than "
-                                                f"total_count says (it stopped at "
-                                                f"{COUNT_LIMIT:,}).")
+                                         "succeeded or no status, counted among the "
+                                         f"simulation's newest {COUNT_LIMIT:,} deliveries "
+                                         "(see total_count_exact).")
+    total_count_exact: bool = Field(description="False when the simulation has more than "
+                                                f"{COUNT_LIMIT:,} deliveries and the count "
+                                                "was of succeeded or all of them: at least "
+                                                "total_count match.")
     count: int = Field(description="Deliveries on this page.")
     after: str | None = Field(description="The after= this page was read after (a delivery "
                                           "id), or null.")

@@ -53,10 +53,10 @@ async def list_deliveries(
     ``RIDECAST_MAX_PAGE_BYTES`` (``meta.truncated`` is then true); a delivery larger than
     that budget comes alone on its page. Passing ``meta.next_after`` as ``after=`` reaches
     every delivery. ``meta.total_count`` is exact for pending, delivering, failed and
-    disabled deliveries; for succeeded ones, or with no status, it stops at 10,000
-    (``meta.total_count_exact`` is then false). ``meta.backlog`` counts the simulation's
-    deliveries still to send and ``meta.oldest_undelivered_age_s`` is the age of the oldest
-    of their events.
+    disabled deliveries; succeeded ones, or all, are counted among the simulation's newest
+    10,000 (past that, ``meta.total_count_exact`` is false: at least that many match).
+    ``meta.backlog`` counts the simulation's deliveries still to send and
+    ``meta.oldest_undelivered_age_s`` is the age of the oldest of their events.
     """
     await runtime.simulations.get(user, simulation_id)
     cursor = _delivery_cursor(after)

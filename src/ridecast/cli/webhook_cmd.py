@@ -240,6 +240,7 @@ def deliveries(
         )
     print_table(out, table)
     meta = page.get("meta", {})
-    # Past 10,000 succeeded deliveries the server stops counting (meta.total_count_exact).
+    # Past a simulation's newest 10,000 deliveries, a count of succeeded or all of them is
+    # a lower bound (meta.total_count_exact).
     more = "" if meta.get("total_count_exact", True) else "+"
     out.print(f"[dim]{len(page.get('objects', []))} of {meta.get('total_count')}{more}[/dim]")

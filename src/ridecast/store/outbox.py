@@ -525,21 +525,25 @@ class OutboxSql:
         return [(int(i), int(size)) for i, size in rows]
 
     def count(self, simulation_id: int, *, status: str | None, message_type: str | None,
-              limit: int) -> Steps[int]:
-        """The simulation's deliveries matching the filters, read as ``page`` reads them:
-        exactly for pending, delivering, failed and disabled ones (only those rows are
-        read); for succeeded ones, or every one (a simulation's whole history), no more
-        than ``limit`` + 1 rows are read, so the count stops there."""
+              limit: int) -> Steps[tuple[int, bool]]:
+        """The simulation's deliveries matching the filters, and whether that is all of them.
+        Pending, delivering, failed and disabled ones are counted exactly, read as ``page``
+        reads them (only those rows). Succeeded ones, or every one, are counted among the
+        simulation's newest ``limit`` + 1 deliveries, whatever the rest of its history
+        holds: exact when it has no more; otherwise at least that many match (False)."""
         conds, params = self._filters(simulation_id, status, message_type, None)
-        where = " AND ".join(conds)
         if status is not None and status != "succeeded":
-            sql = f"SELECT count(*) FROM {self._log_rows(status)} WHERE {where}"
-        else:
-            params["cap"] = limit + 1
-            sql = (f"SELECT count(*) FROM (SELECT 1 FROM {self._log_rows(status)} "
-                   f"WHERE {where} LIMIT :cap) AS c")
-        found = yield Query(sql, params)
-        return int(found[0][0])
+            found = yield Query(f"SELECT count(*) FROM {self._log_rows(status)} "
+                                f"WHERE {' AND '.join(conds)}", params)
+            return int(found[0][0]), True
+        params["window"] = limit + 1
+        found = yield Query(
+            f"SELECT count(*), coalesce(sum(CASE WHEN {' AND '.join(conds[1:]) or '1 = 1'} "
+            "THEN 1 ELSE 0 END), 0) FROM (SELECT d.id, d.status, d.message_type "
+            f"FROM {self._log_rows(status)} WHERE {conds[0]} ORDER BY d.id DESC "
+            "LIMIT :window) AS d", params)
+        read, matching = (int(v) for v in found[0])
+        return min(matching, limit), read <= limit
 
     def _log_rows(self, status: str | None) -> str:
         """The FROM item (``d``) a delivery-log read of ``status`` reads, so that it never

@@ -24,10 +24,11 @@ from .health import forget_before
 Row = dict[str, Any]
 # Characters counted for a delivery row beside its text columns (ids, times, names, keys).
 ROW_OVERHEAD = 400
-# The most rows a count of succeeded deliveries, or of all of a simulation's, reads: past
-# it the total is given as this, marked inexact (a long run's history is millions of rows,
-# and the dashboard asks for the count every few seconds). Counts of deliveries pending,
-# in flight, failed or disabled are exact: they read only those rows (``OutboxSql.count``).
+# A count of succeeded deliveries, or of all of a simulation's, reads its newest this many
+# (and one): a long run's history is millions of rows, and the dashboard asks for the count
+# every few seconds. Past it the count is marked inexact (at least that many match). Counts
+# of deliveries pending, in flight, failed or disabled are exact: they read only those rows
+# (``OutboxSql.count``).
 COUNT_LIMIT = 10_000
 _SUCCESS_COLUMNS = ("success_started_at", "success_latency_ms", "success_status_code",
                     "success_response_body")
@@ -54,10 +55,10 @@ def with_attempts(row: Mapping[str, Any], attempts: list[Row]) -> dict[str, Any]
 
 @dataclass(frozen=True, slots=True)
 class DeliveryPage:
-    """One page of the log: its rows (with attempts), the count of every matching row (at
-    most the log's count limit: ``total_exact`` is False when more rows match), and whether
-    the byte budget cut the page short (more rows follow although it holds fewer than
-    asked)."""
+    """One page of the log: its rows (with attempts), the count of the matching rows
+    (``total_exact`` False: at least that many, counted among the simulation's newest
+    deliveries, ``COUNT_LIMIT``), and whether the byte budget cut the page short (more rows
+    follow although it holds fewer than asked)."""
 
     rows: list[Row]
     total: int
@@ -102,11 +103,10 @@ class DeliveryLog:
                 rows = yield from self._sql.page(simulation_id, status=status,
                                                  message_type=message_type,
                                                  before=sizes[0][0] + 1, limit=kept)
-            total = yield from self._sql.count(simulation_id, status=status,
-                                               message_type=message_type,
-                                               limit=self._count_limit)
-            return DeliveryPage((yield from self._with_attempts(rows)),
-                                min(total, self._count_limit), total <= self._count_limit,
+            total, exact = yield from self._sql.count(simulation_id, status=status,
+                                                      message_type=message_type,
+                                                      limit=self._count_limit)
+            return DeliveryPage((yield from self._with_attempts(rows)), total, exact,
                                 kept < len(sizes))
 
         return await self._steps.read(steps)

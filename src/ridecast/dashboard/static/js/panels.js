@@ -97,7 +97,8 @@ export function renderWebhook(root, simulation, deliveries, problem = "") {
     return;
   }
   const total = deliveries.latest.meta ? deliveries.latest.meta.total_count : deliveries.latest.objects.length;
-  // The server stops counting a long run's history at 10,000 (meta.total_count_exact).
+  // Past a simulation's newest 10,000 deliveries the server's count is a lower bound
+  // (meta.total_count_exact).
   const more = deliveries.latest.meta && deliveries.latest.meta.total_count_exact === false ? "+" : "";
   children.push(el("div", { class: "counts", testid: "webhook-counts" },
     el("span", {}, el("b", {}, `${total}${more}`), " deliveries"),
