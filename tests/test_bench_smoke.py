@@ -58,6 +58,7 @@ CASES = [
     ("stream_memory.py", ["-n", "20", "--top", "5"], "per stream"),
     ("fanout_cluster.py", ["--subscribers", "4", "--events", "50"], "ratio two nodes / one node"),
     ("demo_sizing.py", ["--runs", "3:20", "--hours", "0.3"], "demo sizing:"),
+    ("delivery_log.py", ["--rows", "600", "--polls", "1"], "delivery log, dashboard poll:"),
     # Both orders of the two schemes; it stops with an error if either loses a success.
     ("lease_units.py", ["--deliveries", "600", "--rounds", "2", "--unordered"],
      "units / rows: median"),
