@@ -1,53 +1,47 @@
-"""The delivery log's reads against a long run's history, beside a plain log's in the same run.
+"""The dashboard's delivery-log poll against a long run's history, through ``ridecast serve``.
 
-Runs on 127.0.0.1 only (SQLite in a temporary directory; PostgreSQL on a fresh database,
+Runs on 127.0.0.1 only (SQLite in a temporary directory; PostgreSQL on fresh databases,
 dropped afterwards, unless ``--postgres ''``)::
 
-    python bench/delivery_log.py                   # one simulation with 1,000,000 deliveries
-    python bench/delivery_log.py --rows 100000 --polls 5
+    python bench/delivery_log.py                        # 1,000,000 deliveries in one run
+    python bench/delivery_log.py --base-src /tmp/before/src   # beside another source tree
 
-One simulation holds ``--rows`` deliveries: the newest 500 pending, the rest finished, one
-in a thousand of them failed. The dashboard's webhook panel asks the log for five pages
-every few seconds: the latest 20, one pending, one failed, one succeeded, and the oldest
-pending ones (by offset); each answer carries its total. Timed, per poll:
+A ``ridecast serve`` process per store holds two simulations: a long run with ``--rows``
+deliveries and a short one with 3,000 (each: the newest 500 pending, the rest finished, one
+in a thousand of them failed; written straight into the store, as a long run would have
+left them). The dashboard's webhook panel asks ``GET /api/v2/simulation/{id}/
+webhook_deliveries`` for five pages every few seconds (``dashboard/static/js/main.js``):
+the latest 20, one pending, one failed, one succeeded, then the oldest pending ones by
+offset. A keep-alive HTTP client asks the same five, for the long run and the short one in
+turn, ``--polls`` times.
 
-- ridecast: the five pages through ``webhooks.deliverylog.DeliveryLog.page``, as the API
-  reads them (each count and filtered page read from an index of the rows it may return;
-  succeeded or all deliveries counted among the simulation's newest 10,000).
-- reference: the same ``DeliveryLog`` and the same five pages (attempts and byte budget
-  alike), with the outbox's reads written as a plain log writes them (``PlainLogSql``):
-  rows by ``WHERE simulation_id AND status ORDER BY id DESC LIMIT OFFSET`` and an exact
-  ``count(*)`` of the same filter, on the same engine and the same rows. This is how
-  ridecast read them before (f2c0c53).
-
-Printed per store: the median and the slowest poll of each, their ratio, and the totals
-each showed. The figures belong in docs/performance.md.
+Printed per store: each poll's median and slowest time, and the long run's over the short
+one's (the reference in the same server: 1.0 means the poll does not grow with history).
+With ``--base-src``, the same on a second server run from that tree (its own store, migrated
+by it), and this tree's long-run poll against that one's.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import os
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
-import uuid
 from pathlib import Path
-from typing import Any
 
+import httpx
+from _load import create_pg_database, drop_pg_database, free_port, spawn, wait_http
 from sqlalchemy import text
-from sqlalchemy.ext.asyncio import AsyncEngine
-
-from ridecast.store.engine import create_engine, upgrade
-from ridecast.store.outbox import ENDED_WHERE, OutboxSql, outbox_sql
-from ridecast.store.txsteps import Query, Steps
-from ridecast.webhooks.deliverylog import DeliveryLog
 
 PENDING = 500
+SHORT = 3_000
 _FILL = ("INSERT INTO webhook_deliveries (event_id, simulation_id, message_type, url, status, "
          "attempt_count, next_attempt_at, created_at, updated_at, ordered) "
-         "SELECT g, 1, 'vehicle_use', 'http://127.0.0.1:9/', CASE WHEN g > :n - :pending "
+         "SELECT g, :sim, 'vehicle_use', 'http://127.0.0.1:9/', CASE WHEN g > :n - :pending "
          "THEN 'pending' WHEN g % 1000 = 0 THEN 'failed' ELSE 'succeeded' END, 1, 0, 0, 0, "
          "{true} FROM {series}")
 _SERIES = {
@@ -55,122 +49,134 @@ _SERIES = {
     "sqlite": "(WITH RECURSIVE s(g) AS (SELECT 1 UNION ALL SELECT g + 1 FROM s WHERE g < :n) "
               "SELECT g FROM s)",
 }
-# The dashboard's five reads (main.js): (status, limit, offset from the end of the pending
-# rows or None).
-POLL: list[tuple[str | None, int, bool]] = [
-    (None, 20, False), ("pending", 1, False), ("failed", 1, False), ("succeeded", 1, False),
-    ("pending", 5, True)]
 
 
-async def _fill(engine: AsyncEngine, rows: int) -> None:
-    dialect = engine.dialect.name
-    async with engine.begin() as conn:
-        await conn.execute(text(_FILL.format(
-            true="true" if dialect == "postgresql" else "1", series=_SERIES[dialect])),
-            {"n": rows, "pending": PENDING})
-    if dialect == "postgresql":
-        async with engine.connect() as conn:
-            await conn.execution_options(isolation_level="AUTOCOMMIT")
-            await conn.execute(text("VACUUM ANALYZE webhook_deliveries"))
+def make_user_child(url: str) -> None:
+    """Migrate the store at ``url`` with the ridecast on ``sys.path`` and print the API key
+    of a new user ``bench`` (run under the contender's own source tree)."""
+    from _load import make_user
+
+    print(asyncio.run(make_user(url)))
 
 
-def plain_log_sql(dialect: str) -> OutboxSql:
-    """The outbox's statements of ``dialect`` with the delivery log's reads as a plain log
-    writes them (the reference): every filter read from the simulation's rows by id, and
-    every total an exact count."""
-    base = type(outbox_sql(dialect))
+async def fill(url: str, sim: int, rows: int) -> None:
+    """``rows`` deliveries of simulation ``sim``, straight into the store."""
+    from ridecast.store.engine import create_engine
 
-    class PlainLogSql(base):  # type: ignore[valid-type, misc]
-        def _log_rows(self, status: str | None) -> str:
-            return "webhook_deliveries AS d"
-
-        def _filters(self, *args: Any) -> tuple[list[str], dict[str, Any]]:
-            conds, params = super()._filters(*args)
-            return [c for c in conds if ENDED_WHERE not in c], params
-
-        def count(self, simulation_id: int, *, status: str | None,
-                  message_type: str | None, limit: int) -> Steps[tuple[int, bool]]:
-            conds, params = self._filters(simulation_id, status, message_type, None)
-            found = yield Query(f"SELECT count(*) FROM webhook_deliveries AS d "
-                                f"WHERE {' AND '.join(conds)}", params)
-            return int(found[0][0]), True
-
-    return PlainLogSql()  # type: ignore[no-any-return]
-
-
-async def _poll(log: DeliveryLog) -> list[int]:
-    totals: list[int] = []
-    pending = 0
-    for status, limit, from_end in POLL:
-        page = await log.page(1, status=status, message_type=None, limit=limit,
-                              offset=max(0, pending - limit) if from_end else 0,
-                              max_chars=1 << 22)
-        totals.append(page.total)
-        if status == "pending":
-            pending = page.total
-    return totals
-
-
-async def _store(url: str, rows: int, polls: int) -> None:
-    await upgrade(url)
     engine = create_engine(url)
     try:
-        started = time.perf_counter()
-        await _fill(engine, rows)
-        print(f"  {rows:,} deliveries stored in {time.perf_counter() - started:.1f} s")
-        logs = {"ridecast": DeliveryLog(engine, outbox_sql(engine.dialect.name)),
-                "plain": DeliveryLog(engine, plain_log_sql(engine.dialect.name))}
-        times: dict[str, list[float]] = {"ridecast": [], "plain": []}
-        shown: dict[str, list[int]] = {}
-        for _ in range(polls):  # alternated, so that drift weighs on both alike
-            for name, log in logs.items():
-                begun = time.perf_counter()
-                shown[name] = await _poll(log)
-                times[name].append(time.perf_counter() - begun)
-        for name, runs in times.items():
-            print(f"  {name:9s} poll of 5 pages: median {statistics.median(runs) * 1e3:8.1f} ms,"
-                  f" slowest {max(runs) * 1e3:8.1f} ms; totals shown (latest, pending, "
-                  f"failed, succeeded): {shown[name][:4]}")
-        ratio = statistics.median(times["plain"]) / statistics.median(times["ridecast"])
-        print(f"  delivery log, dashboard poll: plain / ridecast = {ratio:.1f}x (medians)")
+        dialect = engine.dialect.name
+        async with engine.begin() as conn:
+            await conn.execute(text(_FILL.format(
+                true="true" if dialect == "postgresql" else "1", series=_SERIES[dialect])),
+                {"n": rows, "pending": min(PENDING, rows), "sim": sim})
+        if dialect == "postgresql":
+            async with engine.connect() as conn:
+                await conn.execution_options(isolation_level="AUTOCOMMIT")
+                await conn.execute(text("VACUUM ANALYZE webhook_deliveries"))
     finally:
         await engine.dispose()
 
 
-async def _postgres_admin(admin_url: str, sql: str) -> None:
-    import asyncpg  # only with the postgres extra
+def poll(client: httpx.Client, sim: int) -> float:
+    """The dashboard's five pages for ``sim``, as main.js asks them; the seconds taken."""
+    base = f"/api/v2/simulation/{sim}/webhook_deliveries"
+    started = time.perf_counter()
+    pages = [client.get(f"{base}?limit=20"), client.get(f"{base}?status=pending&limit=1"),
+             client.get(f"{base}?status=failed&limit=1"),
+             client.get(f"{base}?status=succeeded&limit=1")]
+    pending = int(pages[1].json()["meta"]["total_count"])
+    pages.append(client.get(f"{base}?status=pending&limit=5&offset={max(0, pending - 5)}"))
+    took = time.perf_counter() - started
+    for page in pages:
+        page.raise_for_status()
+    return took
 
-    conn = await asyncpg.connect(admin_url.replace("postgresql+asyncpg://", "postgresql://"))
+
+def contender(name: str, url: str, src: str, rows: int, polls: int, tmp: Path,
+              ) -> list[float]:
+    """One server on its own store: the long run's and the short one's polls, printed; the
+    long run's poll times."""
+    env = {**os.environ, "RIDECAST_DATABASE_URL": url, "RIDECAST_LOG_LEVEL": "warning"}
+    if src:
+        env["PYTHONPATH"] = src
+    key = subprocess.run([sys.executable, __file__, "--make-user", url], env=env, check=True,
+                         capture_output=True, text=True).stdout.strip().splitlines()[-1]
+    port = free_port()
+    server = spawn(["-m", "ridecast.cli.main", "serve", "--port", str(port)], env=env,
+                   cwd=str(tmp))
     try:
-        await conn.execute(sql)
+        wait_http(port, "/healthz")
+        with httpx.Client(base_url=f"http://127.0.0.1:{port}", auth=("bench", key),
+                          timeout=60) as client:
+            sims = {length: int(client.post("/api/v2/simulation", json={
+                "name": f"{length}-run", "data": {}}).json()["id"])
+                for length in ("long", "short")}
+            started = time.perf_counter()
+            asyncio.run(fill(url, sims["long"], rows))
+            asyncio.run(fill(url, sims["short"], min(SHORT, rows)))
+            print(f"  {name}: {rows:,} and {min(SHORT, rows):,} deliveries stored in "
+                  f"{time.perf_counter() - started:.1f} s")
+            times: dict[str, list[float]] = {"long": [], "short": []}
+            for _ in range(polls):  # in turn, so that drift weighs on both alike
+                for length, sim in sims.items():
+                    times[length].append(poll(client, sim))
     finally:
-        await conn.close()
+        server.terminate()
+        server.wait(timeout=30)
+    for length, runs in times.items():
+        print(f"  {name:8s} {length:5s} run: poll of 5 pages median "
+              f"{statistics.median(runs) * 1e3:8.1f} ms, slowest {max(runs) * 1e3:8.1f} ms")
+    print(f"  {name}: long run / short run = "
+          f"{statistics.median(times['long']) / statistics.median(times['short']):.2f}")
+    return times["long"]
 
 
-async def main() -> None:
+def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--rows", type=int, default=1_000_000)
     parser.add_argument("--polls", type=int, default=7)
     parser.add_argument("--postgres", default="postgresql://postgres@127.0.0.1:5432/postgres",
-                        help="an administrative URL where a database may be created "
+                        help="an administrative URL where databases may be created "
                              "(empty: SQLite only)")
+    parser.add_argument("--base-src", default="",
+                        help="a ridecast source tree (its src/ directory) to measure as "
+                             "'base', beside this one in the same run")
+    parser.add_argument("--make-user", help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.make_user:
+        make_user_child(args.make_user)
+        return
     if args.rows <= PENDING:
         parser.error(f"--rows must be more than {PENDING}")
+    names = ["ridecast", *(["base"] if args.base_src else [])]
+    srcs = {"ridecast": "", "base": args.base_src}
     with tempfile.TemporaryDirectory() as tmp:
-        print("SQLite:")
-        await _store(f"sqlite+aiosqlite:///{Path(tmp) / 'log.db'}", args.rows, args.polls)
-    if args.postgres:
-        name = f"ridecast_bench_log_{uuid.uuid4().hex[:8]}"
-        base = args.postgres.rsplit("/", 1)[0].replace("postgresql://",
-                                                       "postgresql+asyncpg://")
-        await _postgres_admin(args.postgres, f'CREATE DATABASE "{name}"')
+        stores = {"SQLite": {name: f"sqlite+aiosqlite:///{Path(tmp) / f'{name}.db'}"
+                             for name in names}}
+        created: list[str] = []
+        if args.postgres:
+            pg = {}
+            for name in names:
+                db = f"ridecast_bench_log_{os.getpid()}_{name}"
+                if (url := create_pg_database(args.postgres, db)) is not None:
+                    created.append(db)
+                    pg[name] = url
+            if pg:
+                stores["PostgreSQL"] = pg
         try:
-            print("PostgreSQL:")
-            await _store(f"{base}/{name}", args.rows, args.polls)
+            for store, urls in stores.items():
+                print(f"{store}:")
+                long = {name: contender(name, url, srcs[name], args.rows, args.polls,
+                                        Path(tmp)) for name, url in urls.items()}
+                if "base" in long:
+                    ratio = statistics.median(long["base"]) / statistics.median(long["ridecast"])
+                    print(f"  long run, base / ridecast = {ratio:.1f}x (medians)")
+            print("delivery log, dashboard poll: done")
         finally:
-            await _postgres_admin(args.postgres, f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+            for db in created:
+                drop_pg_database(args.postgres, db)
 
 
 if __name__ == "__main__":
-    sys.exit(asyncio.run(main()))
+    main()

@@ -214,7 +214,7 @@ def test_no_statement_reads_the_whole_outbox(pg_url: str, finished: int,
     # return, from the partial indexes, never the simulation's history by id.
     narrow = [(statement, plan) for statement, plan in plans
               if "d.status IN ('failed', 'disabled')" in statement
-              or ") AS lane UNION ALL" in statement]
+              or ") AS a0 UNION ALL" in statement]
     assert len(narrow) >= 8, [statement for statement, _plan in plans]
     wide = [(statement, plan) for statement, plan in narrow if "ix_deliveries_sim" in plan]
     assert not wide, "\n\n".join(f"{statement}\n{plan}" for statement, plan in wide)

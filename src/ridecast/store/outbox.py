@@ -226,6 +226,30 @@ class OutboxSql:
                 LOOSE_LEASED_WHERE[self.dialect])
 
     @property
+    def active_indexes(self) -> tuple[str, str, str]:
+        """The partial index of each of ``active_wheres``, in the same order."""
+        return ("ix_deliveries_lanes", "ix_deliveries_loose", "ix_deliveries_leased")
+
+    def active_rows(self, parts: Sequence[int], *, of_simulation: bool) -> str:
+        """A SELECT of the rows of ``active_wheres[n]`` for each ``n`` in ``parts`` (with
+        ``of_simulation``, only those of simulation ``:sim``), each read from its partial
+        index alone, so that a simulation's long history is never read. The lanes' index is
+        keyed by simulation; the other two are keyed by URL and token and are read whole,
+        bounded by the outbox's rows still to send: their ``simulation_id + 0`` lets no
+        index serve that test, and ``fence`` keeps a caller's conditions out of the read
+        (PostgreSQL otherwise combined them with ix_deliveries_sim, SQLite read
+        ix_deliveries_sim instead; tests/webhooks/test_plans.py)."""
+        reads = []
+        for n in parts:
+            of_sim = ""
+            if of_simulation:
+                of_sim = " AND simulation_id = :sim" if n == 0 else " AND simulation_id + 0 = :sim"
+            reads.append(f"SELECT * FROM (SELECT * FROM webhook_deliveries"
+                         f"{self.hint(self.active_indexes[n])} WHERE {self.active_wheres[n]}"
+                         f"{of_sim}{self.fence}) AS a{n}")
+        return " UNION ALL ".join(reads)
+
+    @property
     def active_event_ids(self) -> str:
         """A SELECT of the event ids an unfinished delivery still needs (event retention
         keeps them)."""
@@ -553,18 +577,9 @@ class OutboxSql:
         read whole, bounded by the outbox's rows still to send, not by history); for failed
         or disabled, ``ix_deliveries_ended``; otherwise the simulation's rows by id."""
         if status in ACTIVE_STATES:
-            loose, index = ((LOOSE_PENDING_WHERE[self.dialect], "ix_deliveries_loose")
-                            if status == "pending"
-                            else (LOOSE_LEASED_WHERE[self.dialect], "ix_deliveries_leased"))
-            # ``simulation_id + 0``: no index serves it, so the unordered rows are read from
-            # their partial index alone; and the caller's conditions stay outside (``fence``).
-            # PostgreSQL otherwise combined that index with a read of the simulation's every
-            # row in ix_deliveries_sim (tests/webhooks/test_plans.py).
-            return ("(SELECT * FROM (SELECT * FROM webhook_deliveries"
-                    f"{self.hint('ix_deliveries_lanes')} WHERE {self.lane_where} "
-                    f"AND simulation_id = :sim{self.fence}) AS lane UNION ALL "
-                    f"SELECT * FROM (SELECT * FROM webhook_deliveries{self.hint(index)} "
-                    f"WHERE {loose} AND simulation_id + 0 = :sim{self.fence}) AS loose) AS d")
+            # The lane (both states) and the unordered rows waiting, or in flight.
+            parts = (0, 1) if status == "pending" else (0, 2)
+            return f"({self.active_rows(parts, of_simulation=True)}) AS d"
         if status in ("failed", "disabled"):
             return f"webhook_deliveries AS d{self.hint('ix_deliveries_ended')}"
         return "webhook_deliveries AS d"
@@ -609,12 +624,10 @@ class OutboxSql:
     def backlog(self, simulation_id: int | None) -> Steps[list[tuple[int, int, float]]]:
         """Per simulation (one, or every one): deliveries still to send, and the creation
         time of the oldest of them."""
-        parts = [f"SELECT simulation_id, created_at FROM webhook_deliveries WHERE {where}"
-                 + (" AND simulation_id = :sim" if simulation_id is not None else "")
-                 for where in self.active_wheres]
+        active = self.active_rows((0, 1, 2), of_simulation=simulation_id is not None)
         rows = yield Query(
-            f"SELECT simulation_id, count(*), min(created_at) FROM ({' UNION ALL '.join(parts)})"
-            " AS a GROUP BY simulation_id ORDER BY simulation_id",
+            f"SELECT simulation_id, count(*), min(created_at) FROM ({active}) AS a "
+            "GROUP BY simulation_id ORDER BY simulation_id",
             {} if simulation_id is None else {"sim": simulation_id})
         return [(int(sim), int(count), float(oldest)) for sim, count, oldest in rows]
 
