@@ -377,6 +377,40 @@ async def test_extensions_of_one_url_share_its_rows_like_new_chunks(
         (first[0].token, 1), (first[1].token, 1)]
 
 
+async def test_a_urls_rows_go_out_as_they_came_due_past_those_waiting_for_a_retry(
+        any_engine: AsyncEngine) -> None:
+    """A URL's unordered rows are taken in the order they came due, by a new chunk and by an
+    extension alike: a retry due a minute ago goes before one due ten seconds ago, whatever
+    their event ids, and rows waiting for a retry stay as they are (a claim reads the URL's
+    due rows from an index by due time; test_plans.py checks the reads on both stores)."""
+    await _enqueue(any_engine, 30, "http://down/", ordered=False)
+    await _enqueue(any_engine, 3, "http://up/", sim=2, ordered=False)
+    now = time.time()
+    d = webhook_deliveries.c
+    async with any_engine.begin() as conn:
+        down = list((await conn.execute(select(d.id).where(d.url == "http://down/")
+                                        .order_by(d.id))).scalars())
+        up = list((await conn.execute(select(d.id).where(d.url == "http://up/")
+                                      .order_by(d.id))).scalars())
+        # A receiver that was down: every row waits for its third try in an hour, but two.
+        await conn.execute(webhook_deliveries.update().where(d.url == "http://down/")
+                           .values(attempt_count=2, next_attempt_at=now + 3600))
+        for delivery_id, due in ((down[29], now - 60), (down[4], now - 10)):
+            await conn.execute(webhook_deliveries.update().where(d.id == delivery_id)
+                               .values(next_attempt_at=due))
+    outbox = Outbox(any_engine)
+    first = await outbox.claim(max_units=10, unit_rows=1, per_endpoint=1, lease_s=30)
+    assert [[job.delivery_id for job in unit.jobs] for unit in first] == [[down[29]], [up[0]]]
+    [more] = await outbox.claim(max_units=0, unit_rows=1, per_endpoint=1, lease_s=30,
+                                extend=[(first[0].token, "http://down/")])
+    assert [job.delivery_id for job in more.jobs] == [down[4]]
+    async with any_engine.connect() as conn:
+        waiting = (await conn.execute(select(d.status, d.attempt_count, func.count()).where(
+            d.url == "http://down/", d.id.not_in([down[4], down[29]]))
+            .group_by(d.status, d.attempt_count))).all()
+    assert [tuple(row) for row in waiting] == [("pending", 2, 28)]
+
+
 async def test_depth_and_event_retention_see_every_unfinished_delivery(
     any_engine: AsyncEngine,
 ) -> None:

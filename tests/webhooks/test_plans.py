@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import asyncio
 import re
+import sqlite3
 import time
+from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
@@ -21,6 +23,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from ridecast.store.engine import create_engine, upgrade
 from ridecast.store.outbox import outbox_sql
+from ridecast.store.steps import Query
 from ridecast.webhooks.claimer import Claimer
 from ridecast.webhooks.deliverylog import DeliveryLog
 from ridecast.webhooks.jobs import RELEASE, Result
@@ -218,3 +221,28 @@ def test_no_statement_reads_the_whole_outbox(pg_url: str, finished: int,
     assert len(narrow) >= 8, [statement for statement, _plan in plans]
     wide = [(statement, plan) for statement, plan in narrow if "ix_deliveries_sim" in plan]
     assert not wide, "\n\n".join(f"{statement}\n{plan}" for statement, plan in wide)
+    # A URL's rows are read by due time (a claim's heads, an extension): the index range
+    # ends at the rows due now, so rows waiting for a retry are never read.
+    url_reads = [(statement, plan) for statement, plan in plans
+                 if "NOT ordered AND url = " in statement and "next_attempt_at <= " in statement]
+    assert len(url_reads) >= 2, [statement for statement, _plan in plans]
+    unbounded = [(statement, plan) for statement, plan in url_reads
+                 if not re.search(r"Index Cond: .*next_attempt_at <= ", plan)]
+    assert not unbounded, "\n\n".join(f"{statement}\n{plan}" for statement, plan in unbounded)
+
+
+def test_sqlite_reads_a_urls_due_rows_by_due_time(tmp_path: Path) -> None:
+    """On SQLite too, a claim's read of a URL's unordered rows (its head, an extension) is
+    a range of ``ix_deliveries_loose`` that ends at the rows due now, in the index's order
+    (no sort): however many of the URL's rows wait for a retry, none of them is read."""
+    path = tmp_path / "plans.db"
+    asyncio.run(upgrade(f"sqlite+aiosqlite:///{path}"))
+    sql = outbox_sql("sqlite")
+    extension = next(sql.free_url_rows("http://127.0.0.1:9/", time.time(), 64))
+    assert isinstance(extension, Query)
+    with sqlite3.connect(path) as conn:
+        for statement in (sql.url_head(0, 64), extension.sql):
+            plan = " | ".join(row[3] for row in conn.execute(
+                f"EXPLAIN QUERY PLAN {statement}", {"u0": "u", "url": "u", "now": 0.0}))
+            assert "INDEX ix_deliveries_loose (url=? AND next_attempt_at<?)" in plan, plan
+            assert "TEMP B-TREE" not in plan, plan

@@ -185,8 +185,13 @@ _IN_FLIGHT_LATERAL_SQL = (
 )
 _CANDIDATE_COLUMNS = ("id, simulation_id, url, event_id, ordered, status, next_attempt_at, "
                       "lease_until, claim_token, message_type, attempt_count")
-# Index range reads (a lane's head, a URL's oldest rows) per statement of a claim.
+# Index range reads (a lane's head, a URL's first due rows) per statement of a claim.
 CANDIDATE_PARTS = 64
+# The order a URL's unordered rows are taken in: as they came due (a new delivery is due when
+# stored, a retry when its delay has run), the order of ``ix_deliveries_loose``: a claim
+# reads only the rows due now, however many of the URL's rows wait for a retry (a receiver
+# down for hours leaves every delivery of those hours waiting; docs/performance.md).
+DUE_ORDER = "next_attempt_at, event_id"
 
 
 class OutboxSql:
@@ -342,10 +347,10 @@ class OutboxSql:
                 f"AND simulation_id = :s{n} ORDER BY event_id LIMIT {int(rows)}")
 
     def url_head(self, n: int, rows: int) -> str:
-        """The oldest ``rows`` due unordered rows of URL ``:u{n}``."""
+        """The first ``rows`` unordered rows of URL ``:u{n}`` to have come due (``DUE_ORDER``)."""
         return (f"SELECT {_CANDIDATE_COLUMNS} FROM webhook_deliveries"
                 f"{self.hint('ix_deliveries_loose')} WHERE {self.loose_where} "
-                f"AND url = :u{n} AND next_attempt_at <= :now ORDER BY event_id "
+                f"AND url = :u{n} AND next_attempt_at <= :now ORDER BY {DUE_ORDER} "
                 f"LIMIT {int(rows)}")
 
     def stale_rows(self, rows: int) -> str:
@@ -371,9 +376,10 @@ class OutboxSql:
               ) -> Steps[list[tuple[Any, ...]]]:
         """The rows a claim plans with (``_CANDIDATE_COLUMNS``), read through the partial
         indexes rather than every active row: the first ``lane_rows`` of each ordered lane
-        not in ``busy_lanes``, the oldest due unordered rows of each URL (``chunk_rows`` of
-        it, or ``default_chunk_rows``), and with ``stale`` the unordered rows whose lease
-        ran out. Here the lanes and URLs are read first, then their heads."""
+        not in ``busy_lanes``, the first unordered rows of each URL to have come due
+        (``chunk_rows`` of it, or ``default_chunk_rows``; ``DUE_ORDER``), and with ``stale``
+        the unordered rows whose lease ran out. Here the lanes and URLs are read first, then
+        their heads."""
         parts: list[str] = []
         params: dict[str, Any] = {"now": now}
         lanes = yield from self.keys("simulation_id", self.lane_where, "ix_deliveries_lanes")
@@ -391,12 +397,13 @@ class OutboxSql:
         return (yield from self.candidates(parts, params))
 
     def free_url_rows(self, url: str, now: float, rows: int) -> Steps[list[tuple[Any, ...]]]:
-        """The oldest due unordered rows of ``url`` (to extend a running chunk), locked."""
+        """The first due unordered rows of ``url`` (``DUE_ORDER``; to extend a running
+        chunk), locked."""
         found: list[tuple[Any, ...]] = yield Query(
             f"SELECT id, event_id, simulation_id, message_type, attempt_count "
             f"FROM webhook_deliveries{self.hint('ix_deliveries_loose')} "
             f"WHERE {self.loose_where} AND url = :url AND next_attempt_at <= :now "
-            f"ORDER BY event_id LIMIT {int(rows)}{self.skip_locked}",
+            f"ORDER BY {DUE_ORDER} LIMIT {int(rows)}{self.skip_locked}",
             {"url": url, "now": now})
         return found
 
@@ -769,7 +776,7 @@ class PostgresOutboxSql(OutboxSql):
             "LEFT JOIN unnest(CAST(:urls AS text[]), CAST(:rows AS integer[])) AS x(url, n) "
             "ON x.url = urls.v WHERE urls.v IS NOT NULL) AS u CROSS JOIN LATERAL "
             f"(SELECT {_CANDIDATE_COLUMNS} FROM webhook_deliveries WHERE {self.loose_where} "
-            "AND url = u.v AND next_attempt_at <= :now ORDER BY event_id LIMIT u.n) AS h "
+            f"AND url = u.v AND next_attempt_at <= :now ORDER BY {DUE_ORDER} LIMIT u.n) AS h "
             "WHERE u.n > 0")
         if stale:
             sql += f" UNION ALL SELECT * FROM ({self.stale_rows(default_chunk_rows)}) AS s"

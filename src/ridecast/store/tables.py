@@ -193,12 +193,13 @@ webhook_deliveries = Table(
     # depth gauge and retention read them too (``store.outbox``); the purge of
     # finished rows reads the oldest rows by id (migration 0011).
     Index("ix_deliveries_sim", "simulation_id", "id"),
-    # Active ordered rows by lane, and waiting unordered rows by URL: a claim reads the head
-    # of each lane (or URL) from these without visiting the rest of the outbox.
+    # Active ordered rows by lane, and waiting unordered rows by URL and due time: a claim
+    # reads the head of each lane, and the due rows of each URL, from these without visiting
+    # the rest of the outbox, nor a URL's rows still waiting for a retry (migration 0015).
     Index("ix_deliveries_lanes", "simulation_id", "event_id",
           sqlite_where=text(LANE_ROWS_WHERE["sqlite"]),
           postgresql_where=text(LANE_ROWS_WHERE["postgresql"])),
-    Index("ix_deliveries_loose", "url", "event_id",
+    Index("ix_deliveries_loose", "url", "next_attempt_at", "event_id",
           sqlite_where=text(LOOSE_PENDING_WHERE["sqlite"]),
           postgresql_where=text(LOOSE_PENDING_WHERE["postgresql"])),
     Index("ix_deliveries_leased", "claim_token", "lease_until", "url", "simulation_id",

@@ -197,7 +197,9 @@ class Claimer:
             if not found:
                 continue
             size = chunk_size(len(found), len(tokens), per_endpoint, rows)
-            shares = [(token, found[n * size:(n + 1) * size]) for n, token in enumerate(tokens)]
+            # Shared as they came due, each share sent in event-id order (``claims``).
+            shares = [(token, sorted(found[n * size:(n + 1) * size], key=lambda row: row[1]))
+                      for n, token in enumerate(tokens)]
             shares = [(token, share) for token, share in shares if share]
             leased_at = time.time()
             lease_until = leased_at + lease_s
@@ -220,11 +222,12 @@ class Claimer:
         default_chunk_rows: int, busy_lanes: set[int], *, stale: bool,
     ) -> Steps[tuple[list[Row], dict[int, tuple[str, int]]]]:
         """The rows a plan can use, read through the partial indexes rather than every active
-        row: the first ``lane_rows`` of each free simulation's ordered queue, and the oldest
-        due unordered rows of each URL (``chunk_rows`` of it, or ``default_chunk_rows``); with
-        each row's message type and attempt count. ``plan_units`` gives the same plan on
-        these as on all active rows. Unordered rows whose lease ran out are read only when
-        ``stale`` (the poll asks: they have waited a whole lease already)."""
+        row: the first ``lane_rows`` of each free simulation's ordered queue, and the first
+        unordered rows of each URL to have come due (``chunk_rows`` of it, or
+        ``default_chunk_rows``); with each row's message type and attempt count.
+        ``plan_units`` gives the same plan on these as on all active rows. Unordered rows
+        whose lease ran out are read only when ``stale`` (the poll asks: they have waited a
+        whole lease already)."""
         rows = yield from self._sql.heads(now, lane_rows, chunk_rows, default_chunk_rows,
                                           busy_lanes, stale=stale)
         found: list[Row] = []

@@ -14,14 +14,16 @@ Two kinds of unit:
   the longest run of due deliveries from the head (at most ``unit_rows``). A delivery waiting
   for a retry is not due, so everything behind it waits too (head-of-line).
 * **unordered chunk** (``messaging_webhook_ordering: "unordered"``): due deliveries of one
-  URL, oldest first; chunks of one URL run in parallel, up to the limit. A backlog goes out
+  URL, in the order they came due (a new delivery when it was stored, a retry when its delay
+  ran out); chunks of one URL run in parallel, up to the limit. A backlog goes out
   in chunks of ``chunk_rows``, fewer rows are shared evenly among the URL's slots
   (``chunk_size``). A chunk running out gets more rows under its claim token, shared the
   same way (``Claimer.claim``'s ``extend``), so its slot does not wait for a claim (chunks
   started together otherwise end together and leave every slot idle for the next claim;
   docs/performance.md).
 
-Units are handed out oldest first (by their first ``event_id``), so no endpoint starves.
+Units are handed out in the order they came due (the unit whose delivery has been due the
+longest first; among new deliveries, the oldest), so no endpoint starves.
 """
 
 from __future__ import annotations
@@ -146,11 +148,14 @@ def plan_units(
         if run:
             candidates.append(run)
     for url, due in loose.items():
-        due.sort(key=lambda r: r.event_id)
+        # A URL's rows go out as they came due (the store reads them in that order,
+        # ``store.outbox.DUE_ORDER``), each chunk sent in event-id order.
+        due.sort(key=lambda r: (r.next_attempt_at, r.event_id))
         size = chunk_size(len(due), min(max_units, per_endpoint - busy.per_url.get(url, 0)),
                           per_endpoint, unit_rows if chunk_rows is None else chunk_rows)
-        candidates += [due[i:i + size] for i in range(0, len(due), size)]
-    candidates.sort(key=lambda unit: unit[0].event_id)
+        candidates += [sorted(due[i:i + size], key=lambda r: r.event_id)
+                       for i in range(0, len(due), size)]
+    candidates.sort(key=lambda unit: min((r.next_attempt_at, r.event_id) for r in unit))
     free = {url: per_endpoint - count for url, count in busy.per_url.items()}
     chosen: list[list[Row]] = []
     for unit in candidates:
