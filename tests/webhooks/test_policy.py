@@ -1,5 +1,6 @@
-"""The delivery policy's lease arithmetic (pure): a send starts only while its lease outlasts
-it, and the settings refuse a lease that no send could fit in."""
+"""The delivery policy's arithmetic (pure): a send starts only while its lease outlasts
+it, the settings refuse a lease that no send could fit in, and the backlog gauges take a
+bounded share of the time."""
 
 from __future__ import annotations
 
@@ -35,3 +36,16 @@ def test_the_defaults() -> None:
     policy = DeliveryPolicy.from_settings(Settings())
     assert (policy.timeout_s, policy.lease_s) == (10.0, 60.0)
     assert (policy.send_lease_s, policy.renew_at_s) == (20.0, 30.0)
+
+
+@given(interval=st.floats(0.01, 3600), read=st.floats(0, 3600))
+def test_the_backlog_gauges_take_a_bounded_share_of_the_time(interval: float,
+                                                             read: float) -> None:
+    """However long the read of the backlog took (it reads every delivery still to send, so
+    it grows with a receiver's outage), the next one waits the interval at least, and long
+    enough that the reads take no more than ``maintenance_share`` of the time."""
+    policy = DeliveryPolicy.from_settings(Settings(webhook_maintenance_interval_s=interval))
+    wait = policy.maintenance_wait_s(read)
+    assert wait >= interval
+    assert read <= policy.maintenance_share * wait * (1 + 1e-9)
+    assert policy.maintenance_wait_s(0.0) == interval

@@ -533,10 +533,13 @@ class Dispatcher:
     async def _maintenance_loop(self) -> None:
         policy = self._policy
         last_purge = time.monotonic()
+        wait_s = policy.maintenance_interval_s
         while True:
-            await asyncio.sleep(policy.maintenance_interval_s)
+            await asyncio.sleep(wait_s)
             try:
+                started = time.monotonic()
                 self._gauges(await self._deliveries.backlog())
+                wait_s = policy.maintenance_wait_s(time.monotonic() - started)
                 if time.monotonic() - last_purge >= policy.retention_interval_s:
                     last_purge = time.monotonic()
                     removed = await self._deliveries.purge_older_than(

@@ -25,7 +25,9 @@ class DeliveryPolicy:
     every lane and URL waiting, the oldest first). A process holds at most
     ``max_in_memory`` claimed deliveries and claims at most ``claim_units`` units a cycle.
     Results are written in batches of ``write_batch`` at most, gathered for
-    ``write_interval_s`` when nothing else is due.
+    ``write_interval_s`` when nothing else is due. The backlog gauges' read of every
+    delivery still to send takes at most ``maintenance_share`` of a process's time
+    (``maintenance_wait_s``).
     """
 
     per_endpoint: int
@@ -44,6 +46,7 @@ class DeliveryPolicy:
     body_cache_bytes: int = 32 * 1024 * 1024
     claim_hold_s: float = 2.0
     backlog_metric_sims: int = 100
+    maintenance_share: float = 0.05
     write_batch: int = 1000
     write_interval_s: float = 0.01
 
@@ -68,6 +71,13 @@ class DeliveryPolicy:
             claim_hold_s=settings.webhook_claim_hold_s,
             backlog_metric_sims=settings.webhook_backlog_metric_sims,
         )
+
+    def maintenance_wait_s(self, read_s: float) -> float:
+        """The wait before the next refresh of the backlog gauges, whose last read of every
+        delivery still to send took ``read_s``: ``maintenance_interval_s``, or longer when
+        that read is slow (a backlog of millions), so that it takes no more than
+        ``maintenance_share`` of the time however large the backlog grows."""
+        return max(self.maintenance_interval_s, read_s / self.maintenance_share)
 
     @property
     def refill_at(self) -> int:
