@@ -1,5 +1,5 @@
 """Shared bench helpers: a lean keep-alive HTTP/1.1 load generator, percentiles, the bench
-user and throw-away PostgreSQL databases.
+user, the stores of contenders and throw-away PostgreSQL databases.
 
 The generator speaks just enough HTTP/1.1 over asyncio streams (Content-Length bodies,
 keep-alive) so that the client costs far less than the server it measures.
@@ -7,8 +7,10 @@ keep-alive) so that the client costs far less than the server it measures.
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import base64
+import os
 import resource
 import socket
 import statistics
@@ -17,6 +19,7 @@ import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 
 
 def raise_nofile() -> None:
@@ -170,3 +173,50 @@ def create_pg_database(admin_url: str, name: str) -> str | None:
 
 def drop_pg_database(admin_url: str, name: str) -> None:
     _pg_admin(admin_url, f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+# The integers 1 to ``:n`` as a FROM item (column ``g``), per dialect: the benches that
+# write rows straight into a store.
+SERIES = {
+    "postgresql": "generate_series(1, CAST(:n AS bigint)) AS g",
+    "sqlite": "(WITH RECURSIVE s(g) AS (SELECT 1 UNION ALL SELECT g + 1 FROM s WHERE g < :n) "
+              "SELECT g FROM s)",
+}
+
+
+def make_user_child(url: str) -> None:
+    """Migrate the store at ``url`` with the ridecast on ``sys.path`` and print the API key
+    of a new user ``bench`` (a bench runs it as a child under a contender's source tree)."""
+    print(asyncio.run(make_user(url)))
+
+
+def contender_stores(names: list[str], tmp: Path, admin_url: str, prefix: str,
+                     ) -> tuple[dict[str, dict[str, str]], list[str]]:
+    """A store per contender (``names``): a SQLite file in ``tmp`` each, and a new
+    PostgreSQL database each on the server of ``admin_url`` (none when it is empty or no
+    server answers). (store -> contender -> URL, the PostgreSQL databases created)."""
+    stores = {"SQLite": {name: f"sqlite+aiosqlite:///{tmp / f'{name}.db'}" for name in names}}
+    created: list[str] = []
+    if admin_url:
+        pg = {}
+        for name in names:
+            db = f"{prefix}_{os.getpid()}_{name}"
+            if (url := create_pg_database(admin_url, db)) is not None:
+                created.append(db)
+                pg[name] = url
+        if pg:
+            stores["PostgreSQL"] = pg
+    return stores, created
+
+
+def contender_args(parser: argparse.ArgumentParser) -> None:
+    """The options of a bench that runs ``ridecast serve`` per store and per source tree:
+    ``--postgres``, ``--base-src``, and the hidden ``--make-user`` of its child
+    (``make_user_child``)."""
+    parser.add_argument("--postgres", default="postgresql://postgres@127.0.0.1:5432/postgres",
+                        help="an administrative URL where databases may be created "
+                             "(empty: SQLite only)")
+    parser.add_argument("--base-src", default="",
+                        help="a ridecast source tree (its src/ directory) to measure as "
+                             "'base', beside this one in the same run")
+    parser.add_argument("--make-user", help=argparse.SUPPRESS)

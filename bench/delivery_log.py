@@ -34,7 +34,16 @@ import time
 from pathlib import Path
 
 import httpx
-from _load import create_pg_database, drop_pg_database, free_port, spawn, wait_http
+from _load import (
+    SERIES,
+    contender_args,
+    contender_stores,
+    drop_pg_database,
+    free_port,
+    make_user_child,
+    spawn,
+    wait_http,
+)
 from sqlalchemy import text
 
 PENDING = 500
@@ -44,20 +53,6 @@ _FILL = ("INSERT INTO webhook_deliveries (event_id, simulation_id, message_type,
          "SELECT g, :sim, 'vehicle_use', 'http://127.0.0.1:9/', CASE WHEN g > :n - :pending "
          "THEN 'pending' WHEN g % 1000 = 0 THEN 'failed' ELSE 'succeeded' END, 1, 0, 0, 0, "
          "{true} FROM {series}")
-_SERIES = {
-    "postgresql": "generate_series(1, CAST(:n AS bigint)) AS g",
-    "sqlite": "(WITH RECURSIVE s(g) AS (SELECT 1 UNION ALL SELECT g + 1 FROM s WHERE g < :n) "
-              "SELECT g FROM s)",
-}
-
-
-def make_user_child(url: str) -> None:
-    """Migrate the store at ``url`` with the ridecast on ``sys.path`` and print the API key
-    of a new user ``bench`` (run under the contender's own source tree)."""
-    from _load import make_user
-
-    print(asyncio.run(make_user(url)))
-
 
 async def fill(url: str, sim: int, rows: int) -> None:
     """``rows`` deliveries of simulation ``sim``, straight into the store."""
@@ -68,7 +63,7 @@ async def fill(url: str, sim: int, rows: int) -> None:
         dialect = engine.dialect.name
         async with engine.begin() as conn:
             await conn.execute(text(_FILL.format(
-                true="true" if dialect == "postgresql" else "1", series=_SERIES[dialect])),
+                true="true" if dialect == "postgresql" else "1", series=SERIES[dialect])),
                 {"n": rows, "pending": min(PENDING, rows), "sim": sim})
         if dialect == "postgresql":
             async with engine.connect() as conn:
@@ -136,13 +131,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--rows", type=int, default=1_000_000)
     parser.add_argument("--polls", type=int, default=7)
-    parser.add_argument("--postgres", default="postgresql://postgres@127.0.0.1:5432/postgres",
-                        help="an administrative URL where databases may be created "
-                             "(empty: SQLite only)")
-    parser.add_argument("--base-src", default="",
-                        help="a ridecast source tree (its src/ directory) to measure as "
-                             "'base', beside this one in the same run")
-    parser.add_argument("--make-user", help=argparse.SUPPRESS)
+    contender_args(parser)
     args = parser.parse_args()
     if args.make_user:
         make_user_child(args.make_user)
@@ -152,18 +141,8 @@ def main() -> None:
     names = ["ridecast", *(["base"] if args.base_src else [])]
     srcs = {"ridecast": "", "base": args.base_src}
     with tempfile.TemporaryDirectory() as tmp:
-        stores = {"SQLite": {name: f"sqlite+aiosqlite:///{Path(tmp) / f'{name}.db'}"
-                             for name in names}}
-        created: list[str] = []
-        if args.postgres:
-            pg = {}
-            for name in names:
-                db = f"ridecast_bench_log_{os.getpid()}_{name}"
-                if (url := create_pg_database(args.postgres, db)) is not None:
-                    created.append(db)
-                    pg[name] = url
-            if pg:
-                stores["PostgreSQL"] = pg
+        stores, created = contender_stores(names, Path(tmp), args.postgres,
+                                           "ridecast_bench_log")
         try:
             for store, urls in stores.items():
                 print(f"{store}:")

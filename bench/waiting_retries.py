@@ -34,7 +34,16 @@ from pathlib import Path
 from typing import Any
 
 import httpx
-from _load import create_pg_database, drop_pg_database, free_port, spawn, wait_http
+from _load import (
+    SERIES,
+    contender_args,
+    contender_stores,
+    drop_pg_database,
+    free_port,
+    make_user_child,
+    spawn,
+    wait_http,
+)
 from sqlalchemy import text
 
 from webhooks import (
@@ -52,20 +61,6 @@ _FILL = ("INSERT INTO webhook_deliveries (event_id, simulation_id, message_type,
          "attempt_count, next_attempt_at, created_at, updated_at, ordered) "
          "SELECT g, :sim, 'vehicle_use', :url, 'pending', 3, :next, :at, :at, {false} "
          "FROM {series}")
-_SERIES = {
-    "postgresql": "generate_series(1, CAST(:n AS bigint)) AS g",
-    "sqlite": "(WITH RECURSIVE s(g) AS (SELECT 1 UNION ALL SELECT g + 1 FROM s WHERE g < :n) "
-              "SELECT g FROM s)",
-}
-
-
-def make_user_child(url: str) -> None:
-    """Migrate the store at ``url`` with the ridecast on ``sys.path`` and print the API key
-    of a new user ``bench`` (run under the contender's own source tree)."""
-    from _load import make_user
-
-    print(asyncio.run(make_user(url)))
-
 
 async def fill(url: str, sim: int, rows: int) -> None:
     """``rows`` unordered deliveries of ``sim`` to ``DOWN_URL``, each waiting for its fourth
@@ -78,7 +73,7 @@ async def fill(url: str, sim: int, rows: int) -> None:
         dialect = engine.dialect.name
         async with engine.begin() as conn:
             await conn.execute(text(_FILL.format(
-                false="false" if dialect == "postgresql" else "0", series=_SERIES[dialect])),
+                false="false" if dialect == "postgresql" else "0", series=SERIES[dialect])),
                 {"n": rows, "sim": sim, "url": DOWN_URL, "next": now + 3600, "at": now - 7200})
         # Written out before the second phase, so that it does not pay for this write.
         async with engine.connect() as conn:
@@ -166,13 +161,7 @@ def main() -> None:
     parser.add_argument("--waiting", type=int, default=400_000)
     parser.add_argument("--rate", type=int, default=200, help="events a second, steady")
     parser.add_argument("--seconds", type=float, default=5.0)
-    parser.add_argument("--postgres", default="postgresql://postgres@127.0.0.1:5432/postgres",
-                        help="an administrative URL where databases may be created "
-                             "(empty: SQLite only)")
-    parser.add_argument("--base-src", default="",
-                        help="a ridecast source tree (its src/ directory) to measure as "
-                             "'base', beside this one in the same run")
-    parser.add_argument("--make-user", help=argparse.SUPPRESS)
+    contender_args(parser)
     args = parser.parse_args()
     if args.make_user:
         make_user_child(args.make_user)
@@ -187,17 +176,9 @@ def main() -> None:
     try:
         assert receiver.stdout is not None and receiver.stdout.readline().strip() == "READY"
         with tempfile.TemporaryDirectory() as tmp:
-            stores = {"SQLite": {name: f"sqlite+aiosqlite:///{Path(tmp) / f'{name}.db'}"
-                                 for name in names}}
-            if args.postgres:
-                pg = {}
-                for name in names:
-                    db = f"ridecast_bench_waiting_{os.getpid()}_{name}"
-                    if (url := create_pg_database(args.postgres, db)) is not None:
-                        created.append(db)
-                        pg[name] = url
-                if pg:
-                    stores["PostgreSQL"] = pg
+            stores, made = contender_stores(names, Path(tmp), args.postgres,
+                                            "ridecast_bench_waiting")
+            created += made
             for store, urls in stores.items():
                 print(f"{store}:")
                 for name, url in urls.items():

@@ -4,11 +4,12 @@ log run is captured as the driver gets it, then explained with its own parameter
 a table of 1,000,000 finished deliveries with statistics, and of 30,000 and 16,000 without
 them; every write named by arrays of ids is explained again with a thousand ids (a join of
 the table on such an array was planned as a scan of the whole table below about 30,000 rows,
-or at a thousand ids)."""
+or at a thousand ids). A claim's read of a URL's unordered rows is checked on SQLite too."""
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import re
 import sqlite3
 import time
@@ -240,7 +241,7 @@ def test_sqlite_reads_a_urls_due_rows_by_due_time(tmp_path: Path) -> None:
     sql = outbox_sql("sqlite")
     extension = next(sql.free_url_rows("http://127.0.0.1:9/", time.time(), 64))
     assert isinstance(extension, Query)
-    with sqlite3.connect(path) as conn:
+    with contextlib.closing(sqlite3.connect(path)) as conn:
         for statement in (sql.url_head(0, 64), extension.sql):
             plan = " | ".join(row[3] for row in conn.execute(
                 f"EXPLAIN QUERY PLAN {statement}", {"u0": "u", "url": "u", "now": 0.0}))
