@@ -4,7 +4,8 @@ log run is captured as the driver gets it, then explained with its own parameter
 a table of 1,000,000 finished deliveries with statistics, and of 30,000 and 16,000 without
 them; every write named by arrays of ids is explained again with a thousand ids (a join of
 the table on such an array was planned as a scan of the whole table below about 30,000 rows,
-or at a thousand ids). A claim's read of a URL's unordered rows is checked on SQLite too."""
+or at a thousand ids). A claim's read of a URL's unordered rows, and a simulation's of its own, are
+checked on SQLite too."""
 
 from __future__ import annotations
 
@@ -222,6 +223,14 @@ def test_no_statement_reads_the_whole_outbox(pg_url: str, finished: int,
     assert len(narrow) >= 8, [statement for statement, _plan in plans]
     wide = [(statement, plan) for statement, plan in narrow if "ix_deliveries_sim" in plan]
     assert not wide, "\n\n".join(f"{statement}\n{plan}" for statement, plan in wide)
+    # A simulation's waiting unordered rows are read by simulation, not among every
+    # simulation's (another organisation's receiver may have left millions waiting).
+    own = [(statement, plan) for statement, plan in plans
+           if "status = 'pending' AND NOT ordered AND simulation_id = " in statement]
+    assert len(own) >= 4, [statement for statement, _plan in plans]
+    shared = [(statement, plan) for statement, plan in own
+              if "ix_deliveries_loose_sim" not in plan or "using ix_deliveries_loose on" in plan]
+    assert not shared, "\n\n".join(f"{statement}\n{plan}" for statement, plan in shared)
     # A URL's rows are read by due time (a claim's heads, an extension): the index range
     # ends at the rows due now, so rows waiting for a retry are never read.
     url_reads = [(statement, plan) for statement, plan in plans
@@ -235,7 +244,8 @@ def test_no_statement_reads_the_whole_outbox(pg_url: str, finished: int,
 def test_sqlite_reads_a_urls_due_rows_by_due_time(tmp_path: Path) -> None:
     """On SQLite too, a claim's read of a URL's unordered rows (its head, an extension) is
     a range of ``ix_deliveries_loose`` that ends at the rows due now, in the index's order
-    (no sort): however many of the URL's rows wait for a retry, none of them is read."""
+    (no sort): however many of the URL's rows wait for a retry, none of them is read; and a
+    simulation's rows still to send are read by simulation."""
     path = tmp_path / "plans.db"
     asyncio.run(upgrade(f"sqlite+aiosqlite:///{path}"))
     sql = outbox_sql("sqlite")
@@ -247,3 +257,8 @@ def test_sqlite_reads_a_urls_due_rows_by_due_time(tmp_path: Path) -> None:
                 f"EXPLAIN QUERY PLAN {statement}", {"u0": "u", "url": "u", "now": 0.0}))
             assert "INDEX ix_deliveries_loose (url=? AND next_attempt_at<?)" in plan, plan
             assert "TEMP B-TREE" not in plan, plan
+        # And a simulation's rows still to send (the delivery log, its backlog) by simulation.
+        plan = " | ".join(row[3] for row in conn.execute(
+            f"EXPLAIN QUERY PLAN {sql.active_rows((0, 1, 2), of_simulation=True)}", {"sim": 1}))
+        assert "INDEX ix_deliveries_loose_sim (simulation_id=?)" in plan, plan
+        assert "INDEX ix_deliveries_lanes (simulation_id=?)" in plan, plan

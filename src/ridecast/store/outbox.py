@@ -235,23 +235,32 @@ class OutboxSql:
         """The partial index of each of ``active_wheres``, in the same order."""
         return ("ix_deliveries_lanes", "ix_deliveries_loose", "ix_deliveries_leased")
 
+    @property
+    def simulation_indexes(self) -> tuple[str, str, str]:
+        """The partial index each of ``active_wheres`` is read from for one simulation: the
+        lanes' and the waiting unordered rows' are keyed by simulation; the unordered rows in
+        flight are read from theirs whole (keyed by token, bounded by what the workers
+        hold in memory)."""
+        return ("ix_deliveries_lanes", "ix_deliveries_loose_sim", "ix_deliveries_leased")
+
     def active_rows(self, parts: Sequence[int], *, of_simulation: bool) -> str:
         """A SELECT of the rows of ``active_wheres[n]`` for each ``n`` in ``parts`` (with
-        ``of_simulation``, only those of simulation ``:sim``), each read from its partial
-        index alone, so that a simulation's long history is never read. The lanes' index is
-        keyed by simulation; the other two are keyed by URL and token and are read whole,
-        bounded by the outbox's rows still to send: their ``simulation_id + 0`` lets no
-        index serve that test, and ``fence`` keeps a caller's conditions out of the read
-        (PostgreSQL otherwise combined them with ix_deliveries_sim, SQLite read
-        ix_deliveries_sim instead; tests/webhooks/test_plans.py)."""
+        ``of_simulation``, only those of simulation ``:sim``, read from
+        ``simulation_indexes``), each read from its partial index alone, so that neither a
+        simulation's long history nor another simulation's backlog is read (a receiver down
+        for hours leaves millions of rows waiting). The unordered rows in flight are read
+        whole, filtered by ``simulation_id + 0`` so that no other index serves the test, and
+        ``fence`` keeps a caller's conditions out of each read (PostgreSQL otherwise
+        combined them with ix_deliveries_sim, SQLite read ix_deliveries_sim instead;
+        tests/webhooks/test_plans.py)."""
         reads = []
         for n in parts:
-            of_sim = ""
+            index, of_sim = self.active_indexes[n], ""
             if of_simulation:
-                of_sim = " AND simulation_id = :sim" if n == 0 else " AND simulation_id + 0 = :sim"
-            reads.append(f"SELECT * FROM (SELECT * FROM webhook_deliveries"
-                         f"{self.hint(self.active_indexes[n])} WHERE {self.active_wheres[n]}"
-                         f"{of_sim}{self.fence}) AS a{n}")
+                index = self.simulation_indexes[n]
+                of_sim = " AND simulation_id + 0 = :sim" if n == 2 else " AND simulation_id = :sim"
+            reads.append(f"SELECT * FROM (SELECT * FROM webhook_deliveries{self.hint(index)} "
+                         f"WHERE {self.active_wheres[n]}{of_sim}{self.fence}) AS a{n}")
         return " UNION ALL ".join(reads)
 
     @property
@@ -579,10 +588,9 @@ class OutboxSql:
     def _log_rows(self, status: str | None) -> str:
         """The FROM item (``d``) a delivery-log read of ``status`` reads, so that it never
         reads more than the rows it may return: for pending or delivering, a simulation's
-        rows still to send, from the partial indexes of the claims (its ordered lane; and
-        the unordered rows waiting or in flight, whose indexes are keyed by URL and token:
-        read whole, bounded by the outbox's rows still to send, not by history); for failed
-        or disabled, ``ix_deliveries_ended``; otherwise the simulation's rows by id."""
+        rows still to send (``active_rows``: its ordered lane, its unordered rows waiting,
+        and the unordered rows in flight); for failed or disabled, ``ix_deliveries_ended``;
+        otherwise the simulation's rows by id."""
         if status in ACTIVE_STATES:
             # The lane (both states) and the unordered rows waiting, or in flight.
             parts = (0, 1) if status == "pending" else (0, 2)

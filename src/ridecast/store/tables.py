@@ -202,6 +202,11 @@ webhook_deliveries = Table(
     Index("ix_deliveries_loose", "url", "next_attempt_at", "event_id",
           sqlite_where=text(LOOSE_PENDING_WHERE["sqlite"]),
           postgresql_where=text(LOOSE_PENDING_WHERE["postgresql"])),
+    # Waiting unordered rows by simulation: the delivery log's pending pages and counts, and
+    # a simulation's backlog, without reading other simulations' (migration 0016).
+    Index("ix_deliveries_loose_sim", "simulation_id", "id",
+          sqlite_where=text(LOOSE_PENDING_WHERE["sqlite"]),
+          postgresql_where=text(LOOSE_PENDING_WHERE["postgresql"])),
     Index("ix_deliveries_leased", "claim_token", "lease_until", "url", "simulation_id",
           "ordered", sqlite_where=text(LEASED_WHERE), postgresql_where=text(LEASED_WHERE)),
     # Deliveries that ended without success, by simulation (the delivery log's failed and
