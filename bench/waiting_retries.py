@@ -15,10 +15,12 @@ each waits for its next try in an hour, as a receiver's outage leaves them. The 
 phase is the reference in the same server.
 
 Printed per phase: the live simulation's delivery latency (stored to received, p50 and
-p99), the server's mean claim transaction (its ``/metrics``), and CPU per delivery (the
-server's, and PostgreSQL's processes'); then the second phase over the first (1.0: the
-waiting deliveries cost the others nothing). With ``--base-src``, the same on a second
-server run from that tree (its own store, migrated by it).
+p99), the server's mean claim transaction (its ``/metrics``), CPU per delivery (the
+server's, and PostgreSQL's processes'), and the dashboard's poll of the live simulation's
+delivery log (``delivery_log.py``'s five pages, ``--polls`` times after the phase); then the
+second phase over the first (1.0: the waiting deliveries cost the others nothing). With
+``--base-src``, the same on a second server run from that tree (its own store, migrated by
+it).
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -44,6 +47,7 @@ from _load import (
     spawn,
     wait_http,
 )
+from delivery_log import poll
 from sqlalchemy import text
 
 from webhooks import (
@@ -108,6 +112,13 @@ def phase(base: str, auth: tuple[str, str], rport: int, sim: int, server_pid: in
             "cpu_us": cpu / sent * 1e6, "pg_us": pg_s / sent * 1e6}
 
 
+def log_poll_ms(base: str, auth: tuple[str, str], sim: int, polls: int) -> float:
+    """The dashboard's poll of ``sim``'s delivery log (``delivery_log.poll``: five pages),
+    median of ``polls``, in ms."""
+    with httpx.Client(base_url=base, auth=auth, timeout=60) as client:
+        return statistics.median(poll(client, sim) for _ in range(polls)) * 1e3
+
+
 def contender(name: str, url: str, src: str, rport: int, tmp: Path,
               args: argparse.Namespace) -> dict[str, dict[str, Any]]:
     """One server on its own store: both phases, printed."""
@@ -136,11 +147,13 @@ def contender(name: str, url: str, src: str, rport: int, tmp: Path,
         wait_count(rport, sent, time.time() + 60)
         results = {"without": phase(base, auth, rport, sims["live"], server.pid, postgres,
                                     args)}
+        results["without"]["log_ms"] = log_poll_ms(base, auth, sims["live"], args.polls)
         started = time.perf_counter()
         asyncio.run(fill(url, sims["down"], args.waiting))
         print(f"  {name}: {args.waiting:,} deliveries waiting for a retry stored in "
               f"{time.perf_counter() - started:.1f} s")
         results["with"] = phase(base, auth, rport, sims["live"], server.pid, postgres, args)
+        results["with"]["log_ms"] = log_poll_ms(base, auth, sims["live"], args.polls)
     finally:
         server.terminate()
         server.wait(timeout=30)
@@ -148,11 +161,13 @@ def contender(name: str, url: str, src: str, rport: int, tmp: Path,
         print(f"  {name:8s} {label:7s} waiting: latency p50 {r['p50']:7.1f} ms, p99 "
               f"{r['p99']:7.1f} ms; claim {r['claim_ms']:6.2f} ms ({r['claims']}); "
               f"CPU per delivery {r['cpu_us']:6.0f} µs"
-              + (f" + PostgreSQL's {r['pg_us']:5.0f} µs" if postgres else ""))
+              + (f" + PostgreSQL's {r['pg_us']:5.0f} µs" if postgres else "")
+              + f"; its delivery log's poll {r['log_ms']:6.1f} ms")
     w, wo = results["with"], results["without"]
     print(f"  {name}: with / without: p99 {w['p99'] / wo['p99']:.2f}, claim "
           f"{w['claim_ms'] / wo['claim_ms']:.2f}, CPU per delivery "
-          f"{(w['cpu_us'] + w['pg_us']) / (wo['cpu_us'] + wo['pg_us']):.2f}")
+          f"{(w['cpu_us'] + w['pg_us']) / (wo['cpu_us'] + wo['pg_us']):.2f}, delivery log's "
+          f"poll {w['log_ms'] / wo['log_ms']:.2f}")
     return results
 
 
@@ -161,6 +176,8 @@ def main() -> None:
     parser.add_argument("--waiting", type=int, default=400_000)
     parser.add_argument("--rate", type=int, default=200, help="events a second, steady")
     parser.add_argument("--seconds", type=float, default=5.0)
+    parser.add_argument("--polls", type=int, default=7,
+                        help="polls of the live simulation's delivery log after each phase")
     contender_args(parser)
     args = parser.parse_args()
     if args.make_user:

@@ -59,7 +59,8 @@ CASES = [
     ("fanout_cluster.py", ["--subscribers", "4", "--events", "50"], "ratio two nodes / one node"),
     ("demo_sizing.py", ["--runs", "3:20", "--hours", "0.3"], "demo sizing:"),
     ("delivery_log.py", ["--rows", "600", "--polls", "1"], "delivery log, dashboard poll:"),
-    ("waiting_retries.py", ["--waiting", "300", "--rate", "40", "--seconds", "0.3"],
+    ("waiting_retries.py", ["--waiting", "300", "--rate", "40", "--seconds", "0.3",
+                            "--polls", "1"],
      "webhooks beside deliveries waiting for a retry:"),
     # Both orders of the two schemes; it stops with an error if either loses a success.
     ("lease_units.py", ["--deliveries", "600", "--rounds", "2", "--unordered"],
