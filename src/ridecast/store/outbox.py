@@ -243,9 +243,10 @@ class OutboxSql:
         hold in memory)."""
         return ("ix_deliveries_lanes", "ix_deliveries_loose_sim", "ix_deliveries_leased")
 
-    def active_rows(self, parts: Sequence[int], *, of_simulation: bool) -> str:
-        """A SELECT of the rows of ``active_wheres[n]`` for each ``n`` in ``parts`` (with
-        ``of_simulation``, only those of simulation ``:sim``, read from
+    def active_rows(self, parts: Sequence[int], *, of_simulation: bool,
+                    columns: str = "*") -> str:
+        """A SELECT of ``columns`` of the rows of ``active_wheres[n]`` for each ``n`` in
+        ``parts`` (with ``of_simulation``, only those of simulation ``:sim``, read from
         ``simulation_indexes``), each read from its partial index alone, so that neither a
         simulation's long history nor another simulation's backlog is read (a receiver down
         for hours leaves millions of rows waiting). The unordered rows in flight are read
@@ -259,8 +260,9 @@ class OutboxSql:
             if of_simulation:
                 index = self.simulation_indexes[n]
                 of_sim = " AND simulation_id + 0 = :sim" if n == 2 else " AND simulation_id = :sim"
-            reads.append(f"SELECT * FROM (SELECT * FROM webhook_deliveries{self.hint(index)} "
-                         f"WHERE {self.active_wheres[n]}{of_sim}{self.fence}) AS a{n}")
+            reads.append(f"SELECT * FROM (SELECT {columns} FROM webhook_deliveries"
+                         f"{self.hint(index)} WHERE {self.active_wheres[n]}{of_sim}{self.fence})"
+                         f" AS a{n}")
         return " UNION ALL ".join(reads)
 
     @property
@@ -639,7 +641,9 @@ class OutboxSql:
     def backlog(self, simulation_id: int | None) -> Steps[list[tuple[int, int, float]]]:
         """Per simulation (one, or every one): deliveries still to send, and the creation
         time of the oldest of them."""
-        active = self.active_rows((0, 1, 2), of_simulation=simulation_id is not None)
+        # Two columns, not the rows: the gauges read every delivery still to send.
+        active = self.active_rows((0, 1, 2), of_simulation=simulation_id is not None,
+                                  columns="simulation_id, created_at")
         rows = yield Query(
             f"SELECT simulation_id, count(*), min(created_at) FROM ({active}) AS a "
             "GROUP BY simulation_id ORDER BY simulation_id",
