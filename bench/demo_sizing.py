@@ -21,9 +21,9 @@ from datetime import UTC, datetime
 from typing import Any
 
 from ridecast.cli.demo import simulation_data
-from ridecast.simulator.engine import Engine
-from ridecast.simulator.kpis import compute
-from ridecast.simulator.settings import read_settings
+from ridecast.simulator.core.engine import Engine
+from ridecast.simulator.core.kpis import compute
+from ridecast.simulator.core.settings import read_settings
 
 DEFAULT_RUNS = "30:360,40:180"  # the sizing before issue 35 item 10, and the demo's now
 

@@ -2,7 +2,7 @@
 
 A node that takes a run over replays it from simulated second 0 to where the run was, in
 steps of ``runner.CATCH_UP_STEP_S`` as the runner does, and drops the events already published
-(``simulator/resume.py``). This times that replay for the engine alone (the bench's demand:
+(``simulator/hosting/resume.py``). This times that replay for the engine alone (the bench's demand:
 ``--bookings`` over ``--hours``, flat, on the bundled Gothenburg network by default), and the
 filter over the replayed events. Reading the journal and the log's tail are single queries
 on top (a few ms for a journal of hundreds of entries).
@@ -18,8 +18,8 @@ import time
 from datetime import UTC, datetime
 
 from ridecast.simulator import Engine, SimulatorSettings
-from ridecast.simulator.resume import AlreadyPublished, Progress
-from ridecast.simulator.runner import CATCH_UP_STEP_S
+from ridecast.simulator.hosting.resume import AlreadyPublished, Progress
+from ridecast.simulator.hosting.runner import CATCH_UP_STEP_S
 
 START = datetime(2024, 5, 6, 6, 0, tzinfo=UTC)
 

@@ -4,8 +4,8 @@ Usage: python scripts/build_network.py [GEOJSON] [OUT.npz]
 
 Without arguments it fetches ``geojson-path-finder@2.1.0`` with ``npm pack`` into a temporary
 directory, reads ``test/large-network.json`` (a 2016 Gothenburg extract of OpenStreetMap, ODbL,
-© OpenStreetMap contributors) and writes src/ridecast/simulator/networks/gothenburg.npz.
-The conversion itself lives in ``ridecast.simulator.network_build`` (also used by
+© OpenStreetMap contributors) and writes src/ridecast/simulator/core/networks/gothenburg.npz.
+The conversion itself lives in ``ridecast.simulator.core.network_build`` (also used by
 ``ridecast network import``).
 """
 
@@ -18,10 +18,10 @@ import tarfile
 import tempfile
 from pathlib import Path
 
-from ridecast.simulator.network_build import build_from_geojson
+from ridecast.simulator.core.network_build import build_from_geojson
 
 ROOT = Path(__file__).resolve().parent.parent
-DEFAULT_OUT = ROOT / "src/ridecast/simulator/networks/gothenburg.npz"
+DEFAULT_OUT = ROOT / "src/ridecast/simulator/core/networks/gothenburg.npz"
 
 
 def fetch_gothenburg(tmp: Path) -> dict[str, object]:

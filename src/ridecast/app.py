@@ -36,12 +36,12 @@ from .limits import create_limits
 from .ports import SimulatorHost
 from .runtime import Runtime
 from .simulations import SimulationCatalog, SimulationService
-from .simulator.cluster_host import ClusterHost
-from .simulator.journal import JournalStore
-from .simulator.lease import LeaseStore
-from .simulator.manager import SimulatorManager
-from .simulator.resume import LogTail
-from .simulator.settings import read_settings
+from .simulator.core.settings import read_settings
+from .simulator.hosting.cluster_host import ClusterHost
+from .simulator.hosting.journal import JournalStore
+from .simulator.hosting.lease import LeaseStore
+from .simulator.hosting.manager import SimulatorManager
+from .simulator.hosting.resume import LogTail
 from .store.accounts import AccountStore
 from .store.engine import create_engine, upgrade
 from .store.eventlog import EventLog
@@ -213,7 +213,7 @@ def _simulator_host(settings: Settings, engine: AsyncEngine, bus: Bus,
                     ingest: Ingest, event_log: EventLog) -> SimulatorHost:
     """Simulator runs publish through ingest; runs are leased in the store, commands are
     forwarded to the owner on the bus, operations journaled, and a run whose node stopped
-    is taken over from its journal (``simulator/cluster_host.py``)."""
+    is taken over from its journal (``simulator/hosting/cluster_host.py``)."""
     journal = JournalStore(engine)
     manager = SimulatorManager(ingest.submit_trusted, max_batch=ingest.max_batch,
                                max_finished=settings.simulator_max_finished_runs,

@@ -27,7 +27,7 @@ from typing import Any, Protocol
 from .auth.visibility import Principal
 from .bus import StoredEvent
 from .simulations.catalog import SimulationMeta
-from .simulator.commands import Command
+from .simulator.core.commands import Command
 
 
 class EventReader(Protocol):

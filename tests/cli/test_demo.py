@@ -29,8 +29,8 @@ from ridecast.cli.demo import (
     write_credentials,
 )
 from ridecast.events.types import ALL_TYPES
-from ridecast.simulator.engine import Engine
-from ridecast.simulator.settings import read_settings
+from ridecast.simulator.core.engine import Engine
+from ridecast.simulator.core.settings import read_settings
 from tests.dashboard.demo_process import launch_demo, ridecast_argv
 
 LISTEN_TIMEOUT_S = 45

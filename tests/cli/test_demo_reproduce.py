@@ -21,8 +21,8 @@ from typing import Any
 import httpx
 
 from ridecast.cli.demo import simulation_data
-from ridecast.simulator.engine import Engine
-from ridecast.simulator.settings import read_settings
+from ridecast.simulator.core.engine import Engine
+from ridecast.simulator.core.settings import read_settings
 from tests.conftest import Server
 
 ISO = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?[+-]\d\d:\d\d$")

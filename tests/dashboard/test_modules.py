@@ -12,9 +12,9 @@ from hypothesis import strategies as st
 
 from ridecast.errors import ERRORS
 from ridecast.events.examples import all_examples
-from ridecast.simulator.engine import Engine
-from ridecast.simulator.polyline import decode, encode
-from ridecast.simulator.settings import SimulatorSettings
+from ridecast.simulator.core.engine import Engine
+from ridecast.simulator.core.polyline import decode, encode
+from ridecast.simulator.core.settings import SimulatorSettings
 from tests.conftest import Server
 from tests.dashboard.conftest import local_only
 

@@ -18,8 +18,8 @@ import numpy as np
 from scipy.sparse.csgraph import dijkstra
 from scipy.spatial import cKDTree
 
-from ridecast.simulator.network import RoadNetwork
-from ridecast.simulator.polyline import decode
+from ridecast.simulator.core.network import RoadNetwork
+from ridecast.simulator.core.polyline import decode
 
 NODE_MATCH_M = 0.9  # polyline5 rounds to 1e-5 degrees: at most ~0.7 m here
 

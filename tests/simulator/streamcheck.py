@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from ridecast.simulator.polyline import decode
+from ridecast.simulator.core.polyline import decode
 
 Event = dict[str, Any]
 

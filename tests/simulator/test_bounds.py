@@ -9,8 +9,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from ridecast.simulator import Engine, SimulatorSettings
-from ridecast.simulator import scheduler as sch
-from ridecast.simulator.settings import Circle
+from ridecast.simulator.core import scheduler as sch
+from ridecast.simulator.core.settings import Circle
 
 START = datetime(2024, 5, 6, 7, 40, tzinfo=UTC)
 

@@ -16,10 +16,10 @@ import pytest
 
 from ridecast.bus import BusMessage, MemoryBus, SimulationChanged, SimulatorCommand
 from ridecast.errors import RidecastError, ServiceUnavailable
-from ridecast.simulator.cluster_host import ClusterHost
-from ridecast.simulator.commands import Command
-from ridecast.simulator.lease import LeaseStore
-from ridecast.simulator.manager import SimulatorManager
+from ridecast.simulator.core.commands import Command
+from ridecast.simulator.hosting.cluster_host import ClusterHost
+from ridecast.simulator.hosting.lease import LeaseStore
+from ridecast.simulator.hosting.manager import SimulatorManager
 from ridecast.store.engine import create_engine, upgrade
 
 SIM = 5

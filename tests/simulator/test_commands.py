@@ -8,8 +8,8 @@ import pytest
 
 from ridecast.errors import BadRequest, RidecastError
 from ridecast.simulator import Engine, SimulatorSettings
-from ridecast.simulator.commands import CONTROLS, OPERATIONS, Command, apply
-from ridecast.simulator.operations import Operations
+from ridecast.simulator.core.commands import CONTROLS, OPERATIONS, Command, apply
+from ridecast.simulator.core.operations import Operations
 
 START = datetime(2024, 1, 1, 8, tzinfo=UTC)
 

@@ -12,8 +12,8 @@ from hypothesis import strategies as st
 
 from ridecast.errors import BadRequest
 from ridecast.simulator import Engine, SimulatorSettings, read_settings
-from ridecast.simulator.demand import hourly_rates
-from ridecast.simulator.settings import DEFAULT_DEMAND_PROFILE, Circle, HotSpot
+from ridecast.simulator.core.demand import hourly_rates
+from ridecast.simulator.core.settings import DEFAULT_DEMAND_PROFILE, Circle, HotSpot
 
 CET = timezone(timedelta(hours=1))
 

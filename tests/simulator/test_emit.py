@@ -7,8 +7,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from ridecast.events.types import MessageType
-from ridecast.simulator.emit import Emitter
-from ridecast.simulator.model import Vehicle
+from ridecast.simulator.core.emit import Emitter
+from ridecast.simulator.core.model import Vehicle
 
 _FLOAT = st.floats(-1e4, 1e4, allow_nan=False)
 

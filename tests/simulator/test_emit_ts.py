@@ -7,7 +7,7 @@ from datetime import UTC, datetime
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ridecast.simulator.emit import Emitter
+from ridecast.simulator.core.emit import Emitter
 
 EPOCH = datetime(2024, 5, 6, 6, 0, tzinfo=UTC).timestamp()
 
@@ -37,7 +37,7 @@ def test_ts_on_boundaries() -> None:
 def test_remembered_timestamps_match_datetime(times: list[float]) -> None:
     """One emitter asked again and again (repeats, and past a full memo) answers as a new
     one does."""
-    import ridecast.simulator.emit as emit
+    import ridecast.simulator.core.emit as emit
 
     emitter = Emitter(1, EPOCH)
     for t in [*times, *reversed(times), *times]:

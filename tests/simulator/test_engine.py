@@ -13,7 +13,7 @@ import pytest
 
 from ridecast.events import ALL_TYPES, parse_event
 from ridecast.simulator import Engine, SimulatorSettings
-from ridecast.simulator.settings import Circle
+from ridecast.simulator.core.settings import Circle
 
 from .streamcheck import StreamCheck
 

@@ -17,11 +17,11 @@ import pytest
 
 from ridecast.errors import NotFound, ServiceUnavailable
 from ridecast.simulator import Engine, SimulatorSettings
-from ridecast.simulator.clock import MaxClock
-from ridecast.simulator.commands import Command, apply
-from ridecast.simulator.journal import JournalEntry, JournalStore
-from ridecast.simulator.resume import AlreadyPublished, Progress
-from ridecast.simulator.runner import Runner, Status
+from ridecast.simulator.core.commands import Command, apply
+from ridecast.simulator.hosting.clock import MaxClock
+from ridecast.simulator.hosting.journal import JournalEntry, JournalStore
+from ridecast.simulator.hosting.resume import AlreadyPublished, Progress
+from ridecast.simulator.hosting.runner import Runner, Status
 from ridecast.store.engine import create_engine, upgrade
 
 START = datetime(2024, 1, 1, 8, tzinfo=UTC)

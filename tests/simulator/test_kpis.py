@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 
 from ridecast.simulator import Engine, SimulatorSettings
-from ridecast.simulator.kpis import KpiCache, compute, percentile
+from ridecast.simulator.core.kpis import KpiCache, compute, percentile
 
 
 def test_percentile_nearest_rank() -> None:

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from ridecast.simulator.lease import LeaseStore, effective_status
+from ridecast.simulator.hosting.lease import LeaseStore, effective_status
 from ridecast.store.engine import create_engine, upgrade
 
 

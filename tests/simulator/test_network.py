@@ -15,8 +15,8 @@ from hypothesis import strategies as st
 from ridecast.errors import BadRequest
 from ridecast.events import parse_event
 from ridecast.simulator import Engine, SimulatorSettings, read_settings
-from ridecast.simulator.network import NetworkTravel, load_bundled
-from ridecast.simulator.settings import Circle
+from ridecast.simulator.core.network import NetworkTravel, load_bundled
+from ridecast.simulator.core.settings import Circle
 
 from .networkcheck import NetworkCheck
 
@@ -85,7 +85,7 @@ def test_routes_take_longer_than_straight_lines() -> None:
     """Streets are longer than great circles: the detour factor is well above 1."""
     travel = NetworkTravel(load_bundled("gothenburg"))
     a, b = travel.snap((57.70, 11.94)), travel.snap((57.72, 11.99))
-    from ridecast.simulator.travel import haversine_m
+    from ridecast.simulator.core.travel import haversine_m
     ratio = travel.distance_m(a, b) / haversine_m(a, b)
     assert 1.05 < ratio < 2.5
     # Mid-leg positions continue on the same street: the rest of the leg is consistent.
@@ -99,7 +99,7 @@ def test_fleet_filter_on_arrays_equals_the_plain_one() -> None:
     per-vehicle reference."""
     import numpy as np
 
-    from ridecast.simulator import scheduler as sch
+    from ridecast.simulator.core import scheduler as sch
 
     settings = SCENARIO.model_copy(update={"vehicles": 40, "bookings_per_hour": 600,
                                            "duration_s": 900})
@@ -130,7 +130,7 @@ def test_fleet_filter_on_arrays_equals_the_plain_one() -> None:
 def test_idle_vehicles_rebalance_to_hot_spots_along_streets() -> None:
     """No demand yet, one hot spot, no background share: idle vehicles drive to the spot
     on the streets (GPS on edges, paths of directed edges); with rebalancing off they stay."""
-    from ridecast.simulator.settings import HotSpot
+    from ridecast.simulator.core.settings import HotSpot
 
     spot = HotSpot(lat=57.7065, lon=11.9700, radius_m=600, weight=1)
     settings = SCENARIO.model_copy(update={
@@ -223,7 +223,7 @@ def test_fleet_rows_kept_up_to_date_equal_a_fresh_build() -> None:
     are exactly the rows and offsets a scheduler with no cache builds."""
     import numpy as np
 
-    from ridecast.simulator import scheduler as sch
+    from ridecast.simulator.core import scheduler as sch
 
     settings = SCENARIO.model_copy(update={"vehicles": 40, "bookings_per_hour": 600,
                                            "duration_s": 900, "vehicle_break_probability": 0.9,
@@ -313,7 +313,7 @@ def test_status_requests_and_the_scheduler_never_change_a_later_drive(
     many points in 100 simulated seconds here), a run polled for every vehicle's position
     after every step gives the same stream as a run with room for a million and without
     pruning. (Before anchors were kept apart, the first run's stream differed.)"""
-    import ridecast.simulator.network as network
+    import ridecast.simulator.core.network as network
 
     # Breaks and rebalancing leave vehicles idle in the middle of a street for a while.
     settings = SCENARIO.model_copy(update={"vehicles": 30, "bookings_per_hour": 300,

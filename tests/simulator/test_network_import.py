@@ -14,7 +14,7 @@ from typer.testing import CliRunner
 from ridecast.cli.main import app
 from ridecast.errors import BadRequest
 from ridecast.simulator import Engine, SimulatorSettings, read_settings
-from ridecast.simulator.network import NetworkTravel, RoadNetwork
+from ridecast.simulator.core.network import NetworkTravel, RoadNetwork
 
 from .networkcheck import NetworkCheck
 

@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from ridecast.simulator.polyline import decode, dedupe, encode
+from ridecast.simulator.core.polyline import decode, dedupe, encode
 
 
 def test_reference_example() -> None:

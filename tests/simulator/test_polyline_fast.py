@@ -6,7 +6,7 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ridecast.simulator.polyline import _encode_value, decode, encode
+from ridecast.simulator.core.polyline import _encode_value, decode, encode
 
 LAT = st.floats(-90, 90, allow_nan=False)
 LON = st.floats(-180, 180, allow_nan=False)

@@ -12,7 +12,7 @@ from typing import Any
 from hypothesis import given
 from hypothesis import strategies as st
 
-from ridecast.simulator.resume import AlreadyPublished, Progress, as_produced
+from ridecast.simulator.hosting.resume import AlreadyPublished, Progress, as_produced
 
 
 def _event(n: int) -> dict[str, Any]:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ridecast.simulator.rng import Source, Streams, derive_seed
+from ridecast.simulator.core.rng import Source, Streams, derive_seed
 
 
 def test_streams_are_reproducible() -> None:

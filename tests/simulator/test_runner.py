@@ -10,10 +10,10 @@ import pytest
 
 from ridecast.errors import Conflict, NotFound
 from ridecast.simulator import Engine, SimulatorSettings
-from ridecast.simulator.clock import MaxClock, WallClock
-from ridecast.simulator.demand import hourly_rates
-from ridecast.simulator.manager import SimulatorManager
-from ridecast.simulator.runner import Runner, Status
+from ridecast.simulator.core.demand import hourly_rates
+from ridecast.simulator.hosting.clock import MaxClock, WallClock
+from ridecast.simulator.hosting.manager import SimulatorManager
+from ridecast.simulator.hosting.runner import Runner, Status
 
 START = datetime(2024, 1, 1, 8, tzinfo=UTC)
 SMALL = SimulatorSettings(seed=2, vehicles=4, bookings_per_hour=60, duration_s=900, speed="max")

@@ -5,9 +5,9 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ridecast.simulator.model import Booking, BookingStatus, NodeType, RouteNode, Vehicle
-from ridecast.simulator.scheduler import Insertion, Scheduler, apply_insertion, build_plan
-from ridecast.simulator.travel import StraightLineTravel
+from ridecast.simulator.core.model import Booking, BookingStatus, NodeType, RouteNode, Vehicle
+from ridecast.simulator.core.scheduler import Insertion, Scheduler, apply_insertion, build_plan
+from ridecast.simulator.core.travel import StraightLineTravel
 
 TRAVEL = StraightLineTravel(30.0)
 DWELL = 20.0

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from ridecast.errors import BadRequest
-from ridecast.simulator.settings import BBox, Circle, read_settings
+from ridecast.simulator.core.settings import BBox, Circle, read_settings
 
 
 def test_defaults() -> None:

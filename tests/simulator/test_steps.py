@@ -17,7 +17,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from ridecast.simulator import Engine, SimulatorSettings
-from ridecast.simulator.settings import Circle
+from ridecast.simulator.core.settings import Circle
 
 START = datetime(2024, 5, 6, 7, 50, tzinfo=UTC)  # crosses 08:00: a congestion change
 STRAIGHT = SimulatorSettings(

@@ -5,7 +5,7 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
-from ridecast.simulator.travel import StraightLineTravel, bearing_deg, haversine_m
+from ridecast.simulator.core.travel import StraightLineTravel, bearing_deg, haversine_m
 
 PARIS = (48.8566, 2.3522)
 LONDON = (51.5074, -0.1278)

@@ -21,7 +21,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, Field
 
 from ..events.types import MessageType
-from ..simulator.runner import Status
+from ..simulator.hosting.runner import Status
 from ..webhooks.deliverylog import COUNT_LIMIT
 
 

@@ -17,7 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from ..errors import ServiceUnavailable
 from ..ports import SimulatorHost
 from ..runtime import Runtime
-from ..simulator.commands import Command
+from ..simulator.core.commands import Command
 from .deps import CurrentUser, RuntimeDep
 from .jsonlimits import INT64_MAX, INT64_MIN
 from .params import Id

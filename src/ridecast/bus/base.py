@@ -7,7 +7,7 @@ A bus carries two kinds of message, in the order they were published:
 * ``SimulationChanged``: a simulation was updated or deleted, so caches of its owner and
   webhook settings must be refreshed and, when deleted, its streams closed;
 * ``SimulatorCommand`` and ``SimulatorReply``: a simulator command forwarded to the node that
-  owns the run, and that node's answer (see ``simulator/cluster_host.py``). Their fields are
+  owns the run, and that node's answer (see ``simulator/hosting/cluster_host.py``). Their fields are
   plain values so that any bus can carry them.
 
 Handlers are called synchronously, in publication order, and must not block: the hub only

@@ -33,8 +33,8 @@ def import_network(
     = False,
 ) -> None:
     """Import a city's drivable streets as a simulator network named NAME."""
-    from ..simulator.network_build import build, ways_from_osm
-    from ..simulator.settings import NETWORK_NAME, NETWORKS, network_dir
+    from ..simulator.core.network_build import build, ways_from_osm
+    from ..simulator.core.settings import NETWORK_NAME, NETWORKS, network_dir
 
     if name in NETWORKS or not NETWORK_NAME.fullmatch(name):
         raise _fail(f"network name {name!r}: use 1-64 of a-z 0-9 - _ (starting with a letter "

@@ -21,8 +21,8 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from ..simulator.polyline import LatLon, encode
-from ..simulator.settings import NETWORKS
+from ..simulator.core.polyline import LatLon, encode
+from ..simulator.core.settings import NETWORKS
 
 ATTRIBUTION = "© OpenStreetMap contributors"
 LICENSE = "ODbL-1.0"
@@ -70,7 +70,7 @@ def bundled_network_json(name: str) -> bytes:
     """The answer for a bundled network, built once per process."""
     if name not in BUNDLED:
         raise KeyError(name)
-    ref = resources.files("ridecast.simulator") / "networks" / f"{name}.npz"
+    ref = resources.files("ridecast.simulator.core") / "networks" / f"{name}.npz"
     with resources.as_file(ref) as path, np.load(path) as data:
         lines = street_lines(data["node_e6"].astype(np.float64) / 1e6, data["edge_u"],
                              data["edge_v"], data["geom_off"],

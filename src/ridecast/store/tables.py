@@ -243,7 +243,7 @@ simulator_runs = Table(
     Column("status_json", JSON, nullable=False),
     Column("updated_at", Float, nullable=False),
     # The run (a uuid per start), what rebuilds it (settings data and start) and how far its
-    # published events go (count and last event id, simulated clock): simulator/lease.py.
+    # published events go (count and last event id, simulated clock): simulator/hosting/lease.py.
     Column("run_id", String(32), nullable=True),
     Column("spec_json", JSON, nullable=True),
     Column("progress_json", JSON, nullable=True),
@@ -254,7 +254,7 @@ simulator_journal = Table(
     "simulator_journal",
     metadata,
     # Every operation a run accepted, in order, with the simulated time it applied at:
-    # replayed on the run's seed and settings it gives the run again (simulator/journal.py).
+    # replayed on the run's seed and settings it gives the run again (simulator/hosting/journal.py).
     Column("run_id", String(32), primary_key=True),
     Column("seq", Integer, primary_key=True, autoincrement=False),
     Column("simulation_id", Integer, nullable=False),

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..errors import BadRequest, Conflict, NotFound
+from ...errors import BadRequest, Conflict, NotFound
 from .emit import Event
 from .model import Booking, BookingStatus, NodeType, Offer, OfferStatus, RouteNode, Vehicle
 from .polyline import LatLon

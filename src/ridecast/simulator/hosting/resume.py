@@ -19,8 +19,8 @@ from typing import Any, Protocol
 
 import orjson
 
-from ..store.eventlog import EventLog
-from .emit import Event
+from ...store.eventlog import EventLog
+from ..core.emit import Event
 
 # Fields the event log adds to what the engine produced.
 _STAMPED = ("server_ts", "event_id")

@@ -3,7 +3,7 @@
 ``SimulatorManager`` is what the REST layer talks to: start (from the simulation's ``data``),
 pause, resume, stop, status with KPIs, and the operations, which need a running or paused
 simulator (409 ``invalid_state`` otherwise). With a journal store, each run journals the
-operations it accepts (``simulator/journal.py``), and ``adopt`` rebuilds a run another
+operations it accepts (``simulator/hosting/journal.py``), and ``adopt`` rebuilds a run another
 process owned from its spec and journal.
 """
 
@@ -14,15 +14,15 @@ from collections.abc import Callable, Sequence
 from functools import partial
 from typing import Any
 
-from ..errors import Conflict
+from ...errors import Conflict
+from ..core.commands import Command
+from ..core.engine import Engine
+from ..core.operations import Result
+from ..core.spec import RunSpec
 from .clock import clock_for
-from .commands import Command
-from .engine import Engine
 from .journal import JournalEntry, JournalStore
-from .operations import Result
 from .resume import AlreadyPublished, Progress
 from .runner import EventSink, Runner, Status
-from .spec import RunSpec
 
 log = logging.getLogger(__name__)
 

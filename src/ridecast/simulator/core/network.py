@@ -29,7 +29,7 @@ from scipy.sparse import csr_matrix
 from scipy.sparse.csgraph import dijkstra
 from scipy.spatial import cKDTree
 
-from ..errors import BadRequest
+from ...errors import BadRequest
 from .polyline import LatLon
 from .settings import NETWORKS, SimulatorSettings, user_network_path
 from .travel import StraightLineTravel, TravelModel, bearing_deg
@@ -135,7 +135,7 @@ class RoadNetwork:
 @cache
 def load_bundled(name: str) -> RoadNetwork:
     """A network shipped inside the package, loaded once per process."""
-    ref = resources.files("ridecast.simulator") / "networks" / f"{name}.npz"
+    ref = resources.files("ridecast.simulator.core") / "networks" / f"{name}.npz"
     with resources.as_file(ref) as path:
         return RoadNetwork(path)
 

@@ -39,9 +39,10 @@ from collections.abc import Coroutine, Sequence
 from functools import partial
 from typing import Any
 
-from ..bus import Bus, BusMessage, SimulationChanged, SimulatorCommand, SimulatorReply
-from ..errors import Conflict, RidecastError, ServiceUnavailable
-from .commands import Command, apply
+from ...bus import Bus, BusMessage, SimulationChanged, SimulatorCommand, SimulatorReply
+from ...errors import Conflict, RidecastError, ServiceUnavailable
+from ..core.commands import Command, apply
+from ..core.spec import ClockState, RunSpec
 from .journal import JournalStore
 from .lease import (
     ACTIVE,
@@ -55,7 +56,6 @@ from .lease import (
 from .manager import SimulatorManager
 from .resume import AlreadyPublished, EventTail, Progress
 from .runner import Runner, Status
-from .spec import ClockState, RunSpec
 
 log = logging.getLogger(__name__)
 

@@ -18,7 +18,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from ..errors import BadRequest
+from ...errors import BadRequest
 
 #: Built-in values of ``network`` (bundled networks and the straight-line model).
 NETWORKS = frozenset({"straight", "gothenburg"})

@@ -28,13 +28,13 @@ from collections.abc import Callable, Sequence
 from enum import StrEnum
 from typing import Any, Protocol
 
-from ..errors import Conflict, RidecastError, ServiceUnavailable
+from ...errors import Conflict, RidecastError, ServiceUnavailable
+from ..core.commands import Command, apply
+from ..core.engine import Engine
+from ..core.kpis import KpiCache
+from ..core.operations import Result
 from .clock import Clock, MaxClock
-from .commands import Command, apply
-from .engine import Engine
 from .journal import JournalEntry
-from .kpis import KpiCache
-from .operations import Result
 from .resume import AlreadyPublished, Progress
 
 log = logging.getLogger(__name__)
@@ -72,7 +72,7 @@ class Status(StrEnum):
     PAUSED = "paused"
     FINISHED = "finished"
     STOPPED = "stopped"
-    # Never a runner's own state: a run whose owning node went away (see simulator/lease.py).
+    # Never a runner's own state: a run whose owning node went away (see hosting/lease.py).
     INTERRUPTED = "interrupted"
 
 

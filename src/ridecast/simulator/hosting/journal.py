@@ -19,8 +19,8 @@ from dataclasses import dataclass
 from sqlalchemy import delete, insert, select
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from ..store.tables import simulator_journal as journal
-from .commands import Command
+from ...store.tables import simulator_journal as journal
+from ..core.commands import Command
 
 
 @dataclass(frozen=True, slots=True)

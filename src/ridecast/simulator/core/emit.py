@@ -12,8 +12,8 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from ..events.types import PRODUCER_DEFAULTS, MessageType
-from ..isotime import second_prefix
+from ...events.types import PRODUCER_DEFAULTS, MessageType
+from ...isotime import second_prefix
 from .model import Booking, Offer, RouteNode, Vehicle
 from .polyline import LatLon, dedupe, encode
 

@@ -2,7 +2,7 @@
 
 A REST route builds a ``Command``; the node that owns the run applies it. Control commands
 (start, pause, resume, stop) are the host's; operation commands map one to one onto the
-engine's operation methods (``simulator/operations.py``), with keyword arguments. Pure: no
+engine's operation methods (``simulator/core/operations.py``), with keyword arguments. Pure: no
 I/O here.
 
 >>> cmd = Command("accept_offer", {"offer_id": 7})
@@ -16,7 +16,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..errors import BadRequest
+from ...errors import BadRequest
 from .engine import Engine
 from .operations import Result
 

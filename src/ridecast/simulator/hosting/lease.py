@@ -24,7 +24,7 @@ from sqlalchemy import delete, insert, or_, select, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from ..store.tables import simulator_runs as runs
+from ...store.tables import simulator_runs as runs
 from .runner import Status
 
 ACTIVE = (Status.RUNNING.value, Status.PAUSED.value)
