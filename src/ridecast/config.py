@@ -162,6 +162,12 @@ class Settings(BaseSettings):
         "X-Forwarded-Proto are believed; the client address of anyone else is the socket's. "
         "Default none: forwarding headers are ignored.",
     )
+    allowed_origins: list[str] = Field(
+        default_factory=list, description="Web origins (JSON list, e.g. "
+        '["https://ops.example.com"]) whose pages may send state-changing requests (POST, '
+        "PATCH, PUT, DELETE) besides the server's own: a request whose Origin header is "
+        "neither gets 403 cross_origin_refused. Default none.",
+    )
     ws_max_streams_per_user: int = Field(
         2000, gt=0, description="Open websocket streams of one user (in the whole cluster "
         "with a Redis bus); one more is closed with 4102 too_many_streams.",

@@ -49,6 +49,7 @@ except ImportError:  # pragma: no cover - httptools is a pinned dependency
 
 from ..bus import StoredEvent
 from ..runtime import Runtime
+from .crosssite import is_json_type
 from .events import (
     CREATED_HEADERS,
     INGEST_PATH,
@@ -415,6 +416,7 @@ def ingest_http_protocol(max_body_bytes: int, bounds: HttpBounds, *,
             length = None
             authorization: bytes | None = None
             forwarded = False
+            typed = foreign = False
             for name, value in self.headers:
                 if name == b"content-length":
                     if length is not None or not value.isdigit():
@@ -427,7 +429,13 @@ def ingest_http_protocol(max_body_bytes: int, bounds: HttpBounds, *,
                         authorization = value
                 elif name in _FORWARDED:
                     forwarded = True
-            if length is None or length > max_body_bytes:
+                elif name == b"content-type":
+                    typed = is_json_type(value)
+                elif name == b"origin":
+                    foreign = True
+            # A body not labelled JSON, or a page's request: the full path decides
+            # (api/crosssite.py).
+            if length is None or length > max_body_bytes or not typed or foreign:
                 return None
             self._now = None
             if not forwarded and not query and not self.root_path:
