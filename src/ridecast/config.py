@@ -9,6 +9,8 @@ from pydantic import Field, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 DEFAULT_DATABASE_URL = "sqlite+aiosqlite:///./ridecast-data/ridecast.db"
+SUPPORTED_DATABASE_SCHEMES = ("sqlite+aiosqlite", "postgresql+asyncpg")
+"""The stores ridecast runs on: SQLite through aiosqlite, PostgreSQL through asyncpg."""
 
 
 class Settings(BaseSettings):
@@ -354,6 +356,18 @@ class Settings(BaseSettings):
                 f"RIDECAST_WEBHOOK_TIMEOUT_S ({self.webhook_timeout_s}): a delivery is sent "
                 "only while its lease outlasts the request's time-out")
         return self
+
+    @field_validator("database_url")
+    @classmethod
+    def _supported_store(cls, value: str) -> str:
+        scheme = value.partition("://")[0].lower()
+        if scheme not in SUPPORTED_DATABASE_SCHEMES:
+            raise ValueError(
+                f"the scheme {scheme!r} is not supported; use one of "
+                + ", ".join(f"{s}://" for s in SUPPORTED_DATABASE_SCHEMES)
+                + " (e.g. sqlite+aiosqlite:///./ridecast.db, "
+                "postgresql+asyncpg://user@host/db)")
+        return value
 
     @field_validator("webhook_retry_schedule_s")
     @classmethod
