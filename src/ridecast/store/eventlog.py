@@ -37,6 +37,7 @@ from ..metrics import EVENTLOG_COMMIT_SECONDS, EVENTLOG_COMMITS, EVENTLOG_EVENTS
 from .checkpointer import WalCheckpointer, disable_autocheckpoint
 from .driver_sql import insert_qmark, insert_values
 from .outbox import PostgresOutboxSql, outbox_sql
+from .refusal import refuses_row
 from .tables import event_counter, events, first_id_since, simulations
 from .txsteps import DriverThread, Many, Query, Steps, driver_thread, run_alone, run_on
 
@@ -289,22 +290,26 @@ class EventLog:
     async def _commit(
         self, group: list[tuple[Sequence[NewEvent], asyncio.Future[list[StoredEvent]]]]
     ) -> None:
-        """Write ``group`` and answer its requests. When the store refuses a row (not an
-        outage), the group is written again in halves, down to single requests: only the
-        requests whose rows it refuses fail (500 ``store_refused``), every other one is
-        stored and answered as if it had been alone."""
+        """Write ``group`` and answer its requests. When the store refuses a row of it
+        (``store/refusal.py``), the group is written again in halves, down to single
+        requests: only the requests whose rows it refuses fail (500 ``store_refused``),
+        every other one is stored and answered as if it had been alone. Any other failure
+        (an outage, a broken store) fails the group with 503, as it fails every write."""
         try:
             stored = await self._write(group)
         except Exception as exc:
             outage = isinstance(exc, ServiceUnavailable)  # logged by the engine
             await self._drop_connection()
-            if not outage and len(group) > 1:
+            row = not outage and refuses_row(exc)
+            if row and len(group) > 1:
                 half = len(group) // 2
                 await self._commit(group[:half])
                 await self._commit(group[half:])
                 return
             refused: RidecastError
-            if outage:
+            if not row:
+                if not outage:
+                    log.exception("event log write failed for %d requests", len(group))
                 refused = ServiceUnavailable(
                     f"the store could not write the events ({type(exc).__name__}); "
                     "nothing of this request was stored", retry_after=1,

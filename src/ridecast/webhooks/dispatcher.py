@@ -56,7 +56,7 @@ from .claimer import Claimer
 from .deadline import Deadline
 from .deliverylog import DeliveryLog
 from .health import EndpointHealth
-from .isolate import record_apart
+from .isolate import record_apart, refuses_row
 from .jobs import RELEASE, Job, Result, Unit
 from .policy import DeliveryPolicy
 from .recorder import Recorder
@@ -234,7 +234,7 @@ class Dispatcher:
                 )
             except Exception as exc:
                 self._claim_due = True
-                if not batch or isinstance(exc, ServiceUnavailable):
+                if not batch or not refuses_row(exc):
                     self._results = batch + self._results
                     raise
                 # One result the store refuses must not hold back the others

@@ -2,7 +2,7 @@
 
 The dispatcher writes the results of many deliveries, of every organisation, in one
 transaction with its next claim. When the store refuses a row of them (a constraint, a
-trigger, a value it cannot keep) and it is not an outage, the whole transaction fails, and
+trigger, a value it cannot keep: ``store/refusal.py``), the whole transaction fails, and
 retrying it as it was would fail the same way forever: no result of anyone would be
 recorded and every delivery would be sent again after its lease. So the batch is written
 again without the claim, in halves down to single results; a result the store refuses
@@ -17,6 +17,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 
 from ..errors import ServiceUnavailable
+from ..store.refusal import refuses_row
 from .jobs import Result
 
 log = logging.getLogger(__name__)
@@ -49,10 +50,10 @@ async def _write(record: Callable[[Sequence[Result]], Awaitable[None]],
         return
     try:
         await record(part)
-    except ServiceUnavailable:
-        apart.pending.extend(part)
-        return
     except Exception as exc:
+        if isinstance(exc, ServiceUnavailable) or not refuses_row(exc):
+            apart.pending.extend(part)  # not this part's fault: written later, whole
+            return
         if len(part) == 1:
             log.error("the store refused the result of webhook delivery %d (%s: %s); it "
                       "is sent again when its lease runs out", part[0].delivery_id,
@@ -66,4 +67,4 @@ async def _write(record: Callable[[Sequence[Result]], Awaitable[None]],
     apart.written.extend(part)
 
 
-__all__ = ["Apart", "record_apart"]
+__all__ = ["Apart", "record_apart", "refuses_row"]
