@@ -99,7 +99,8 @@ class Settings(BaseSettings):
     )
     http_idle_timeout_s: float = Field(
         5.0, gt=0, description="An HTTP connection with no request in progress (new, or kept "
-        "alive after a response) that begins none within this time is closed.",
+        "alive after a response) that begins none within this time is closed; so is a TLS "
+        "connection whose handshake has not ended within it (both ports).",
     )
     direct_ingest: bool = Field(
         True, description="Serve plain POST .../events requests (a Content-Length body within "
