@@ -309,3 +309,72 @@ def pg_url() -> Iterator[str]:
         pytest.skip(f"no PostgreSQL on 127.0.0.1:5432: {exc}")
     yield f"postgresql+asyncpg://postgres@127.0.0.1:5432/{name}"
     asyncio.run(_postgres_admin(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+
+
+STORES = ("sqlite", "postgresql")
+"""The two stores; the suites of hostile input run on each (a single node, in-process bus)."""
+
+
+def launch_store_server(store: str, tmp: Path, env: dict[str, str] | None = None) -> Server:
+    """``launch_server`` on a fresh database of ``store``; skips when PostgreSQL does not
+    answer. ``stop_store_server`` stops it and drops the database."""
+    if store == "sqlite":
+        return launch_server(tmp, env)
+    name = f"ridecast_test_{uuid.uuid4().hex[:10]}"
+    try:
+        asyncio.run(_postgres_admin(f'CREATE DATABASE "{name}"'))
+    except (TimeoutError, OSError) as exc:
+        pytest.skip(f"no PostgreSQL on 127.0.0.1:5432: {exc}")
+    url = f"postgresql+asyncpg://postgres@127.0.0.1:5432/{name}"
+    try:
+        return launch_server(tmp, env, database_url=url)
+    except BaseException:
+        asyncio.run(_postgres_admin(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+        raise
+
+
+def stop_store_server(srv: Server) -> None:
+    srv.stop()
+    if srv.database_url.startswith("postgresql"):
+        name = srv.database_url.rsplit("/", 1)[1]
+        asyncio.run(_postgres_admin(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+
+
+def server_per_store(label: str, *, scope: Literal["session", "module"] = "module",
+                     env: dict[str, str] | None = None) -> Any:
+    """A fixture: a server once per store of ``STORES`` (a module assigns it to the
+    fixture name its tests use)."""
+
+    @pytest.fixture(scope=scope, params=STORES)
+    def shared(request: pytest.FixtureRequest,
+               tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
+        srv = launch_store_server(request.param,
+                                  tmp_path_factory.mktemp(f"{label}-{request.param}"), env)
+        yield srv
+        stop_store_server(srv)
+
+    return shared
+
+
+def store_execute(srv: Server, *statements: str) -> None:
+    """Run SQL statements straight on ``srv``'s store (SQLite file or PostgreSQL), as an
+    operator's tool would: each its own transaction."""
+    if srv.database_url.startswith("sqlite"):
+        import sqlite3
+
+        with sqlite3.connect(srv.database_url.split("///", 1)[1]) as db:
+            for statement in statements:
+                db.execute(statement)
+        return
+
+    async def run() -> None:
+        import asyncpg
+
+        conn = await asyncpg.connect(srv.database_url.replace("+asyncpg", ""), timeout=5)
+        try:
+            for statement in statements:
+                await conn.execute(statement)
+        finally:
+            await conn.close()
+
+    asyncio.run(run())

@@ -17,14 +17,23 @@ from __future__ import annotations
 import json
 import os
 import socket
-import sqlite3
 import threading
 import time
+from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 from typing import Any
 
+import pytest
+
 from tests.api.test_page_resources import read_all_history
-from tests.conftest import Server
+from tests.conftest import (
+    STORES,
+    Server,
+    launch_store_server,
+    stop_store_server,
+    store_execute,
+)
 from tests.hub.rawws import PeakRss, flood_pings, handshake, read_frames
 from tests.webhooks.conftest import FAST_ENV
 from tests.webhooks.helpers import deliveries, vehicle_use, wait_for
@@ -63,19 +72,26 @@ def _flood_pings(port: int, path: str, sent: list[int], out: list[socket.socket]
 
 def _store_bad_secret(server: Server, sim: int, url: str) -> None:
     """Write a secret the sender cannot use straight into the store."""
-    path = server.database_url.split("///", 1)[1]
     data = {"messaging_webhook_url": url, "messaging_webhook_message_types": ["vehicle_use"],
             "messaging_webhook_secret": "whsec_!!!!not-base64!!!!"}
-    with sqlite3.connect(path) as db:
-        db.execute("UPDATE simulations SET data = ? WHERE id = ?", (json.dumps(data), sim))
+    quoted = json.dumps(data).replace("'", "''")
+    store_execute(server, f"UPDATE simulations SET data = '{quoted}' WHERE id = {sim}")
+
+
+@pytest.fixture(params=STORES)
+def hostile_server(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Server]:
+    """The attacked server, on SQLite and then on PostgreSQL (issue 50)."""
+    srv = launch_store_server(request.param, tmp_path, {
+        **FAST_ENV, "RIDECAST_WS_SEND_QUEUE_BYTES": str(2 * MIB),
+        "RIDECAST_MAX_BODY_BYTES": str(2 * MIB)})
+    yield srv
+    stop_store_server(srv)
 
 
 def test_all_hostile_clients_at_once_stay_within_the_memory_and_cpu_bounds(
-    start_server: Any,
+    hostile_server: Server,
 ) -> None:
-    server: Server = start_server({**FAST_ENV,
-                                   "RIDECAST_WS_SEND_QUEUE_BYTES": str(2 * MIB),
-                                   "RIDECAST_MAX_BODY_BYTES": str(2 * MIB)})
+    server = hostile_server
     pid = server.process.pid
     user = server.create_user()
     sim = server.create_simulation(user)

@@ -79,3 +79,29 @@ def test_wss_on_both_ports(tmp_path: Path) -> None:
                 assert asyncio.run(receive(port))["message_type"] == "vehicle_use"
     finally:
         server.stop()
+
+
+def test_a_tls_handshake_that_never_starts_is_dropped_as_idle(tmp_path: Path) -> None:
+    """A connection that never sends its ClientHello is closed by the server after
+    RIDECAST_HTTP_IDLE_TIMEOUT_S, on both ports, not after asyncio's minute: the socket
+    below waits far less than that minute for the server to close it."""
+    import socket
+
+    from tests.conftest import free_port
+
+    cert, key = _certificate(tmp_path)
+    ws_port = free_port()
+    server = launch_server(tmp_path, {"RIDECAST_WS_PORT": str(ws_port),
+                                      "RIDECAST_HTTP_IDLE_TIMEOUT_S": "1"},
+                           args=["--tls-cert", str(cert), "--tls-key", str(key)], scheme="https")
+    try:
+        for port in (server.port, ws_port):
+            with socket.create_connection(("127.0.0.1", port)) as silent:
+                silent.settimeout(20)  # a third of asyncio's default handshake timeout
+                try:
+                    closed = silent.recv(1) == b""
+                except ConnectionResetError:
+                    closed = True
+                assert closed, port
+    finally:
+        server.stop()

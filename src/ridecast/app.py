@@ -23,8 +23,9 @@ from .api import events as events_api
 from .api import health, simulations, templates, token
 from .api import simulator as simulator_api
 from .api import webhooks as webhooks_api
+from .api.crosssite import STATE_CHANGING, normalise_origin, refusal
 from .api.docs_pages import install_docs_pages
-from .api.errors import BodyGuard, UnexpectedErrors, install_error_handlers
+from .api.errors import BodyGuard, UnexpectedErrors, install_error_handlers, ridecast_error_response
 from .api.jsonlimits import JsonLimits
 from .api.openapi import build_openapi
 from .bus import Bus, MemoryBus, create_bus
@@ -236,8 +237,18 @@ class RidecastApp(FastAPI):
     (``api.events.IngestFastPath``); every other request goes through the stack."""
 
     fast_ingest: events_api.IngestFastPath | None = None
+    allowed_origins: frozenset[str] = frozenset()
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http" and scope["method"] in STATE_CHANGING:
+            # Before anything reads the body or the credentials: a cross-site write is
+            # refused whoever's credentials the browser attached (api/crosssite.py).
+            refused = refusal(scope["method"], scope.get("scheme", "http"), scope["headers"],
+                              self.allowed_origins)
+            if refused is not None:
+                await ridecast_error_response(refused, scope["path"], scope["method"])(
+                    scope, receive, send)
+                return
         fast = self.fast_ingest
         if fast is not None:
             simulation_id = fast.simulation_id(scope)
@@ -285,6 +296,7 @@ def create_app(settings: Settings | None = None, *,
         openapi_url="/openapi.json",
     )
     app.state.settings = settings
+    app.allowed_origins = frozenset(normalise_origin(o) for o in settings.allowed_origins)
     install_error_handlers(app)
     limits = JsonLimits(max_depth=settings.max_json_depth, max_string=settings.max_json_string,
                         max_items=settings.max_json_items)

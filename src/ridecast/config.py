@@ -9,6 +9,8 @@ from pydantic import Field, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 DEFAULT_DATABASE_URL = "sqlite+aiosqlite:///./ridecast-data/ridecast.db"
+SUPPORTED_DATABASE_SCHEMES = ("sqlite+aiosqlite", "postgresql+asyncpg")
+"""The stores ridecast runs on: SQLite through aiosqlite, PostgreSQL through asyncpg."""
 
 
 class Settings(BaseSettings):
@@ -97,7 +99,8 @@ class Settings(BaseSettings):
     )
     http_idle_timeout_s: float = Field(
         5.0, gt=0, description="An HTTP connection with no request in progress (new, or kept "
-        "alive after a response) that begins none within this time is closed.",
+        "alive after a response) that begins none within this time is closed; so is a TLS "
+        "connection whose handshake has not ended within it (both ports).",
     )
     direct_ingest: bool = Field(
         True, description="Serve plain POST .../events requests (a Content-Length body within "
@@ -161,6 +164,12 @@ class Settings(BaseSettings):
         '["10.0.0.5", "10.1.0.0/16"]) of the reverse proxies whose X-Forwarded-For and '
         "X-Forwarded-Proto are believed; the client address of anyone else is the socket's. "
         "Default none: forwarding headers are ignored.",
+    )
+    allowed_origins: list[str] = Field(
+        default_factory=list, description="Web origins (JSON list, e.g. "
+        '["https://ops.example.com"]) whose pages may send state-changing requests (POST, '
+        "PATCH, PUT, DELETE) besides the server's own: a request whose Origin header is "
+        "neither gets 403 cross_origin_refused. Default none.",
     )
     ws_max_streams_per_user: int = Field(
         2000, gt=0, description="Open websocket streams of one user (in the whole cluster "
@@ -348,6 +357,18 @@ class Settings(BaseSettings):
                 f"RIDECAST_WEBHOOK_TIMEOUT_S ({self.webhook_timeout_s}): a delivery is sent "
                 "only while its lease outlasts the request's time-out")
         return self
+
+    @field_validator("database_url")
+    @classmethod
+    def _supported_store(cls, value: str) -> str:
+        scheme = value.partition("://")[0].lower()
+        if scheme not in SUPPORTED_DATABASE_SCHEMES:
+            raise ValueError(
+                f"the scheme {scheme!r} is not supported; use one of "
+                + ", ".join(f"{s}://" for s in SUPPORTED_DATABASE_SCHEMES)
+                + " (e.g. sqlite+aiosqlite:///./ridecast.db, "
+                "postgresql+asyncpg://user@host/db)")
+        return value
 
     @field_validator("webhook_retry_schedule_s")
     @classmethod

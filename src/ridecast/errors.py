@@ -6,12 +6,15 @@ Every error a client can meet has a stable ``code``. The same table gives its HT
     RidecastError                 code, message, details; .spec -> ErrorSpec
      ├── BadRequest               400: invalid_json, validation_error, unknown_message_type,
      │                                 simulation_id_mismatch, invalid_simulation_data,
-     │                                 webhook_target_refused, invalid_cursor, ...
+     │                                 webhook_target_refused, invalid_cursor,
+     │                                 unsupported_character, ...
      ├── Unauthorized             401: not_authenticated, invalid_credentials
      ├── NotFound                 404: not_found, simulation_not_found, ...
      ├── Conflict                 409: conflict, user_exists, invalid_state
      ├── PreconditionFailed       412: precondition_failed
+     ├── Forbidden                403: cross_origin_refused, not_owner
      ├── PayloadTooLarge          413: payload_too_large
+     ├── UnsupportedMediaType     415: unsupported_media_type
      ├── TooManyRequests          429: too_many_requests, too_many_streams
      └── ServiceUnavailable       503: service_unavailable, ingest_saturated,
                                        simulator_owner_unreachable
@@ -64,6 +67,10 @@ _ROWS: tuple[ErrorSpec, ...] = (
               "A JSON body is nested too deep, holds too long a string or too many values, or "
               "an integer outside the signed 64-bit range (RIDECAST_MAX_JSON_*); details name "
               "the field. Nothing was stored."),
+    ErrorSpec("unsupported_character", 400, None,
+              "A string or key of a JSON body holds U+0000 (NUL, sent as \\u0000), which "
+              "PostgreSQL cannot keep in text: refused on every store alike; details name "
+              "the field. Nothing was stored."),
     ErrorSpec("not_authenticated", 401, 4001,
               "No credentials: send HTTP Basic (user name, API key), "
               "'Authorization: Token <api_key>', or a websocket ?token=."),
@@ -83,6 +90,14 @@ _ROWS: tuple[ErrorSpec, ...] = (
     ErrorSpec("cursor_expired", 410, 4010,
               "since= points before the oldest retained event: the gap cannot be replayed."),
     ErrorSpec("not_found", 404, None, "No such resource."),
+    ErrorSpec("cross_origin_refused", 403, None,
+              "A POST, PUT, PATCH or DELETE carries an Origin header that is neither the "
+              "server's own nor in RIDECAST_ALLOWED_ORIGINS: a page of another site cannot "
+              "change anything (SECURITY.md, \"What a browser can do\"). Nothing changed."),
+    ErrorSpec("unsupported_media_type", 415, None,
+              "A POST, PUT, PATCH or DELETE has a body whose Content-Type is not JSON "
+              "(application/json or application/<x>+json), or none: send "
+              "'Content-Type: application/json' (curl --json). Nothing changed."),
     ErrorSpec("not_owner", 403, None,
               "The template is visible to you but belongs to another user: only its owner "
               "or an admin may change or delete it."),
@@ -118,6 +133,10 @@ _ROWS: tuple[ErrorSpec, ...] = (
               "The server is shutting down; reconnect (to it or another node) with "
               "since=<last event_id>."),
     ErrorSpec("internal_error", 500, 1011, "An unexpected error; it has been logged."),
+    ErrorSpec("store_refused", 500, None,
+              "The store refused a row of this request (a constraint it breaks, or a value "
+              "that store cannot keep); nothing of the request was stored, and requests "
+              "written in the same commit were stored and answered as if alone. Logged."),
     ErrorSpec("service_unavailable", 503, 4101,
               "The service is starting or stopping, or its store does not answer; retry "
               "after Retry-After seconds (streams: reconnect with back-off and since=)."),
@@ -198,6 +217,19 @@ class PreconditionFailed(RidecastError):
     """Raised when If-Match does not match the current ETag (412)."""
 
     default_code = "precondition_failed"
+
+
+class Forbidden(RidecastError):
+    """Raised when the request may not do this, whoever sends it: a page of another web
+    origin changing state (403)."""
+
+    default_code = "cross_origin_refused"
+
+
+class UnsupportedMediaType(RidecastError):
+    """Raised when a state-changing request's body is not labelled JSON (415)."""
+
+    default_code = "unsupported_media_type"
 
 
 class PayloadTooLarge(RidecastError):

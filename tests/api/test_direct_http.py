@@ -14,6 +14,7 @@ import sqlite3
 from collections.abc import Callable
 
 import orjson
+import pytest
 
 from ridecast.events.examples import all_examples
 from tests.conftest import Server
@@ -229,3 +230,27 @@ def test_an_upgrade_pipelined_after_an_ingest_post_is_answered_as_uvicorn(
     assert direct[6] == b"2 events stored"
     assert direct[3:] == plain[3:]  # the same bytes
     assert "RuntimeError" not in direct_server.logs()
+
+
+@pytest.mark.parametrize("direct", ["true", "false"])
+def test_pipelined_answers_come_in_request_order(start_server: Callable[..., Server],
+                                                 direct: str) -> None:
+    """A POST, a GET and an upgrade in one write: 201, 200, then 101, on both ingest paths
+    (uvicorn alone sent the 101 before the GET's answer)."""
+    srv = start_server({"RIDECAST_DIRECT_INGEST": direct})
+    user = srv.create_user(org="org-order")
+    sim = srv.create_simulation(user)
+    auth = "Basic " + base64.b64encode(f"{user.name}:{user.key}".encode()).decode()
+    token = srv.token(user)
+    events = f"/api/v2/simulation/{sim}/events"
+    get = (f"GET {events} HTTP/1.1\r\nHost: test\r\nAuthorization: {auth}\r\n\r\n").encode()
+    upgrade = (f"GET /simulation_events/{sim}?token={token} HTTP/1.1\r\nHost: test\r\n"
+               "Upgrade: websocket\r\nConnection: Upgrade\r\n"
+               "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n"
+               "Sec-WebSocket-Version: 13\r\n\r\n").encode()
+    with socket.create_connection(("127.0.0.1", srv.port)) as sock:
+        sock.settimeout(30)
+        buffer = bytearray()
+        sock.sendall(_post(events, orjson.dumps(all_examples(sim)[0]), auth) + get + upgrade)
+        answers = [_read_response(sock, buffer)[:12] for _ in range(3)]
+    assert answers == [b"HTTP/1.1 201", b"HTTP/1.1 200", b"HTTP/1.1 101"], answers

@@ -161,6 +161,12 @@ HTTP_RECIPES: dict[str, Callable[[World], httpx.Response]] = {
     "json_limit_exceeded": lambda w: w.http.post(
         "/api/v2/simulation", content=b'{"name": "n", "data": ' + b"[" * 40 + b"]" * 40 + b"}",
         headers={"Content-Type": "application/json"}),
+    "unsupported_character": lambda w: w.http.post(
+        "/api/v2/simulation", json={"name": "a\x00b"}),
+    "cross_origin_refused": lambda w: w.http.post(
+        "/api/v2/simulation", json={"name": "n"}, headers={"Origin": "https://evil.example"}),
+    "unsupported_media_type": lambda w: w.http.post(
+        "/api/v2/simulation", content=b'{"name": "n"}', headers={"Content-Type": "text/plain"}),
     "not_authenticated": lambda w: _anonymous(w),
     "invalid_credentials": lambda w: _anonymous(w, auth=_nobody()),
     "token_malformed": lambda w: _anonymous(w, {"Authorization": "Bearer not-a-uuid"}),
@@ -216,6 +222,8 @@ NOT_WALKED: dict[tuple[str, str], str] = {
     ("too_many_streams", "http"): "a websocket refusal; see the ws row",
     ("too_many_streams", "ws"): "needs a stream open first: walked by "
     "test_too_many_streams_closes_the_one_stream_too_many below",
+    ("store_refused", "http"): "needs the store to refuse a row: a trigger added to the "
+    "database (tests/store/test_one_bad_row.py)",
     ("internal_error", "ws"): "needs the hub to fail unexpectedly mid-stream",
     ("service_unavailable", "http"): "needs the store to stop answering "
     "(tests/hub/test_store_failures.py, tests/test_faults.py)",

@@ -80,9 +80,13 @@ def _requests(key: str, other_key: str) -> list[tuple[str, bytes, dict[str, str]
         ("/api/v2/simulation/-1/events", orjson.dumps(example), alice),
         ("/api/v2/simulation/99999999999999999999/events", orjson.dumps(example), alice),
         ("/api/v2/simulation/x/events", orjson.dumps(example), alice),
-        (events, orjson.dumps(example), {}),
-        (events, orjson.dumps(example), {"authorization": _basic("alice", "wrong")}),
-        (events, orjson.dumps(example), {"authorization": "Token nope"}),
+        (events, orjson.dumps(example), {"content-type": "application/json"}),
+        (events, orjson.dumps(example), {"authorization": _basic("alice", "wrong"),
+                                         "content-type": "application/json"}),
+        (events, orjson.dumps(example), {"authorization": "Token nope",
+                                         "content-type": "application/json"}),
+        (events, orjson.dumps(example), {**alice, "origin": "https://evil.example"}),
+        (events, orjson.dumps(example), {"authorization": alice["authorization"]}),
         (events, b"{not json", alice),
         (events, b"", alice),
         (events, orjson.dumps(example), {**alice, "content-type": "text/plain"}),
@@ -111,6 +115,7 @@ async def test_fast_path_answers_as_the_route_does(
     assert FAST_SERVED.get("fast-True", 0) >= 10  # it did serve most of them
     statuses = [a[0] for a in answers[True]]
     assert 201 in statuses and 400 in statuses and 401 in statuses and 404 in statuses
+    assert 403 in statuses and 415 in statuses
     assert 429 in statuses and 413 in statuses
     for index, (fast, slow) in enumerate(zip(answers[True], answers[False], strict=True)):
         assert fast == slow, f"request {index}"

@@ -8,6 +8,7 @@ connections that stall in their head or body, or send nothing, are closed by ``-
 from __future__ import annotations
 
 import contextlib
+import os
 import select
 import socket
 import subprocess
@@ -17,7 +18,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from ridecast.cli.receiver import MAX_BODY_BYTES
+from ridecast.cli.receiver import MAX_BODY_BYTES, MAX_CHUNKS
 from tests.conftest import free_port
 
 RSS_GROWTH_BOUND = MAX_BODY_BYTES * 3  # one body at most in flight, with copies
@@ -131,3 +132,35 @@ def test_stalled_connections_are_closed(
         sock.settimeout(30)
         with contextlib.suppress(ConnectionResetError):  # a reset is a close too
             assert sock.recv(65536) == b""
+
+
+def _cpu_s(pid: int) -> float:
+    with open(f"/proc/{pid}/stat") as stat:
+        fields = stat.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+CHUNK_CPU_BOUND_S = 1.0
+"""Most CPU the receiver may spend on one sender of tiny chunks (SECURITY.md)."""
+
+
+def test_tiny_chunks_are_bounded_in_count(
+    receiver: tuple[int, subprocess.Popen[bytes]],
+) -> None:
+    """One-byte chunks, more than MAX_CHUNKS of them: 413 after MAX_CHUNKS, whatever the
+    bytes, with the receiver's CPU for it bounded (it spent seconds on millions before)."""
+    port, process = receiver
+    before = _cpu_s(process.pid)
+    with socket.create_connection(("127.0.0.1", port)) as sock:
+        sock.sendall(b"POST / HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: chunked\r\n\r\n")
+        burst = b"1\r\na\r\n" * 16_384
+        for _ in range(MAX_CHUNKS // 16_384 * 4):
+            if select.select([sock], [], [], 0)[0]:
+                break
+            try:
+                sock.sendall(burst)
+            except (BrokenPipeError, ConnectionResetError):
+                break
+        answer = _answer(sock)
+    assert answer.startswith(b"HTTP/1.1 413 "), answer[:100]
+    assert _cpu_s(process.pid) - before < CHUNK_CPU_BOUND_S

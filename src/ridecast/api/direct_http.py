@@ -41,14 +41,16 @@ try:  # uvicorn's httptools protocol; without httptools, uvicorn's default is us
         HEADER_RE,
         HEADER_VALUE_RE,
         STATUS_LINE,
-        HttpToolsProtocol,
     )
+
+    from .upgrade_order import OrderedUpgrade
     HAVE_HTTPTOOLS = True
 except ImportError:  # pragma: no cover - httptools is a pinned dependency
     HAVE_HTTPTOOLS = False
 
 from ..bus import StoredEvent
 from ..runtime import Runtime
+from .crosssite import is_json_type
 from .events import (
     CREATED_HEADERS,
     INGEST_PATH,
@@ -59,6 +61,7 @@ from .events import (
 )
 from .http_guard import HttpBounds, guarded
 from .jsonlimits import INT64_MAX
+from .upgrade_order import OrderedUpgrade
 
 log = logging.getLogger("uvicorn.error")
 
@@ -363,23 +366,23 @@ def ingest_http_protocol(max_body_bytes: int, bounds: HttpBounds, *,
     if not HAVE_HTTPTOOLS:  # pragma: no cover - httptools is a pinned dependency
         return "auto"
     if not direct:
-        return guarded(HttpToolsProtocol, bounds)
+        return guarded(OrderedUpgrade, bounds)
 
     # Per loaded app (each ``serve`` has one; tests start several): its ``NowTarget``.
     _TARGETS: dict[int, tuple[Any, NowTarget | None]] = {}
 
-    class IngestHttpProtocol(HttpToolsProtocol):
+    class IngestHttpProtocol(OrderedUpgrade):
         """uvicorn's httptools protocol; plain ingest requests are run by ``DirectCycle``.
 
         ``_direct`` says whether the request being parsed is one: ``self.cycle`` may still
         be the ``DirectCycle`` of an earlier request (an upgrade makes no new cycle), whose
         body and start must never be taken for this request's. A websocket upgrade that
-        arrives while a ``DirectCycle`` is answering waits for that answer, so the 201
-        comes before the 101 and never inside the stream.
+        arrives while earlier requests are being answered (a ``DirectCycle`` or uvicorn's
+        own, and those pipelined) waits for their answers (``OrderedUpgrade``), so they
+        come before the 101, in request order, and never inside the stream.
         """
 
         _direct = False
-        _upgrade_pending = False
         _seen: SeenCredentials | None = None
 
         def on_headers_complete(self) -> None:
@@ -415,6 +418,7 @@ def ingest_http_protocol(max_body_bytes: int, bounds: HttpBounds, *,
             length = None
             authorization: bytes | None = None
             forwarded = False
+            typed = foreign = False
             for name, value in self.headers:
                 if name == b"content-length":
                     if length is not None or not value.isdigit():
@@ -427,7 +431,13 @@ def ingest_http_protocol(max_body_bytes: int, bounds: HttpBounds, *,
                         authorization = value
                 elif name in _FORWARDED:
                     forwarded = True
-            if length is None or length > max_body_bytes:
+                elif name == b"content-type":
+                    typed = is_json_type(value)
+                elif name == b"origin":
+                    foreign = True
+            # A body not labelled JSON, or a page's request: the full path decides
+            # (api/crosssite.py).
+            if length is None or length > max_body_bytes or not typed or foreign:
                 return None
             self._now = None
             if not forwarded and not query and not self.root_path:
@@ -476,24 +486,6 @@ def ingest_http_protocol(max_body_bytes: int, bounds: HttpBounds, *,
                 self.cycle.start()
             else:
                 super().on_message_complete()
-
-        def handle_websocket_upgrade(self) -> None:
-            cycle = self.cycle
-            if isinstance(cycle, DirectCycle) and not cycle.response_complete:
-                self._upgrade_pending = True  # after the answer: ``on_response_complete``
-                self.flow.pause_reading()
-                return
-            super().handle_websocket_upgrade()
-
-        def on_response_complete(self) -> None:
-            if not self._upgrade_pending:
-                super().on_response_complete()
-                return
-            self._upgrade_pending = False
-            self.server_state.total_requests += 1
-            if not self.transport.is_closing():
-                self.flow.resume_reading()
-                super().handle_websocket_upgrade()
 
     return guarded(IngestHttpProtocol, bounds)
 

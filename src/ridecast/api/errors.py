@@ -24,7 +24,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from ..errors import BadRequest, NotFound, PayloadTooLarge, RidecastError
 from ..metrics import INGEST_REJECTED
 from .jsondecode import DecodeError, decode
-from .jsonlimits import JsonLimits
+from .jsonlimits import NUL_CHARACTER, JsonLimits
 
 log = logging.getLogger(__name__)
 _MISSING = object()
@@ -40,7 +40,9 @@ def ridecast_error_response(exc: RidecastError, path: str, method: str) -> JSONR
         INGEST_REJECTED.labels(exc.code).inc()
     headers: dict[str, str] = {}
     if exc.http_status == 401:
-        headers["WWW-Authenticate"] = 'Basic realm="ridecast"'
+        # Not Basic: that challenge makes a browser ask for the credentials and then attach
+        # them to every request to this server, a page of another site's included.
+        headers["WWW-Authenticate"] = 'Token realm="ridecast"'
     if exc.retry_after is not None:
         headers["Retry-After"] = str(max(1, math.ceil(exc.retry_after)))
     return error_response(exc, headers or None)
@@ -221,6 +223,9 @@ def parse_json_body(body: bytes, limits: JsonLimits) -> tuple[Any, RidecastError
     if violation is None:
         return parsed, None
     field = "body" + ("" if violation.field[:1] in ("", "[") else ".") + violation.field
+    if violation.reason == NUL_CHARACTER:
+        return _MISSING, BadRequest(f"{field}: {violation.reason}", code="unsupported_character",
+                                    details=[{"field": field, "message": violation.reason}])
     return _MISSING, BadRequest(
         f"{field}: {violation.reason} (limits: RIDECAST_MAX_JSON_DEPTH, "
         "RIDECAST_MAX_JSON_STRING, RIDECAST_MAX_JSON_ITEMS; integers are 64-bit)",
@@ -257,7 +262,6 @@ class BodyGuard:
             await error_response(body)(scope, receive, send)
             return
         if body:
-            scope = _as_json(scope)
             parsed, refused = parse_json_body(body, self.limits)
             if refused is not None:
                 await error_response(refused)(scope, receive, send)
@@ -265,18 +269,3 @@ class BodyGuard:
             if parsed is not _MISSING:
                 scope.setdefault("state", {})["json_body"] = parsed
         await self.app(scope, replaying(body, receive), send)
-
-
-_NOT_JSON = (b"", b"application/x-www-form-urlencoded", b"text/plain")
-
-
-def _as_json(scope: Scope) -> Scope:
-    """Every ridecast body is JSON: read a body sent without a JSON content type as JSON.
-
-    ``curl -d`` labels its body as a form; refusing it would only confuse.
-    """
-    headers = [(k, v) for k, v in scope.get("headers", ()) if k != b"content-type"]
-    given = dict(scope.get("headers", ())).get(b"content-type", b"")
-    if given.split(b";")[0].strip().lower() not in _NOT_JSON:
-        return scope
-    return {**scope, "headers": [*headers, (b"content-type", b"application/json")]}

@@ -10,6 +10,11 @@ and infinities. orjson turns an integer literal beyond 64 bits into a float (so
 ``99999999999999999999`` would be stored as ``1e+20``); when the limit walk meets a float
 that large, the text is read again with the standard library, which keeps integers exact,
 and the walk then refuses such an integer by its path, as on every route.
+
+A string or key holding U+0000 is refused too (``NUL_CHARACTER``): valid JSON, but
+PostgreSQL stores no NUL in text, and both stores must accept the same bodies. JSON can
+only carry it as the escape ``\\u0000`` (a raw control character is not JSON), so only a
+text holding that escape is walked.
 """
 
 from __future__ import annotations
@@ -19,7 +24,7 @@ from typing import Any
 
 import orjson
 
-from .jsonlimits import WIDENED_FLOAT, JsonLimits, Violation, find_violation
+from .jsonlimits import WIDENED_FLOAT, JsonLimits, Violation, find_nul, find_violation
 
 DecodeError = orjson.JSONDecodeError
 """Raised for a body that is not strict JSON; a ``json.JSONDecodeError``, so FastAPI
@@ -40,6 +45,9 @@ def decode(body: bytes | str, limits: JsonLimits) -> tuple[Any, Violation | None
         except RecursionError:
             return None, Violation("", "nested too deep to parse")
         violation = find_violation(value, limits, size=size)
+    if violation is None and (_NUL_ESCAPE_B in body if isinstance(body, bytes)
+                              else _NUL_ESCAPE in body):
+        violation = find_nul(value)
     return value, violation
 
 
@@ -49,6 +57,8 @@ def loads(body: bytes | str) -> Any:
     return decode(body, _NO_LIMITS)[0]
 
 
+_NUL_ESCAPE = "\\u0000"
+_NUL_ESCAPE_B = b"\\u0000"
 _NO_LIMITS = JsonLimits(max_depth=10_000, max_string=2**62, max_items=2**62)
 
 __all__ = ["DecodeError", "decode", "loads"]

@@ -16,6 +16,10 @@ INT64_MIN = -(2**63)
 INT64_MAX = 2**63 - 1
 _WIDE = float(2**63)
 
+NUL_CHARACTER = "holds U+0000 (NUL), which no store keeps in text: refused on every store"
+"""The reason of a violation found by ``find_nul``; reported with the code
+``unsupported_character``."""
+
 WIDENED_FLOAT = "a number of 2**63 or more that may have been an integer literal"
 """The reason of a ``find_violation(..., widened_floats=True)`` violation: the caller reads
 the text again with exact integers (``jsondecode``) and checks that value instead."""
@@ -155,3 +159,26 @@ def find_violation(value: Any, limits: JsonLimits, *, size: int | None = None,
               and not -_WIDE < item < _WIDE):
             widened = Violation(_path(path), WIDENED_FLOAT)
     return widened
+
+
+def find_nul(value: Any) -> Violation | None:
+    """The first string or key of ``value`` (parsed JSON) that holds U+0000, or None.
+
+    PostgreSQL refuses NUL in every text column, and SQLite keeps it: refused here, at the
+    edge, both stores accept and refuse the same bodies. Only called when the text holds
+    the escape at all (``jsondecode``), so the walk costs nothing on ordinary bodies.
+    """
+    stack: list[tuple[Any, tuple[str | int, ...]]] = [(value, ())]
+    while stack:
+        item, path = stack.pop()
+        if type(item) is str:
+            if "\x00" in item:
+                return Violation(_path(path), NUL_CHARACTER)
+        elif type(item) is dict:
+            for key, child in item.items():
+                if "\x00" in key:
+                    return Violation(_path((*path, key)), NUL_CHARACTER)
+                stack.append((child, (*path, key)))
+        elif type(item) is list:
+            stack.extend((child, (*path, i)) for i, child in enumerate(item))
+    return None

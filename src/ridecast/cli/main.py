@@ -8,6 +8,7 @@ from typing import Annotated, Any
 
 import typer
 
+from ..config_errors import settings_error_line
 from . import (
     config_cmd,
     demo,
@@ -104,6 +105,13 @@ def main() -> None:
         if line:
             print(f"error: {line}", file=sys.stderr)
         sys.exit(int(getattr(exc, "exit_code", 2)))
+    except Exception as exc:
+        # A bad RIDECAST_* value: one line naming it, not a traceback (config_errors.py).
+        line = settings_error_line(exc)
+        if line is None:
+            raise
+        print(f"error: {line}", file=sys.stderr)
+        sys.exit(2)
     sys.exit(result if isinstance(result, int) else 0)
 
 

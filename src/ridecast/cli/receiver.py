@@ -40,6 +40,9 @@ from .netcheck import port_free
 
 MAX_HEADER_BYTES = 64 * 1024
 MAX_BODY_BYTES = 16 * 1024 * 1024
+MAX_CHUNKS = 65_536
+"""Chunks of one chunked body: each costs a parse whatever its size, so a sender of
+1-byte chunks is stopped (413) after a bounded amount of work, not at ``MAX_BODY_BYTES``."""
 HEAD_TIMEOUT_S = 60.0
 LINGER_S = 2.0
 FORWARD_TIMEOUT_S = 10.0
@@ -193,11 +196,16 @@ async def _read_request(reader: asyncio.StreamReader,
 
 
 async def _read_chunked(reader: asyncio.StreamReader) -> bytes:
-    """A chunked body, refused as soon as its chunks pass ``MAX_BODY_BYTES``."""
+    """A chunked body, refused as soon as its chunks pass ``MAX_BODY_BYTES`` (their size
+    lines and extensions counted too) or ``MAX_CHUNKS``."""
     chunks: list[bytes] = []
     received = 0
     while True:
-        size = int((await reader.readuntil(b"\r\n")).split(b";")[0], 16)
+        if len(chunks) >= MAX_CHUNKS:
+            raise BodyTooLarge(received)
+        line = await reader.readuntil(b"\r\n")
+        received += len(line)
+        size = int(line.split(b";")[0], 16)
         if size < 0:
             raise ValueError("negative chunk size")
         if size == 0:

@@ -129,7 +129,7 @@ def run_server(
     startlog.install(settings.log_level)
     fdlimit.raise_to_hard()
     gctuning.tune()
-    AnnouncingServer(config, app).run()
+    AnnouncingServer(config, app, handshake_timeout_s=settings.http_idle_timeout_s).run()
     exit_despite_lingering_threads()
 
 

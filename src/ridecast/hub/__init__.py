@@ -25,7 +25,9 @@ async def open_dedicated_listener(hub: Hub, settings: Settings) -> None:
         tls = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
         tls.load_cert_chain(settings.tls_cert_file, settings.tls_key_file)
     try:
-        hub.listener = await start_listener(hub, settings.ws_host, settings.ws_port, tls=tls)
+        hub.listener = await start_listener(
+            hub, settings.ws_host, settings.ws_port, tls=tls,
+            handshake_timeout_s=settings.http_idle_timeout_s)
     except OSError as exc:
         # The port is the operator's to fix: say which setting, not only asyncio's words.
         raise OSError(

@@ -19,6 +19,7 @@ closes the connections itself (with 1012).
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 from collections.abc import Callable
 from typing import Any, ClassVar
@@ -145,11 +146,36 @@ def websocket_routes(hub: HubSource) -> list[WebSocketRoute]:
 
 
 class ShutdownFirstServer(uvicorn.Server):
-    """uvicorn, except that websocket streams are closed with 1001 before anything else."""
+    """uvicorn, except that websocket streams are closed with 1001 before anything else,
+    and that a TLS handshake gets ``handshake_timeout_s`` (asyncio's default is a minute,
+    and uvicorn passes none: a client that never sends its hello would hold a descriptor
+    and its buffers that long)."""
 
-    def __init__(self, config: uvicorn.Config, app: Any) -> None:
+    def __init__(self, config: uvicorn.Config, app: Any,
+                 handshake_timeout_s: float | None = None) -> None:
         super().__init__(config)
         self._app = app
+        self._handshake_timeout_s = handshake_timeout_s
+
+    async def startup(self, sockets: Any = None) -> None:
+        timeout = self._handshake_timeout_s
+        if self.config.ssl is None or timeout is None:
+            await super().startup(sockets=sockets)
+            return
+        loop = asyncio.get_running_loop()
+        create = loop.create_server
+
+        async def bounded(*args: Any, **kwargs: Any) -> asyncio.Server:
+            kwargs.setdefault("ssl_handshake_timeout", timeout)
+            return await create(*args, **kwargs)
+
+        # uvicorn's startup calls the loop's create_server: the instance attribute stands
+        # in for the method while it runs.
+        loop.create_server = bounded  # type: ignore[method-assign]
+        try:
+            await super().startup(sockets=sockets)
+        finally:
+            del loop.create_server
 
     async def shutdown(self, sockets: Any = None) -> None:
         hub = getattr(self._app.state, "hub", None)

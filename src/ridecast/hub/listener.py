@@ -19,7 +19,8 @@ BACKLOG = 2048
 
 
 async def start_listener(
-    hub: Hub, host: str, port: int, *, tls: ssl.SSLContext | None = None
+    hub: Hub, host: str, port: int, *, tls: ssl.SSLContext | None = None,
+    handshake_timeout_s: float | None = None,
 ) -> asyncio.Server:
     """Listen on ``host:port`` for the websocket paths; ``server.close()`` stops it.
 
@@ -28,5 +29,10 @@ async def start_listener(
     loop = asyncio.get_running_loop()
     # asyncio's default backlog (100) drops SYNs when hundreds of clients connect at once
     # (after a restart, say), each retried a second later; uvicorn's default is 2048.
+    if tls is None:
+        return await loop.create_server(lambda: StreamProtocol(hub), host, port,
+                                        backlog=BACKLOG)
+    # A client that never finishes its TLS handshake is dropped as an idle one is.
     return await loop.create_server(lambda: StreamProtocol(hub), host, port, ssl=tls,
-                                    backlog=BACKLOG)
+                                    backlog=BACKLOG,
+                                    ssl_handshake_timeout=handshake_timeout_s)

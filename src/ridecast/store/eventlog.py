@@ -32,11 +32,12 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from ..bus import Bus, StoredEvent
 from ..bus.base import make_frame as make_frame  # re-exported: it lived here
-from ..errors import ServiceUnavailable
+from ..errors import RidecastError, ServiceUnavailable
 from ..metrics import EVENTLOG_COMMIT_SECONDS, EVENTLOG_COMMITS, EVENTLOG_EVENTS
 from .checkpointer import WalCheckpointer, disable_autocheckpoint
 from .driver_sql import insert_qmark, insert_values
 from .outbox import PostgresOutboxSql, outbox_sql
+from .refusal import refuses_row
 from .tables import event_counter, events, first_id_since, simulations
 from .txsteps import DriverThread, Many, Query, Steps, driver_thread, run_alone, run_on
 
@@ -282,29 +283,55 @@ class EventLog:
             while self._queue:
                 group = self._take_group()
                 self._pending -= sum(len(batch) for batch, _future in group)
-                try:
-                    stored = await self._write(group)
-                except Exception as exc:
-                    if not isinstance(exc, ServiceUnavailable):  # an outage: logged by the engine
-                        log.exception("event log write failed for %d requests", len(group))
-                    await self._drop_connection()
-                    refused = ServiceUnavailable(
-                        f"the store could not write the events ({type(exc).__name__}); "
-                        "nothing of this request was stored", retry_after=1,
-                    )
-                    for _batch, future in group:
-                        if not future.done():
-                            future.set_exception(refused)
-                    continue
-                flat = [event for per_request in stored for event in per_request]
-                self._outgoing.append(flat)
-                self._unpublished += len(flat)
-                self._outgoing_wake.set()
-                for (_batch, future), result in zip(group, stored, strict=True):
-                    if not future.done():
-                        future.set_result(result)
+                await self._commit(group)
             if self._closing and not self._queue:
                 return
+
+    async def _commit(
+        self, group: list[tuple[Sequence[NewEvent], asyncio.Future[list[StoredEvent]]]]
+    ) -> None:
+        """Write ``group`` and answer its requests. When the store refuses a row of it
+        (``store/refusal.py``), the group is written again in halves, down to single
+        requests: only the requests whose rows it refuses fail (500 ``store_refused``),
+        every other one is stored and answered as if it had been alone. Any other failure
+        (an outage, a broken store) fails the group with 503, as it fails every write."""
+        try:
+            stored = await self._write(group)
+        except Exception as exc:
+            outage = isinstance(exc, ServiceUnavailable)  # logged by the engine
+            await self._drop_connection()
+            row = not outage and refuses_row(exc)
+            if row and len(group) > 1:
+                half = len(group) // 2
+                await self._commit(group[:half])
+                await self._commit(group[half:])
+                return
+            refused: RidecastError
+            if not row:
+                if not outage:
+                    log.exception("event log write failed for %d requests", len(group))
+                refused = ServiceUnavailable(
+                    f"the store could not write the events ({type(exc).__name__}); "
+                    "nothing of this request was stored", retry_after=1,
+                )
+            else:
+                log.error("the store refused a row of an ingest request (%s: %s); that "
+                          "request fails alone", type(exc).__name__, str(exc)[:300])
+                refused = RidecastError(
+                    f"the store refused this request's events ({type(exc).__name__}); "
+                    "nothing of this request was stored", code="store_refused",
+                )
+            for _batch, future in group:
+                if not future.done():
+                    future.set_exception(refused)
+            return
+        flat = [event for per_request in stored for event in per_request]
+        self._outgoing.append(flat)
+        self._unpublished += len(flat)
+        self._outgoing_wake.set()
+        for (_batch, future), result in zip(group, stored, strict=True):
+            if not future.done():
+                future.set_result(result)
 
     async def _gather(self) -> None:
         """Let the event loop run while requests keep joining the queue, up to

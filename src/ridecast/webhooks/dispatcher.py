@@ -56,6 +56,7 @@ from .claimer import Claimer
 from .deadline import Deadline
 from .deliverylog import DeliveryLog
 from .health import EndpointHealth
+from .isolate import record_apart, refuses_row
 from .jobs import RELEASE, Job, Result, Unit
 from .policy import DeliveryPolicy
 from .recorder import Recorder
@@ -231,10 +232,21 @@ class Dispatcher:
                     lease_s=policy.lease_s, record=batch, bodies=self._bodies.mapping,
                     stale=self._stale_due and want > 0, extend=extend,
                 )
-            except Exception:
-                self._results = batch + self._results
+            except Exception as exc:
                 self._claim_due = True
-                raise
+                if not batch or not refuses_row(exc):
+                    self._results = batch + self._results
+                    raise
+                # One result the store refuses must not hold back the others
+                # (webhooks/isolate.py); the claim is tried again at once.
+                apart = await record_apart(self._recorder.record, batch)
+                self._results = apart.pending + self._results
+                _count_successes(apart.written)
+                self._written(apart.written + apart.refused)
+                self._schedule_retries(apart.written)
+                if not apart.refused:
+                    raise  # the results were not the cause: the claim itself failed
+                continue
             _count_successes(batch)
             self._written(batch)
             self._schedule_retries(batch)

@@ -23,6 +23,7 @@ from collections.abc import Sequence
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from ..store.outbox import OutboxSql
+from ..store.text import storable_or_none
 from ..store.txsteps import StepRunner, Steps
 from .health import end_streaks
 from .jobs import RELEASE, Result
@@ -66,13 +67,17 @@ class Recorder:
                                 if r.status == "succeeded" and r.simulation_id is not None}))
         attempts = []
         for r in rest:
+            # Free text of a failure, whatever made it: storable on both stores
+            # (store/text.py), so that it cannot fail the other results of the batch.
             written = yield from self._sql.result(now, r.delivery_id, r.token, r.status,
                                                   r.attempt_count, r.next_attempt_at,
-                                                  r.last_error, lane=r.token in lanes)
+                                                  storable_or_none(r.last_error),
+                                                  lane=r.token in lanes)
             if written and (a := r.attempt) is not None:
                 attempts.append((r.delivery_id, a["started_at"], a["latency_ms"],
-                                 a["status_code"], a["error_class"], a["error"],
-                                 a["response_body"]))
+                                 a["status_code"], a["error_class"],
+                                 storable_or_none(a["error"]),
+                                 storable_or_none(a["response_body"])))
         yield from self._sql.attempts(attempts)
 
 

@@ -24,6 +24,7 @@ from ..events.signing import (
     secret_key,
     signature,
 )
+from ..store.text import storable
 from .deadline import Deadline
 from .http11 import ConnectFailed, NotSent, Pool, ProtocolError
 from .resolver import ResolveError, Resolver
@@ -153,7 +154,8 @@ class Sender:
         return Attempt(
             started, latency_ms, status, error_class,
             None if error_class is None else f"HTTP {status}",
-            answer.body.decode("utf-8", errors="replace"),
+            # Decoding keeps a NUL, which PostgreSQL refuses (store/text.py).
+            storable(answer.body.decode("utf-8", errors="replace")),
             None if retry_after is None else parse_retry_after(retry_after, time.time()),
         )
 
@@ -198,7 +200,7 @@ class Sender:
 def _failed(started: float, t0: float, error_class: ErrorClass, error: str) -> Attempt:
     """An attempt that got no HTTP answer."""
     return Attempt(started, (time.perf_counter() - t0) * 1000.0,
-                   error_class=error_class, error=error)
+                   error_class=error_class, error=storable(error))
 
 
 __all__ = ["USER_AGENT", "Attempt", "Sender"]

@@ -23,6 +23,14 @@ const NODE_STYLE = {
 const REQUEST_STYLE = { requested: "#7c3aed", offered: "#7c3aed", no_offer: "#dc2626",
   cancelled: "#64748b" };
 
+// Leaflet renders a string tooltip as HTML: event fields (node_type, status, ids) are free
+// strings of whoever ingested the event, so a tooltip is always a text node, never markup.
+const textContent = (text) => {
+  const span = document.createElement("span");
+  span.textContent = text;
+  return span;
+};
+
 const escapeHtml = (text) => String(text).replace(/[&<>"']/g,
   (c) => ({ "&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;", "'": "&#39;" })[c]);
 
@@ -257,7 +265,8 @@ export class FleetMap {
       renderer: this.renderer, radius: node.type === "pickup" ? 6 : 5, weight: 2,
       color: style[0], fillColor: node.type === "pickup" ? "#ffffff" : style[0],
       fillOpacity: style[1], opacity: style[1],
-    }).bindTooltip(`${node.type} · booking #${node.bookingId} · vehicle ${node.vehicleId} · ${node.status}`);
+    }).bindTooltip(textContent(
+      `${node.type} · booking #${node.bookingId} · vehicle ${node.vehicleId} · ${node.status}`));
     circle.addTo(this.nodeLayer);
     this.nodes.set(key, circle);
   }
@@ -271,7 +280,7 @@ export class FleetMap {
     const circle = L.circleMarker([request.lat, request.lon], {
       renderer: this.renderer, radius: 4, weight: 1, color, fillColor: color,
       fillOpacity: request.doneAt === null ? 0.8 : 0.3, dashArray: "2 2",
-    }).bindTooltip(`booking #${id} · ${request.status.replace("_", " ")}`);
+    }).bindTooltip(textContent(`booking #${id} · ${String(request.status).replace("_", " ")}`));
     circle.addTo(this.nodeLayer);
     this.requests.set(id, circle);
   }
