@@ -19,7 +19,12 @@ CPU per request. The contenders:
   connection per client connection) and ridecast on PostgreSQL, in a fresh database of that
   server (dropped after);
 * with ``--base-src``: base (and base-pg), ridecast from another source tree, for an A/B of
-  a change in the same run.
+  a change in the same run;
+* with ``--access-log``: ridecast+log, ridecast with its access log on;
+* with ``--synchronous-full``: ridecast+full, SQLite with ``synchronous=FULL``.
+
+Every ridecast contender runs with its default settings (its store's address aside); the
+bench prints, for each, which settings it changes and their defaults.
 
 For ridecast, the mean number of events per group commit in the scenario is printed too
 (from its ``/metrics``: ``ridecast_eventlog_events_total`` over ``..._commits_total``).
@@ -50,6 +55,7 @@ from _load import (
     drop_pg_database,
     free_port,
     make_user,
+    say_changed_defaults,
     spawn,
     wait_http,
 )
@@ -80,9 +86,10 @@ def create_user_and_sim(db_url: str, port: int) -> tuple[str, str, int]:
 
 # The contenders that are ridecast (``base``: ``--base-src``), and (ridecast contender, its
 # reference) for the ratio lines.
-OURS = {"ridecast", "ridecast-pg", "base", "base-pg"}
+OURS = {"ridecast", "ridecast-pg", "base", "base-pg", "ridecast+log", "ridecast+full"}
 PAIRS = [("ridecast", "naive"), ("ridecast-pg", "naive-pg"), ("base", "naive"),
-         ("base-pg", "naive-pg"), ("ridecast", "base"), ("ridecast-pg", "base-pg")]
+         ("base-pg", "naive-pg"), ("ridecast", "base"), ("ridecast-pg", "base-pg"),
+         ("ridecast+log", "ridecast"), ("ridecast+full", "ridecast")]
 
 
 def main() -> None:
@@ -105,14 +112,22 @@ def main() -> None:
                         help="a ridecast source tree (its src/ directory) to measure as "
                         "'base', beside this one in the same run (for an A/B of a change): "
                         "on SQLite, and on PostgreSQL too with --postgres")
+    parser.add_argument("--access-log", action="store_true",
+                        help="also measure 'ridecast+log': ridecast with its access log on "
+                        "(RIDECAST_ACCESS_LOG=true), to show what a line per request costs")
+    parser.add_argument("--synchronous-full", action="store_true",
+                        help="also measure 'ridecast+full': SQLite with "
+                        "RIDECAST_SQLITE_SYNCHRONOUS=full (no committed event lost on power "
+                        "loss)")
     args = parser.parse_args()
     pg_db = f"ridecast_bench_{os.getpid()}"
     pg_url = create_pg_database(args.postgres, pg_db) if args.postgres else None
 
     tmp = Path(tempfile.mkdtemp(prefix="ridecast-bench-"))
     db_url = f"sqlite+aiosqlite:///{tmp / 'ridecast.db'}"
-    env = {**os.environ, "RIDECAST_DATABASE_URL": db_url, "RIDECAST_LOG_LEVEL": "warning",
-           "RIDECAST_MAX_BODY_BYTES": str(8 * 1024 * 1024)}
+    # ridecast as a user runs it: every setting at its default but the store's address.
+    env = {**{k: v for k, v in os.environ.items() if not k.startswith("RIDECAST_")},
+           "RIDECAST_DATABASE_URL": db_url}
     refs = Path(__file__).resolve().parent / "_ingest_refs.py"
     serve = ["-m", "ridecast.cli.main", "serve", "--port"]
     ports: dict[str, int] = {}
@@ -131,6 +146,14 @@ def main() -> None:
                 "RIDECAST_DATABASE_URL": f"sqlite+aiosqlite:///{tmp / 'base.db'}"}
     if args.base_src:
         contender("base", [*serve, "PORT"], base_env)
+    log_env = {**env, "RIDECAST_ACCESS_LOG": "true",
+               "RIDECAST_DATABASE_URL": f"sqlite+aiosqlite:///{tmp / 'logged.db'}"}
+    if args.access_log:
+        contender("ridecast+log", [*serve, "PORT"], log_env)
+    if args.synchronous_full:
+        contender("ridecast+full", [*serve, "PORT"], {
+            **env, "RIDECAST_SQLITE_SYNCHRONOUS": "full",
+            "RIDECAST_DATABASE_URL": f"sqlite+aiosqlite:///{tmp / 'full.db'}"})
     if pg_url is not None:
         plain_pg = pg_url.replace("postgresql+asyncpg://", "postgresql://", 1)
         contender("naive-pg", [str(refs), "naive-pg", "PORT", plain_pg,
@@ -158,6 +181,10 @@ def main() -> None:
                 env_for["RIDECAST_DATABASE_URL"], ports[name])
             targets[name] = (f"/api/v2/simulation/{their_sim}/events",
                              {"Authorization": basic_auth(their_user, their_key)})
+        for name in sorted(set(procs) & OURS):
+            env_for = commands[name][1]
+            assert env_for is not None
+            say_changed_defaults(f"{name} runs with", env_for)
         examples = all_examples(sim)
         generator = _loadgen.tool(args.generator)
         print(f"ingest bench: {args.connections} keep-alive connections, one request in flight "

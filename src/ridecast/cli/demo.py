@@ -335,8 +335,7 @@ async def serve_demo(settings: Settings, host: str, port: int, creds: DemoCreden
     # The same server configuration as `ridecast serve`.
     app = create_app(settings)
     server = ShutdownFirstServer(uvicorn_config(app, settings, host, port,
-                                               log_level=settings.log_level,
-                                               access_log=False), app)
+                                               log_level=settings.log_level), app)
     gctuning.tune()
 
     # uvicorn takes SIGINT/SIGTERM while it serves, then restores these handlers and raises
@@ -388,6 +387,9 @@ def run_demo(host: str, port: int, data_dir: Path, speed: float) -> int:
     settings = embedded_settings(data_dir)
     logging.basicConfig(level=settings.log_level.upper(),
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    from .startlog import quiet_pool
+
+    quiet_pool(settings.log_level)
     try:
         creds = asyncio.run(ensure_user(settings.database_url, data_dir / CREDENTIALS_FILE))
         code = asyncio.run(serve_demo(settings, host, port, creds, data_dir, speed, out, err))
