@@ -11,14 +11,21 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import Annotated, Any, TypeVar
+from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 
 import typer
 
-from ..client import AuthenticationError, Client, ClientError
-from ..client.errors import APIError, TransportError
-from ..client.models import DEFAULT_URL, ENV_KEY, ENV_URL, ENV_USER
 from .output import console
+
+if TYPE_CHECKING:
+    from ..client import Client
+
+# The SDK's (client/models.py; a test keeps them equal): here so that the options are built,
+# and every command's --help printed, without importing the SDK and its models.
+DEFAULT_URL = "http://127.0.0.1:8000"
+ENV_URL = "RIDECAST_URL"
+ENV_USER = "RIDECAST_USER"
+ENV_KEY = "RIDECAST_API_KEY"
 
 T = TypeVar("T")
 
@@ -44,6 +51,8 @@ DEFAULT = DEFAULT_URL
 
 def make_client(url: str, user: str | None, key: str | None) -> Client:
     """A blocking SDK client for these options."""
+    from ..client import Client
+
     return Client(url, user=user, key=key)
 
 
@@ -61,6 +70,9 @@ def fail(message: str, code: int = 1) -> typer.Exit:
 def reporting_errors(url: str | None = None) -> Iterator[None]:
     """Turn SDK errors into one line on stderr and a non-zero exit status; ``url``, when
     given, is named when no server answers there."""
+    from ..client import AuthenticationError, ClientError
+    from ..client.errors import APIError, TransportError
+
     try:
         yield
     except TransportError as exc:
