@@ -40,6 +40,7 @@ from ..auth.credentials import BasicCredentials
 from ..config import Settings, get_settings
 from ..errors import RidecastError, Unauthorized
 from .netcheck import port_free
+from .output import styling
 from .simulations_cmd import run_identity
 
 DEMO_ORG = "demo"
@@ -377,8 +378,8 @@ async def serve_demo(settings: Settings, host: str, port: int, creds: DemoCreden
 
 def run_demo(host: str, port: int, data_dir: Path, speed: float) -> int:
     """Set up and serve the demo until stopped; the process's exit status."""
-    out = Console()
-    err = Console(stderr=True)
+    out = Console(**styling())
+    err = Console(stderr=True, **styling())
     data_dir = data_dir.expanduser().resolve()
     data_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
     if not port_free(host, port):

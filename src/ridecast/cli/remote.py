@@ -56,6 +56,20 @@ def make_client(url: str, user: str | None, key: str | None) -> Client:
     return Client(url, user=user, key=key)
 
 
+def url_mistake(url: str) -> str | None:
+    """What is wrong with a ``--url`` before any request is sent (pure), or None: a base URL
+    without its scheme, or one that names the API's prefix rather than the server."""
+    for part in (p.strip() for p in url.split(",") if p.strip()):
+        if "://" not in part:
+            return (f"--url {part} has no scheme: did you mean http://{part} "
+                    "(or https:// for a server with TLS)?")
+        if part.rstrip("/").endswith("/api/v2"):
+            base = part.rstrip("/").removesuffix("/api/v2")
+            return (f"--url {part} names the API's prefix: give the server's base URL "
+                    f"({base}); the commands add /api/v2 themselves")
+    return None
+
+
 def print_json(value: Any) -> None:
     """One JSON document on stdout (no colour, no wrapping: scripts parse it)."""
     typer.echo(json.dumps(value, separators=(",", ":"), default=str))
@@ -73,6 +87,9 @@ def reporting_errors(url: str | None = None) -> Iterator[None]:
     from ..client import AuthenticationError, ClientError
     from ..client.errors import APIError, TransportError
 
+    mistake = url_mistake(url) if url is not None else None
+    if mistake is not None:
+        raise fail(mistake)
     try:
         yield
     except TransportError as exc:
