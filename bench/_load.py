@@ -103,6 +103,32 @@ async def run_load(port: int, method: str, path: str, body: bytes, headers: dict
     return result
 
 
+# Settings a bench must set to run at all, not to run faster: where the store is, the bus.
+_WHERE = {"RIDECAST_DATABASE_URL", "RIDECAST_BUS_URL", "RIDECAST_BUS_PREFIX"}
+
+
+def changed_defaults(env: dict[str, str]) -> list[str]:
+    """One line per ``RIDECAST_*`` setting in ``env`` that differs from its default (but for
+    the store and bus addresses), naming both values: a bench says what it changes."""
+    from ridecast.config import Settings
+
+    lines = []
+    for name, field_info in Settings.model_fields.items():
+        var = f"RIDECAST_{name.upper()}"
+        default = field_info.default
+        shown = str(default).lower() if isinstance(default, bool) else str(default)
+        if var in env and var not in _WHERE and env[var] not in (shown, str(default)):
+            lines.append(f"{var}={env[var]} (default {shown})")
+    return lines
+
+
+def say_changed_defaults(who: str, env: dict[str, str]) -> None:
+    """Print which defaults ``who`` runs with changed, or that it runs with the defaults."""
+    changed = changed_defaults(env)
+    print(f"{who}: " + ("; ".join(changed) if changed
+                        else "the default settings (but for the store's address)"))
+
+
 def wait_http(port: int, path: str, timeout: float = 60) -> None:
     import httpx
 

@@ -19,7 +19,14 @@ CPU per request. The contenders:
   connection per client connection) and ridecast on PostgreSQL, in a fresh database of that
   server (dropped after);
 * with ``--base-src``: base (and base-pg), ridecast from another source tree, for an A/B of
-  a change in the same run.
+  a change in the same run;
+* with ``--access-log``: ridecast+log, ridecast with its access log on;
+* with ``--synchronous-full``: ridecast+full, SQLite with ``synchronous=FULL``;
+* with ``--credentials``: ridecast-token and ridecast-bearer, the same server as ridecast
+  (which sends HTTP Basic) with ``Authorization: Token <api_key>`` and ``Bearer <token>``.
+
+Every ridecast contender runs with its default settings (its store's address aside); the
+bench prints, for each, which settings it changes and their defaults.
 
 For ridecast, the mean number of events per group commit in the scenario is printed too
 (from its ``/metrics``: ``ridecast_eventlog_events_total`` over ``..._commits_total``).
@@ -50,6 +57,7 @@ from _load import (
     drop_pg_database,
     free_port,
     make_user,
+    say_changed_defaults,
     spawn,
     wait_http,
 )
@@ -80,9 +88,11 @@ def create_user_and_sim(db_url: str, port: int) -> tuple[str, str, int]:
 
 # The contenders that are ridecast (``base``: ``--base-src``), and (ridecast contender, its
 # reference) for the ratio lines.
-OURS = {"ridecast", "ridecast-pg", "base", "base-pg"}
+OURS = {"ridecast", "ridecast-pg", "base", "base-pg", "ridecast+log", "ridecast+full"}
 PAIRS = [("ridecast", "naive"), ("ridecast-pg", "naive-pg"), ("base", "naive"),
-         ("base-pg", "naive-pg"), ("ridecast", "base"), ("ridecast-pg", "base-pg")]
+         ("base-pg", "naive-pg"), ("ridecast", "base"), ("ridecast-pg", "base-pg"),
+         ("ridecast+log", "ridecast"), ("ridecast+full", "ridecast"),
+         ("ridecast-token", "ridecast"), ("ridecast-bearer", "ridecast")]
 
 
 def main() -> None:
@@ -105,14 +115,26 @@ def main() -> None:
                         help="a ridecast source tree (its src/ directory) to measure as "
                         "'base', beside this one in the same run (for an A/B of a change): "
                         "on SQLite, and on PostgreSQL too with --postgres")
+    parser.add_argument("--access-log", action="store_true",
+                        help="also measure 'ridecast+log': ridecast with its access log on "
+                        "(RIDECAST_ACCESS_LOG=true), to show what a line per request costs")
+    parser.add_argument("--synchronous-full", action="store_true",
+                        help="also measure 'ridecast+full': SQLite with "
+                        "RIDECAST_SQLITE_SYNCHRONOUS=full (no committed event lost on power "
+                        "loss)")
+    parser.add_argument("--credentials", action="store_true",
+                        help="also send ridecast's requests with 'Authorization: Token "
+                        "<api_key>' (ridecast-token) and 'Bearer <token>' (ridecast-bearer), "
+                        "to the same server as HTTP Basic (ridecast)")
     args = parser.parse_args()
     pg_db = f"ridecast_bench_{os.getpid()}"
     pg_url = create_pg_database(args.postgres, pg_db) if args.postgres else None
 
     tmp = Path(tempfile.mkdtemp(prefix="ridecast-bench-"))
     db_url = f"sqlite+aiosqlite:///{tmp / 'ridecast.db'}"
-    env = {**os.environ, "RIDECAST_DATABASE_URL": db_url, "RIDECAST_LOG_LEVEL": "warning",
-           "RIDECAST_MAX_BODY_BYTES": str(8 * 1024 * 1024)}
+    # ridecast as a user runs it: every setting at its default but the store's address.
+    env = {**{k: v for k, v in os.environ.items() if not k.startswith("RIDECAST_")},
+           "RIDECAST_DATABASE_URL": db_url}
     refs = Path(__file__).resolve().parent / "_ingest_refs.py"
     serve = ["-m", "ridecast.cli.main", "serve", "--port"]
     ports: dict[str, int] = {}
@@ -131,6 +153,14 @@ def main() -> None:
                 "RIDECAST_DATABASE_URL": f"sqlite+aiosqlite:///{tmp / 'base.db'}"}
     if args.base_src:
         contender("base", [*serve, "PORT"], base_env)
+    log_env = {**env, "RIDECAST_ACCESS_LOG": "true",
+               "RIDECAST_DATABASE_URL": f"sqlite+aiosqlite:///{tmp / 'logged.db'}"}
+    if args.access_log:
+        contender("ridecast+log", [*serve, "PORT"], log_env)
+    if args.synchronous_full:
+        contender("ridecast+full", [*serve, "PORT"], {
+            **env, "RIDECAST_SQLITE_SYNCHRONOUS": "full",
+            "RIDECAST_DATABASE_URL": f"sqlite+aiosqlite:///{tmp / 'full.db'}"})
     if pg_url is not None:
         plain_pg = pg_url.replace("postgresql+asyncpg://", "postgresql://", 1)
         contender("naive-pg", [str(refs), "naive-pg", "PORT", plain_pg,
@@ -158,6 +188,21 @@ def main() -> None:
                 env_for["RIDECAST_DATABASE_URL"], ports[name])
             targets[name] = (f"/api/v2/simulation/{their_sim}/events",
                              {"Authorization": basic_auth(their_user, their_key)})
+        for name in sorted(set(procs) & OURS):
+            env_for = commands[name][1]
+            assert env_for is not None
+            say_changed_defaults(f"{name} runs with", env_for)
+        # The other credentials of ridecast's user, on the same server process.
+        aliases: dict[str, str] = {}
+        if args.credentials:
+            import httpx
+
+            token = httpx.get(f"http://127.0.0.1:{ports['ridecast']}/api/v2/user/token/",
+                              auth=(user, key)).json()["token"]
+            path = targets["ridecast"][0]
+            targets["ridecast-token"] = (path, {"Authorization": f"Token {key}"})
+            targets["ridecast-bearer"] = (path, {"Authorization": f"Bearer {token}"})
+            aliases = {"ridecast-token": "ridecast", "ridecast-bearer": "ridecast"}
         examples = all_examples(sim)
         generator = _loadgen.tool(args.generator)
         print(f"ingest bench: {args.connections} keep-alive connections, one request in flight "
@@ -169,31 +214,32 @@ def main() -> None:
             events = [examples[i % len(examples)] for i in range(batch)]
             body = json.dumps(events[0] if batch == 1 else events).encode()
             print(f"\nbatch of {batch} ({len(body)} bytes per request)")
-            rounds: dict[str, list[_loadgen.GenResult]] = {name: [] for name in procs}
-            cpu = dict.fromkeys(procs, 0.0)
-            written = dict.fromkeys(procs, 0.0)
-            commits = dict.fromkeys(procs, 0.0)
-            names = list(procs)
+            names = [*procs, *aliases]
+            rounds: dict[str, list[_loadgen.GenResult]] = {name: [] for name in names}
+            cpu = dict.fromkeys(names, 0.0)
+            written = dict.fromkeys(names, 0.0)
+            commits = dict.fromkeys(names, 0.0)
             for round_ in range(args.rounds):
                 # Each round in another order: load that drifts (other work on the
                 # machine) then falls on every contender alike.
                 for name in names[round_ % len(names):] + names[:round_ % len(names)]:
                     path, headers = targets.get(name, ("/ingest", {}))
-                    cpu_before = cpu_seconds(procs[name].pid)
-                    ours = name in OURS
-                    commits_before = commit_counts(ports[name]) if ours else (0.0, 0.0)
+                    server = aliases.get(name, name)
+                    cpu_before = cpu_seconds(procs[server].pid)
+                    ours = server in OURS
+                    commits_before = commit_counts(ports[server]) if ours else (0.0, 0.0)
                     rounds[name].append(_loadgen.run(
-                        ports[name], path, body, headers, connections=args.connections,
+                        ports[server], path, body, headers, connections=args.connections,
                         seconds=args.seconds, choice=args.generator))
-                    cpu[name] += cpu_seconds(procs[name].pid) - cpu_before
+                    cpu[name] += cpu_seconds(procs[server].pid) - cpu_before
                     if ours:
-                        after = commit_counts(ports[name])
+                        after = commit_counts(ports[server])
                         written[name] += after[0] - commits_before[0]
                         commits[name] += after[1] - commits_before[1]
             results = {name: _loadgen.combined(runs) for name, runs in rounds.items()}
             for name, result in results.items():
                 per_commit = (f"  {written[name] / max(commits[name], 1):4.0f} events/commit"
-                              if name in OURS else "")
+                              if aliases.get(name, name) in OURS else "")
                 failed = f"  FAILED: {result.failed}" if result.failed else ""
                 print(f"  {name:11s} {result.rps * batch:8.0f} ev/s {result.rps:7.0f} req/s  "
                       f"p50 {result.p50_ms:6.2f} ms  p99 {result.p99_ms:6.2f} ms  "

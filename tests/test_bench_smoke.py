@@ -37,7 +37,8 @@ BENCH_TIMEOUT_S = 240
 
 # (script, arguments, a line of its final table / summary)
 CASES = [
-    ("ingest.py", ["--seconds", "0.3", "--connections", "4", "--postgres", ""],
+    ("ingest.py", ["--seconds", "0.3", "--connections", "4", "--postgres", "",
+                   "--access-log", "--synchronous-full", "--credentials"],
      "ridecast / naive ="),
     ("latency.py", ["--subscribers", "20", "--seconds", "1"], "ratio ridecast / reference"),
     ("fanout.py", ["--smoke"], "ratios (deliveries/s):"),

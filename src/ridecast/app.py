@@ -99,7 +99,8 @@ async def _start(
                            outage_log_interval_s=settings.outage_log_interval_s,
                            pool_size=settings.database_pool_size,
                            pool_overflow=settings.database_pool_overflow,
-                           pool_timeout_s=settings.database_pool_timeout_s)
+                           pool_timeout_s=settings.database_pool_timeout_s,
+                           sqlite_synchronous=settings.sqlite_synchronous)
     stack.push_async_callback(engine.dispose)
     bus = create_bus(settings.bus_url, prefix=settings.bus_prefix,
                      maxlen=settings.bus_stream_maxlen,

@@ -40,6 +40,12 @@ class Settings(BaseSettings):
         "when all of them are in use; then it answers 503 service_unavailable with "
         "Retry-After.",
     )
+    sqlite_synchronous: Literal["normal", "full"] = Field(
+        "normal", description="SQLite's synchronous mode (WAL). normal: a killed process "
+        "loses nothing committed, but a power loss or an OS crash can lose the events "
+        "acknowledged since the last WAL sync; full: each commit is on disk before its 201, "
+        "at a cost on ingest (docs/deployment.md).",
+    )
     bus_url: str = Field(
         "memory://",
         description="Event bus between processes: memory:// (one process) or redis://host:port/db.",
@@ -331,6 +337,11 @@ class Settings(BaseSettings):
     log_level: Literal["debug", "info", "warning", "error"] = Field(
         "info", description="Log level. At info, `ridecast serve` prints at start only the "
         "store it uses and its URLs; debug adds uvicorn's and alembic's start-up lines."
+    )
+    access_log: bool = Field(
+        False, description="Log one line per HTTP request (uvicorn's access log, at info): off "
+        "by default, as in gunicorn, since writing it costs more per request than ingest "
+        "itself; true turns it on for `serve` and `demo` (RIDECAST_LOG_LEVEL info or debug).",
     )
     tile_url: str = Field(
         "https://tile.openstreetmap.org/{z}/{x}/{y}.png",

@@ -6,10 +6,17 @@ from __future__ import annotations
 
 import subprocess
 import sys
+import time
+from datetime import datetime
+from typing import Any
 
 import httpx
 
+from ridecast.events.examples import example_event
 from tests.conftest import Server
+
+WAIT_S = 10.0
+"""Bound for another process's revocation to reach the server (its poll is 0.5 s)."""
 
 
 def bearer(token: str) -> dict[str, str]:
@@ -56,5 +63,72 @@ def test_revoking_the_key_ends_the_session(server: Server) -> None:
         [sys.executable, "-m", "ridecast.cli.main", "users", "revoke", user.name],
         env=server.env, capture_output=True, text=True, timeout=60, check=False)
     assert done.returncode == 0, done.stderr
-    answer = httpx.get(server.base_url + "/api/v2/simulation", headers=bearer(token))
-    assert answer.status_code == 401
+    assert _refused_within(server, "/api/v2/simulation", token) == "token_unknown"
+
+
+def _refused_within(server: Server, path: str, token: str,
+                    body: dict[str, Any] | None = None) -> str:
+    """Send ``token`` on ``path`` until it is refused (bounded); the refusal's code."""
+    deadline = time.monotonic() + WAIT_S
+    with httpx.Client(base_url=server.base_url, timeout=30) as http:
+        while True:
+            answer = (http.get(path, headers=bearer(token)) if body is None
+                      else http.post(path, json=body, headers=bearer(token)))
+            if answer.status_code == 401:
+                return str(answer.json()["error"]["code"])
+            assert answer.status_code in (200, 201), answer.text
+            assert time.monotonic() < deadline, "the revoked token still works"
+            time.sleep(0.05)
+
+
+def test_a_revoked_key_ends_its_token_on_ingest_too(server: Server) -> None:
+    """A producer ingesting with a bearer token, whose answers the server reuses, is refused
+    once another process revokes the key the token was issued from."""
+    user = server.create_user()
+    sim = server.create_simulation(user)
+    token = server.token(user)
+    event = example_event("vehicle_use", sim)
+    path = f"/api/v2/simulation/{sim}/events"
+    with httpx.Client(base_url=server.base_url, timeout=30) as http:
+        for _ in range(5):  # the same connection, as a producer sends
+            assert http.post(path, json=event, headers=bearer(token)).status_code == 201
+    done = subprocess.run(
+        [sys.executable, "-m", "ridecast.cli.main", "users", "revoke-key", user.name,
+         _first_key_id(server, user.name)],
+        env=server.env, capture_output=True, text=True, timeout=60, check=False)
+    assert done.returncode == 0, done.stderr
+    assert _refused_within(server, path, token, event) == "token_expired"
+
+
+def _first_key_id(server: Server, name: str) -> str:
+    import json
+
+    done = subprocess.run(
+        [sys.executable, "-m", "ridecast.cli.main", "users", "keys", name, "--json"],
+        env=server.env, capture_output=True, text=True, timeout=60, check=True)
+    return str(json.loads(done.stdout)[0]["id"])
+
+
+def test_a_token_is_refused_from_its_expiry_on(start_server: Any) -> None:
+    """A token used again and again is refused by the first request after its expiry,
+    on ingest and on the rest of the API alike: reusing an answer never outlives it."""
+    srv: Server = start_server({"RIDECAST_TOKEN_TTL_S": "2"})
+    user = srv.create_user()
+    sim = srv.create_simulation(user)
+    with srv.client(user) as http:
+        issued = http.get("/api/v2/user/token/")
+    token = issued.json()["token"]
+    expires = datetime.fromisoformat(issued.headers["X-Token-Expires-At"]).timestamp()
+    event = example_event("vehicle_use", sim)
+    path = f"/api/v2/simulation/{sim}/events"
+    with httpx.Client(base_url=srv.base_url, timeout=30) as http:
+        while time.time() < expires - 0.5:
+            assert http.post(path, json=event, headers=bearer(token)).status_code == 201
+            assert http.get("/api/v2/simulation", headers=bearer(token)).status_code == 200
+            time.sleep(0.1)
+        while time.time() <= expires:  # the token's own deadline, not a guess
+            time.sleep(0.02)
+        late = http.post(path, json=event, headers=bearer(token))
+        assert (late.status_code, late.json()["error"]["code"]) == (401, "token_expired")
+        late = http.get("/api/v2/simulation", headers=bearer(token))
+        assert (late.status_code, late.json()["error"]["code"]) == (401, "token_expired")

@@ -91,3 +91,55 @@ def test_simulations_list_and_history_piped_are_one_line_per_record(
     history = _piped(f"events history {sims[0]}", "cat", env, tmp_path).splitlines()
     assert len(history) == 4, history
     _assert_plain(history)
+
+
+def test_webhook_deliveries_piped_prints_rows_only(server: Server, tmp_path: Path) -> None:
+    """`ridecast webhook deliveries SIM --limit 3 | cat`: three rows on stdout; the count
+    ("3 of 5") on stderr, where a pipe does not take it (issue 53)."""
+    user = server.create_user()
+    sim = server.create_simulation(user, data={
+        "messaging_webhook_url": "http://127.0.0.1:9/hook",
+        "messaging_webhook_message_types": ["gps_data"]})
+    with server.client(user) as http:
+        events = [example_event("gps_data", sim) for _ in range(5)]
+        assert http.post(f"/api/v2/simulation/{sim}/events", json=events).status_code == 201
+    ridecast = f"{shlex.quote(sys.executable)} -m ridecast.cli.main"
+    done = subprocess.run(f"{ridecast} webhook deliveries {sim} --limit 3 | cat", shell=True,
+                          env=_env(server, user), cwd=tmp_path, capture_output=True, text=True,
+                          timeout=TIMEOUT_S, check=False)
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    assert len(lines) == 3 and all("gps_data" in line for line in lines), lines
+    assert "3 of 5" in done.stderr
+
+
+def test_no_color_leaves_no_escape_even_when_colour_is_forced(
+    server: Server, tmp_path: Path,
+) -> None:
+    """NO_COLOR=1 means no escape sequence at all: listen's dim event ids included, also
+    where FORCE_COLOR (a terminal, as far as rich knows) would style them (issue 53)."""
+    user = server.create_user()
+    sim = server.create_simulation(user)
+    with server.client(user) as http:
+        events = [example_event("gps_data", sim) for _ in range(2)]
+        assert http.post(f"/api/v2/simulation/{sim}/events", json=events).status_code == 201
+    args = f"listen {sim} --count 2 --since 0"
+    forced = {**_env(server, user), "FORCE_COLOR": "1"}
+    assert ESC in _piped(args, "cat", forced, tmp_path)  # the test can see escapes
+    lines = _piped(args, "cat", {**forced, "NO_COLOR": "1"}, tmp_path).splitlines()
+    assert len(lines) == 2
+    _assert_plain(lines)
+
+
+def test_a_url_without_scheme_or_with_the_api_prefix_gets_a_hint(tmp_path: Path) -> None:
+    """`--url 127.0.0.1:8000` and `--url http://host/api/v2` say what to give instead of
+    "no server answers" or "no such endpoint" (issue 53)."""
+    ridecast = [sys.executable, "-m", "ridecast.cli.main"]
+    for url, hint in (("127.0.0.1:8000", "did you mean http://127.0.0.1:8000"),
+                      ("http://127.0.0.1:8000/api/v2/", "base URL (http://127.0.0.1:8000)")):
+        for command in (["simulations", "list"], ["listen", "1"]):
+            done = subprocess.run([*ridecast, *command, "--url", url, "--key", "k"],
+                                  env=_env(), cwd=tmp_path, capture_output=True, text=True,
+                                  timeout=TIMEOUT_S, check=False)
+            assert done.returncode == 1
+            assert hint in done.stderr and done.stderr.count("\n") == 1, done.stderr

@@ -54,3 +54,47 @@ def test_debug_keeps_what_the_default_level_hides(tmp_path: Path) -> None:
     _stdout, stderr = _start_and_read(tmp_path, {**plain_env(), "RIDECAST_LOG_LEVEL": "debug"})
     assert "Application startup complete" in stderr
     assert "database schema migrated" in stderr
+
+
+def _serve_a_few_requests(tmp_path: Path, env: dict[str, str]) -> str:
+    """Start a real ``serve``, send a request through uvicorn's cycle and one through the
+    direct ingest path, stop it with SIGTERM; everything it printed (stderr, then stdout,
+    where uvicorn writes its access lines)."""
+    import httpx
+
+    port = free_port()
+    err = tmp_path / "stderr.txt"
+    with open(err, "wb") as stderr:
+        process = subprocess.Popen(
+            [sys.executable, "-m", "ridecast.cli.main", "serve", "--port", str(port)],
+            cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=stderr,
+        )
+    try:
+        deadline = time.monotonic() + TIMEOUT_S
+        while "ridecast ready:" not in err.read_text(errors="replace"):
+            assert process.poll() is None, err.read_text(errors="replace")
+            assert time.monotonic() < deadline, err.read_text(errors="replace")
+            time.sleep(0.05)
+        base = f"http://127.0.0.1:{port}"
+        assert httpx.get(f"{base}/healthz").status_code == 200
+        assert httpx.post(f"{base}/api/v2/simulation/1/events", json={}).status_code == 401
+    finally:
+        process.terminate()
+        stdout, _ = process.communicate(timeout=TIMEOUT_S)
+    return err.read_text(errors="replace") + stdout.decode(errors="replace")
+
+
+def test_the_default_server_writes_no_access_log_and_no_pool_chatter(tmp_path: Path) -> None:
+    """With the defaults, requests print nothing (no access line interleaved with the
+    Quickstart's output), and a stop prints no SQLAlchemy pool bookkeeping (issue 53)."""
+    stderr = _serve_a_few_requests(tmp_path, plain_env())
+    assert "GET /healthz" not in stderr, stderr
+    assert "/events HTTP" not in stderr, stderr
+    assert "Pool disposed" not in stderr and "Pool recreating" not in stderr, stderr
+
+
+def test_ridecast_access_log_turns_the_access_log_on(tmp_path: Path) -> None:
+    """RIDECAST_ACCESS_LOG=true logs one line per request, on both request paths."""
+    stderr = _serve_a_few_requests(tmp_path, {**plain_env(), "RIDECAST_ACCESS_LOG": "true"})
+    assert '"GET /healthz HTTP/1.1" 200' in stderr, stderr
+    assert '"POST /api/v2/simulation/1/events HTTP/1.1" 401' in stderr, stderr

@@ -7,7 +7,7 @@ from typing import Annotated, Any
 
 from fastapi import Depends, Request
 
-from ..auth.credentials import BasicCredentials, TokenCredentials, parse_authorization
+from ..auth.credentials import BasicCredentials, parse_authorization
 from ..auth.visibility import Principal
 from ..errors import BadRequest, TooManyRequests, Unauthorized
 from ..runtime import Runtime
@@ -49,10 +49,7 @@ async def authenticate(runtime: Runtime, authorization: str | None,
             f"from this address; retry in {math.ceil(wait)} s", retry_after=wait,
         )
     try:
-        if isinstance(creds, TokenCredentials):
-            principal, _expires_at = await runtime.accounts.check_token(creds.token)
-        else:
-            principal = await runtime.accounts.authenticate(creds)
+        principal = await runtime.accounts.authenticate(creds)
     except Unauthorized:
         await limits.login_failed(user, address)
         raise

@@ -12,19 +12,14 @@ import orjson
 from fastapi import Query, Response, status
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from ..auth.credentials import (
-    ApiCredentials,
-    BasicCredentials,
-    TokenCredentials,
-    parse_authorization,
-)
+from ..auth.credentials import BasicCredentials, parse_authorization
 from ..auth.visibility import Principal
 from ..bus import StoredEvent
 from ..errors import BadRequest, RidecastError
 from ..events import ALL_TYPES, EVENT_ADAPTER
 from ..metrics import INGEST_LATENCY, count_ingested
 from ..runtime import Runtime
-from ..store.accounts import CacheKey
+from ..store.accounts import CacheKey, Checked
 from .deps import CurrentUser, JsonBody, RuntimeDep, authenticate
 from .errors import (
     answer_unexpected,
@@ -195,8 +190,6 @@ class IngestFastPath:
                 parsed_creds = parse_authorization(authorization)
             except RidecastError:
                 return None
-            if isinstance(parsed_creds, TokenCredentials):
-                return None
             creds, key = parsed_creds, runtime.accounts.cache_key(parsed_creds)
             if seen is not None:
                 seen.header, seen.creds, seen.key = authorization, creds, key
@@ -257,8 +250,8 @@ class SeenCredentials:
     long as the connection (the key in it too, as in the connection's buffers)."""
 
     header: str | None = None
-    creds: ApiCredentials | None = None
-    key: CacheKey = ("", None)
+    creds: Checked | None = None
+    key: CacheKey = ("", None, False)
 
 
 @dataclass(slots=True)  # not frozen: built per request, and frozen costs more to build

@@ -14,10 +14,11 @@ from starlette.responses import JSONResponse
 from .. import __version__
 from ..errors import ServiceUnavailable
 from ..events.asyncapi import asyncapi_document
+from ..events.schema import event_schemas
 from ..metrics import REGISTRY
 from ..runtime import Runtime
 from .deps import RuntimeDep
-from .responses import AsyncApiDocument, Health, Readiness, answers
+from .responses import AsyncApiDocument, EventSchemaDocument, Health, Readiness, answers
 from .routing import handler_name
 
 router = APIRouter(tags=["operations"], generate_unique_id_function=handler_name)
@@ -92,5 +93,12 @@ async def metrics() -> Response:
 
 @router.get("/asyncapi.json", **answers(AsyncApiDocument))
 async def asyncapi() -> dict[str, Any]:
-    """AsyncAPI 3.1 document of the websocket streams and the webhook."""
+    """AsyncAPI 3.0 document of the websocket streams and the webhook."""
     return asyncapi_document()
+
+
+@router.get("/schema.json", **answers(EventSchemaDocument))
+async def event_schema() -> dict[str, Any]:
+    """JSON Schema of every event, as ``ridecast schema`` prints it: ``$defs`` and a
+    ``oneOf`` of the 18 types."""
+    return event_schemas()

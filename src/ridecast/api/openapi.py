@@ -17,6 +17,7 @@ from fastapi import FastAPI
 from fastapi.openapi.utils import get_openapi
 
 from ..errors import ERRORS
+from ..events.schema import without_null_defaults
 from .events import event_json_schema
 
 ERROR_SCHEMA = {
@@ -122,6 +123,7 @@ def build_openapi(app: FastAPI, *, max_batch_events: int) -> dict[str, Any]:
             if path.startswith("/api/v2/"):
                 operation["security"] = [{"basicAuth": []}, {"tokenAuth": []}, {"bearerAuth": []}]
     _ingest_limits(schema, max_batch_events)
+    without_null_defaults(schemas)  # events/schema.py: as generators read them by default
     _plain_text(schema, "/metrics")
     for path in ("/healthz", "/readyz"):
         operation = schema["paths"].get(path, {}).get("get")

@@ -18,7 +18,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any, Literal
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field
 
 from ..events.types import MessageType
 from ..simulator.hosting.runner import Status
@@ -373,6 +373,19 @@ class Readiness(BaseModel):
     limits: str = Field(description="Where the limits are counted: `memory` (one process), "
                         "`redis` (the whole cluster), or `local fallback: ...` while this "
                         "node cannot reach Redis and counts alone.")
+
+
+class EventSchemaDocument(BaseModel):
+    """The JSON Schema document of every event (``ridecast schema``): a ``oneOf`` of the 18
+    types, each in ``$defs``."""
+
+    model_config = ConfigDict(extra="allow")
+
+    json_schema_dialect: str = Field(alias="$schema")
+    title: str
+    definitions: dict[str, Any] = Field(alias="$defs",
+                                        description="The 18 event types and their parts.")
+    oneOf: list[dict[str, Any]] = Field(description="One $ref per event type.")
 
 
 class AsyncApiDocument(BaseModel):

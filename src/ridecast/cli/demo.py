@@ -40,6 +40,7 @@ from ..auth.credentials import BasicCredentials
 from ..config import Settings, get_settings
 from ..errors import RidecastError, Unauthorized
 from .netcheck import port_free
+from .output import styling
 from .simulations_cmd import run_identity
 
 DEMO_ORG = "demo"
@@ -335,8 +336,7 @@ async def serve_demo(settings: Settings, host: str, port: int, creds: DemoCreden
     # The same server configuration as `ridecast serve`.
     app = create_app(settings)
     server = ShutdownFirstServer(uvicorn_config(app, settings, host, port,
-                                               log_level=settings.log_level,
-                                               access_log=False), app)
+                                               log_level=settings.log_level), app)
     gctuning.tune()
 
     # uvicorn takes SIGINT/SIGTERM while it serves, then restores these handlers and raises
@@ -378,8 +378,8 @@ async def serve_demo(settings: Settings, host: str, port: int, creds: DemoCreden
 
 def run_demo(host: str, port: int, data_dir: Path, speed: float) -> int:
     """Set up and serve the demo until stopped; the process's exit status."""
-    out = Console()
-    err = Console(stderr=True)
+    out = Console(**styling())
+    err = Console(stderr=True, **styling())
     data_dir = data_dir.expanduser().resolve()
     data_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
     if not port_free(host, port):
@@ -388,6 +388,9 @@ def run_demo(host: str, port: int, data_dir: Path, speed: float) -> int:
     settings = embedded_settings(data_dir)
     logging.basicConfig(level=settings.log_level.upper(),
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    from .startlog import quiet_pool
+
+    quiet_pool(settings.log_level)
     try:
         creds = asyncio.run(ensure_user(settings.database_url, data_dir / CREDENTIALS_FILE))
         code = asyncio.run(serve_demo(settings, host, port, creds, data_dir, speed, out, err))

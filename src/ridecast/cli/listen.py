@@ -198,7 +198,7 @@ def listen(
             return await follow(client, simulation_id, types, since, as_json, count, quiet)
 
     try:
-        with reporting_errors():
+        with reporting_errors(url):
             asyncio.run(run())
     except KeyboardInterrupt:
         raise typer.Exit(130) from None

@@ -1,4 +1,4 @@
-"""The ``ridecast`` command: one Typer app, one module per command group."""
+"""The ``ridecast`` command: one Typer app, one module per command group (``lazy.COMMANDS``)."""
 
 from __future__ import annotations
 
@@ -9,21 +9,7 @@ from typing import Annotated, Any
 import typer
 
 from ..config_errors import settings_error_line
-from . import (
-    config_cmd,
-    demo,
-    events_cmd,
-    listen,
-    network_cmd,
-    receiver,
-    schema_cmd,
-    serve,
-    simulations_cmd,
-    token_cmd,
-    users,
-    webhook_cmd,
-    worker,
-)
+from .lazy import LazyGroup
 from .suggest import option_suggestion
 
 app = typer.Typer(
@@ -32,6 +18,9 @@ app = typer.Typer(
     no_args_is_help=True,
     add_completion=True,
     pretty_exceptions_show_locals=False,
+    # Every command's module is imported when that command runs (cli/lazy.py): the server
+    # and the SDK are seconds of imports that --version and --help do not need.
+    cls=LazyGroup,
 )
 
 
@@ -48,22 +37,6 @@ def root(
     )] = False,
 ) -> None:
     """Real-time event delivery for ridesharing simulations: websocket streams and webhooks."""
-
-
-app.command("serve")(serve.serve)
-app.command("demo")(demo.demo)
-app.command("receiver")(receiver.receiver)
-app.command("worker")(worker.worker)
-app.command("migrate")(serve.migrate)
-app.command("schema")(schema_cmd.schema)
-app.add_typer(users.app, name="users")
-app.add_typer(config_cmd.app, name="config")
-app.command("token")(token_cmd.token)
-app.add_typer(simulations_cmd.app, name="simulations")
-app.command("listen")(listen.listen)
-app.add_typer(events_cmd.app, name="events")
-app.add_typer(webhook_cmd.app, name="webhook")
-app.add_typer(network_cmd.app, name="network")
 
 
 def command_options(ctx: Any) -> list[str]:

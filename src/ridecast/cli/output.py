@@ -5,10 +5,14 @@ gps_data --count 10 | wc -l`` counted 20. Consoles made here never wrap a line (
 folds a long one itself; a pipe gets it whole), and a table sent to a pipe is one
 tab-separated line per row, without header, borders or colour: ``wc -l`` counts records,
 ``cut -f2`` takes a column. rich adds no colour when the stream is not a terminal (unless
-``FORCE_COLOR`` asks for it), and honours ``NO_COLOR``.
+``FORCE_COLOR`` asks for it); with ``NO_COLOR`` set (and not empty) it writes no escape
+sequence at all, dim and bold included, not only no colour.
 """
 
 from __future__ import annotations
+
+import os
+from typing import Any
 
 from rich.console import Console, RenderableType
 from rich.table import Table
@@ -17,7 +21,13 @@ from rich.text import Text
 
 def console(*, stderr: bool = False) -> Console:
     """A console of stdout (or stderr) whose ``print`` never breaks a line."""
-    return Console(stderr=stderr, highlight=False, soft_wrap=True)
+    return Console(stderr=stderr, highlight=False, soft_wrap=True, **styling())
+
+
+def styling() -> dict[str, Any]:
+    """The ``Console`` arguments for ``NO_COLOR``: with it set (and not empty), no escape
+    sequence at all; rich's own handling of it drops colours but keeps dim and bold."""
+    return {"color_system": None} if os.environ.get("NO_COLOR") else {}
 
 
 def plain_cell(cell: RenderableType) -> str:

@@ -11,14 +11,21 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import Annotated, Any, TypeVar
+from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 
 import typer
 
-from ..client import AuthenticationError, Client, ClientError
-from ..client.errors import APIError, TransportError
-from ..client.models import DEFAULT_URL, ENV_KEY, ENV_URL, ENV_USER
 from .output import console
+
+if TYPE_CHECKING:
+    from ..client import Client
+
+# The SDK's (client/models.py; a test keeps them equal): here so that the options are built,
+# and every command's --help printed, without importing the SDK and its models.
+DEFAULT_URL = "http://127.0.0.1:8000"
+ENV_URL = "RIDECAST_URL"
+ENV_USER = "RIDECAST_USER"
+ENV_KEY = "RIDECAST_API_KEY"
 
 T = TypeVar("T")
 
@@ -44,7 +51,23 @@ DEFAULT = DEFAULT_URL
 
 def make_client(url: str, user: str | None, key: str | None) -> Client:
     """A blocking SDK client for these options."""
+    from ..client import Client
+
     return Client(url, user=user, key=key)
+
+
+def url_mistake(url: str) -> str | None:
+    """What is wrong with a ``--url`` before any request is sent (pure), or None: a base URL
+    without its scheme, or one that names the API's prefix rather than the server."""
+    for part in (p.strip() for p in url.split(",") if p.strip()):
+        if "://" not in part:
+            return (f"--url {part} has no scheme: did you mean http://{part} "
+                    "(or https:// for a server with TLS)?")
+        if part.rstrip("/").endswith("/api/v2"):
+            base = part.rstrip("/").removesuffix("/api/v2")
+            return (f"--url {part} names the API's prefix: give the server's base URL "
+                    f"({base}); the commands add /api/v2 themselves")
+    return None
 
 
 def print_json(value: Any) -> None:
@@ -61,6 +84,12 @@ def fail(message: str, code: int = 1) -> typer.Exit:
 def reporting_errors(url: str | None = None) -> Iterator[None]:
     """Turn SDK errors into one line on stderr and a non-zero exit status; ``url``, when
     given, is named when no server answers there."""
+    from ..client import AuthenticationError, ClientError
+    from ..client.errors import APIError, TransportError
+
+    mistake = url_mistake(url) if url is not None else None
+    if mistake is not None:
+        raise fail(mistake)
     try:
         yield
     except TransportError as exc:

@@ -68,7 +68,9 @@ def uvicorn_config(app: Any, settings: Settings, host: str, port: int,
         forwarded_allow_ips=list(settings.trusted_proxies),
         timeout_graceful_shutdown=5,
         lifespan="on",
-        **options,
+        # Off unless asked for (RIDECAST_ACCESS_LOG): one line per request costs more than
+        # handling an ingest request does.
+        **{"access_log": settings.access_log, **options},
     )
 
 

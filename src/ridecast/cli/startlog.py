@@ -40,8 +40,18 @@ class HideStartupChatter(logging.Filter):
 def install(log_level: str) -> None:
     """Hide uvicorn's start-up lines unless ``log_level`` is debug (call after
     ``uvicorn.Config``, which configures uvicorn's loggers)."""
+    quiet_pool(log_level)
     if log_level == "debug":
         return
     logger = logging.getLogger("uvicorn.error")
     if not any(isinstance(f, HideStartupChatter) for f in logger.filters):
         logger.addFilter(HideStartupChatter())
+
+
+def quiet_pool(log_level: str) -> None:
+    """Keep SQLAlchemy's pool bookkeeping ("Pool disposed", "Pool recreating"), which it
+    logs at info on every stop, for debug level: it tells an operator nothing."""
+    if log_level != "debug":
+        # SQLAlchemy names a pool's logger after its class: ours subclasses its queue pool.
+        for name in ("sqlalchemy.pool", "ridecast.store.engine.BoundedWaitPool"):
+            logging.getLogger(name).setLevel(logging.WARNING)

@@ -10,8 +10,6 @@ from __future__ import annotations
 import difflib
 from collections.abc import Iterable
 
-from ..events import ALL_TYPES
-
 
 def did_you_mean(word: str, choices: Iterable[str]) -> str:
     """`` (did you mean 'x'?)`` for the closest choice, or an empty string for none."""
@@ -21,6 +19,8 @@ def did_you_mean(word: str, choices: Iterable[str]) -> str:
 
 def unknown_types(types: Iterable[str]) -> str | None:
     """The one-line message for the event types that do not exist, or None if all do."""
+    from ..events import ALL_TYPES  # here: the event models are not for --help to import
+
     unknown = [t for t in types if t not in ALL_TYPES]
     if not unknown:
         return None

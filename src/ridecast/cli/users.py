@@ -6,17 +6,15 @@ import asyncio
 import json
 from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
-from typing import Annotated, TypeVar
+from typing import TYPE_CHECKING, Annotated, TypeVar
 
 import typer
 from rich.table import Table
 
-from ..config import get_settings
-from ..errors import RidecastError
-from ..store.accounts import AccountStore
-from ..store.engine import create_engine, upgrade
-from .datadir import prepare_store
 from .output import console, print_table
+
+if TYPE_CHECKING:
+    from ..store.accounts import AccountStore
 
 app = typer.Typer(help="Users, organisations and API keys.", no_args_is_help=True)
 err = console(stderr=True)
@@ -25,6 +23,12 @@ T = TypeVar("T")
 
 def with_accounts(work: Callable[[AccountStore], Awaitable[T]]) -> T:
     """Run ``work`` against the configured store (migrated first); errors exit with 1."""
+    # Here, not at the top: `ridecast users --help` needs neither the store nor the settings.
+    from ..config import get_settings
+    from ..errors import RidecastError
+    from ..store.accounts import AccountStore
+    from ..store.engine import create_engine, upgrade
+    from .datadir import prepare_store
 
     async def run() -> T:
         settings = get_settings()

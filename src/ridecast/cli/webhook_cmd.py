@@ -243,4 +243,5 @@ def deliveries(
     # Past a simulation's newest 10,000 deliveries, a count of succeeded or all of them is
     # a lower bound (meta.total_count_exact).
     more = "" if meta.get("total_count_exact", True) else "+"
-    out.print(f"[dim]{len(page.get('objects', []))} of {meta.get('total_count')}{more}[/dim]")
+    # On stderr: a pipe gets the rows only (docs/client.md).
+    err.print(f"[dim]{len(page.get('objects', []))} of {meta.get('total_count')}{more}[/dim]")

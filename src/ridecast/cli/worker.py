@@ -76,8 +76,9 @@ def worker() -> None:
         level=get_settings().log_level.upper(),
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
-    from . import gctuning
+    from . import gctuning, startlog
 
+    startlog.quiet_pool(get_settings().log_level)
     gctuning.tune()
     run_on_best_loop(run_worker())
     exit_despite_lingering_threads()

@@ -1,4 +1,4 @@
-"""The AsyncAPI 3.1 document of the websocket streams and the webhook, built from the models.
+"""The AsyncAPI 3.0 document of the websocket streams and the webhook, built from the models.
 
 Every payload schema comes from the pydantic event models (``EVENT_MODELS``); this module
 only lays out what AsyncAPI needs around them: the 18 messages (keyed by their type, which
@@ -14,9 +14,12 @@ from typing import Any
 
 from .. import __version__
 from .envelope import EVENT_MODELS
+from .schema import without_null_defaults
 from .types import MessageType
 
-ASYNCAPI_VERSION = "3.1.0"
+# 3.0.0: the newest version that code generators read (Modelina reads nothing of a 3.1.0
+# document), and this document uses nothing that 3.1 added.
+ASYNCAPI_VERSION = "3.0.0"
 
 # Channel id -> (address, what it delivers, its parameters). Every shape also answers with
 # a trailing slash; the interface writes the first one as /simulation_events/.
@@ -115,8 +118,8 @@ def _messages() -> tuple[dict[str, Any], dict[str, Any]]:
     for message_type in MessageType:
         model = EVENT_MODELS[message_type]
         schema = model.model_json_schema(ref_template="#/components/schemas/{model}")
-        schemas.update(schema.pop("$defs", {}))
-        schemas[model.__name__] = schema
+        schemas.update(without_null_defaults(schema.pop("$defs", {})))
+        schemas[model.__name__] = without_null_defaults(schema)
         doc = (model.__doc__ or "").strip().splitlines()
         messages[message_type.value] = {
             "name": message_type.value,
@@ -143,7 +146,7 @@ def _operation(channel: str, summary: str, **extra: Any) -> dict[str, Any]:
 
 
 def asyncapi_document() -> dict[str, Any]:
-    """The AsyncAPI 3.1 document (see the module docstring)."""
+    """The AsyncAPI 3.0 document (see the module docstring)."""
     messages, schemas = _messages()
     stream_servers = [{"$ref": "#/servers/ridecast"}, {"$ref": "#/servers/ridecastTls"}]
     channels: dict[str, Any] = {}

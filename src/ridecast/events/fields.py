@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import re
 from datetime import datetime
-from typing import Annotated
+from typing import Annotated, Any
 
 from pydantic import AfterValidator, Field, StrictBool, StrictFloat, StrictInt, StrictStr
 
@@ -27,8 +27,15 @@ def _check_timestamp(value: str) -> str:
     return value
 
 
+def _uuid_schema(schema: dict[str, Any]) -> None:
+    # format: uuid says it all to a generator; a pattern beside it only earns a warning
+    # (datamodel-codegen cannot put one on a UUID). Validation keeps the pattern.
+    schema.pop("pattern", None)
+    schema["format"] = "uuid"
+
+
 UUIDStr = Annotated[
-    StrictStr, Field(pattern=_UUID_RE.pattern, json_schema_extra={"format": "uuid"})
+    StrictStr, Field(pattern=_UUID_RE.pattern, json_schema_extra=_uuid_schema)
 ]
 """A string in UUID format (8-4-4-4-12 hex digits)."""
 

@@ -14,7 +14,7 @@ from sqlalchemy import insert, or_, select, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
-from ..auth.credentials import ApiCredentials, BasicCredentials
+from ..auth.credentials import ApiCredentials, BasicCredentials, TokenCredentials
 from ..auth.secrets import display_prefix, hash_secret, new_api_key, new_token
 from ..auth.visibility import Principal
 from ..errors import Conflict, NotFound, Unauthorized
@@ -23,8 +23,12 @@ from .tables import api_keys, auth_state, organisations, tokens, users
 log = logging.getLogger(__name__)
 
 
-CacheKey = tuple[str, str | None]
-"""Where the credential cache keeps an answer: (key hash, user name or None)."""
+CacheKey = tuple[str, str | None, bool]
+"""Where the credential cache keeps an answer: (key or token hash, user name or None, whether
+it is a bearer token): a token and an API key of the same text never share an entry."""
+
+Checked = ApiCredentials | TokenCredentials
+"""What the credential cache answers for: an API key (Basic or Token) or a bearer token."""
 
 
 def _retrieved(task: asyncio.Task[Principal]) -> None:
@@ -85,7 +89,7 @@ class AccountStore:
                  clock: Callable[[], float] = time.monotonic) -> None:
         self._engine = engine
         self._clock = clock  # ages the credential cache's entries
-        # (key hash, user name or None) -> (principal, checked at); saves a query per request.
+        # CacheKey -> (principal, checked at); saves a query per request.
         self._auth_cache: dict[CacheKey, tuple[Principal, float]] = {}
         # The credential checks running now, by cache key, with the generation they started
         # in: concurrent misses share one.
@@ -282,14 +286,16 @@ class AccountStore:
         return Principal(row.id, row.name, row.org_id, bool(row.is_admin)) if row else None
 
     @staticmethod
-    def cache_key(creds: ApiCredentials) -> CacheKey:
-        """Where the credential cache keeps the answer for ``creds`` (the key's hash, and
-        the user name with Basic): a caller that sees the same credentials again may keep
-        it (``cached_principal``'s ``key``)."""
+    def cache_key(creds: Checked) -> CacheKey:
+        """Where the credential cache keeps the answer for ``creds`` (the key's or token's
+        hash, and the user name with Basic): a caller that sees the same credentials again
+        may keep it (``cached_principal``'s ``key``)."""
+        if isinstance(creds, TokenCredentials):
+            return (hash_secret(creds.token), None, True)
         return (hash_secret(creds.api_key),
-                creds.username if isinstance(creds, BasicCredentials) else None)
+                creds.username if isinstance(creds, BasicCredentials) else None, False)
 
-    def cached_principal(self, creds: ApiCredentials,
+    def cached_principal(self, creds: Checked,
                          key: CacheKey | None = None) -> Principal | None:
         """``authenticate``'s answer when its cache holds a fresh one, else None, without
         I/O: the same cache (keyed by ``cache_key(creds)``, which ``key`` is when given;
@@ -308,8 +314,10 @@ class AccountStore:
                 self._check(cache_key, creds).add_done_callback(_retrieved)
         return cached[0]
 
-    async def authenticate(self, creds: ApiCredentials) -> Principal:
-        """The user whose API key ``creds`` carries; raises ``Unauthorized``."""
+    async def authenticate(self, creds: Checked) -> Principal:
+        """The user whose API key or bearer token ``creds`` carries; raises
+        ``Unauthorized``. A token's entry ages out at its expiry at the latest, and a
+        revocation (of its user or of the key it was issued from) clears it as any other."""
         cached = self.cached_principal(creds)
         if cached is not None:
             return cached
@@ -321,7 +329,7 @@ class AccountStore:
         # Shielded: a caller that goes away does not cancel the check the others wait for.
         return await asyncio.shield(check)
 
-    def _check(self, cache_key: CacheKey, creds: ApiCredentials) -> asyncio.Task[Principal]:
+    def _check(self, cache_key: CacheKey, creds: Checked) -> asyncio.Task[Principal]:
         """Start the store's check of ``creds``; it caches its answer unless the cache was
         cleared meanwhile (raises RuntimeError outside an event loop)."""
         generation = self._generation
@@ -329,14 +337,20 @@ class AccountStore:
 
         async def check() -> Principal:
             try:
-                principal = await self._authenticate(creds, cache_key[0])
+                if isinstance(creds, TokenCredentials):
+                    principal, expires_at = await self.check_token(creds.token)
+                    # Aged so that the entry is stale by the token's expiry.
+                    checked = min(started, self._clock() + expires_at - time.time()
+                                  - AUTH_CACHE_S)
+                else:
+                    principal, checked = await self._authenticate(creds, cache_key[0]), started
             except Unauthorized:
                 self._auth_cache.pop(cache_key, None)
                 raise
             if self._generation == generation:
                 if len(self._auth_cache) > 10_000:
                     self._auth_cache.clear()
-                self._auth_cache[cache_key] = (principal, started)
+                self._auth_cache[cache_key] = (principal, checked)
             return principal
 
         task = asyncio.get_running_loop().create_task(check())

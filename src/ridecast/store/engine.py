@@ -54,7 +54,8 @@ _last_pool_warning = [float("-inf")]
 
 
 def create_engine(url: str, *, outage_log_interval_s: float = 30.0, pool_size: int = 5,
-                  pool_overflow: int = 10, pool_timeout_s: float = 10.0) -> AsyncEngine:
+                  pool_overflow: int = 10, pool_timeout_s: float = 10.0,
+                  sqlite_synchronous: str = "normal") -> AsyncEngine:
     """An async engine for ``url``; SQLite gets WAL and a busy timeout.
 
     A store outage (a dead or refused connection, a locked SQLite file) is raised as
@@ -63,7 +64,11 @@ def create_engine(url: str, *, outage_log_interval_s: float = 30.0, pool_size: i
 
     WAL with ``synchronous=NORMAL`` survives a killed process (kill -9) without losing a
     committed transaction; only an OS crash or power loss can lose the last commits.
+    ``sqlite_synchronous="full"`` syncs the WAL at every commit, so those are kept too.
     """
+    if sqlite_synchronous not in ("normal", "full"):
+        raise ValueError(f"sqlite_synchronous must be normal or full, not {sqlite_synchronous}")
+    synchronous = sqlite_synchronous.upper()
     kwargs: dict[str, Any] = {"poolclass": BoundedWaitPool, "pool_size": pool_size,
                               "max_overflow": pool_overflow, "pool_timeout": pool_timeout_s}
     if is_sqlite(url):
@@ -84,7 +89,7 @@ def create_engine(url: str, *, outage_log_interval_s: float = 30.0, pool_size: i
         def _pragmas(dbapi_conn: Any, _record: Any) -> None:
             cur = dbapi_conn.cursor()
             cur.execute("PRAGMA journal_mode=WAL")
-            cur.execute("PRAGMA synchronous=NORMAL")
+            cur.execute(f"PRAGMA synchronous={synchronous}")
             cur.execute("PRAGMA busy_timeout=30000")
             cur.execute("PRAGMA foreign_keys=ON")
             cur.close()

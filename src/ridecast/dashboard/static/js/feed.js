@@ -24,7 +24,7 @@ export class Feed {
     this.seen = 0;
     this.paused = false;
     this.rebuild = false;
-    this.chipsDirty = false;
+    this.chipsDirty = true; // every type's chip from the first frame, before any event
     this.events = new WeakMap(); // row -> event, to show its JSON on demand
     filters.addEventListener("click", (click) => {
       const chip = click.target.closest("button[data-type]");
@@ -101,7 +101,9 @@ export class Feed {
   }
 
   renderChips() {
-    const known = TYPES.map(([type]) => type).filter((type) => this.counts.has(type));
+    // Every type of the interface, always in the same order (a booking's life), seen or not:
+    // a chip does not appear, or move, when its first event arrives.
+    const known = TYPES.map(([type]) => type);
     const extra = [...this.counts.keys()].filter((type) => !TYPE_COLOR.has(type)).sort();
     const fragment = document.createDocumentFragment();
     for (const type of [...known, ...extra]) {
@@ -115,7 +117,7 @@ export class Feed {
       const label = document.createElement("span");
       label.textContent = type.replaceAll("_", " ");
       const count = document.createElement("b");
-      count.textContent = String(this.counts.get(type));
+      count.textContent = String(this.counts.get(type) || 0);
       chip.append(label, count);
       fragment.append(chip);
     }
