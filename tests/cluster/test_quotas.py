@@ -136,6 +136,28 @@ def _nothing_started(srv: Server, user: User, sim: int) -> None:
     assert _status(srv, user, sim)["status"] == "idle"
 
 
+def _stored_bytes(database_url: str) -> int:
+    """Bytes of every stored event body, read from PostgreSQL."""
+    import asyncpg
+
+    async def read() -> int:
+        conn = await asyncpg.connect(database_url.replace("+asyncpg", ""))
+        try:
+            return int(await conn.fetchval(
+                "SELECT coalesce(sum(octet_length(body)), 0) FROM events"))
+        finally:
+            await conn.close()
+
+    return asyncio.run(read())
+
+
+def _shared_bytes(pair: CrossNodeServer, org: int) -> int:
+    import redis
+
+    value = redis.Redis.from_url(REDIS_URL).get(f"{pair.bus_prefix}:limits:quota:bytes:{org}")
+    return int(value or 0)
+
+
 def _usage(srv: Server, org: int, quota: str) -> float | None:
     text = httpx.get(f"{srv.base_url}/metrics").text
     found = re.search(
@@ -276,10 +298,16 @@ def test_a_killed_nodes_run_keeps_one_slot_and_gives_it_back(tmp_path: Path) -> 
         user = a.create_user()
         run, second = (a.create_simulation(user, {"simulator": SLOW}) for _ in range(2))
         assert _start(a, user, run).status_code == 200
+        killed = _status(b, user, run)["owner_node"]
         a.process.send_signal(signal.SIGKILL)
         a.process.wait()
-        _wait(lambda: _status(b, user, run).get("owner_node") not in (None, "")
-              and _status(b, user, run).get("takeover") is None, 60, "the takeover")
+
+        def taken_over() -> bool:
+            status = _status(b, user, run)
+            return (status.get("owner_node") not in (None, killed)
+                    and status.get("takeover") is None)
+
+        _wait(taken_over, 60, "the takeover")
         _refused(_start(b, user, second), 429, "quota_runs")
         assert _post(b, user, f"/api/v2/simulation/{run}/simulator/stop").status_code == 200
         assert _start(b, user, second).status_code == 200
@@ -307,13 +335,17 @@ def test_stored_event_bytes_are_counted_over_both_nodes_and_survive_a_restart(
         with a.client(user) as http:
             while True:
                 response = http.post(f"/api/v2/simulation/{sim}/events", json=batch)
-                if response.status_code != 200:
+                if response.status_code != 201:
                     break
                 stored += len(batch)
                 assert stored < 10_000, "the quota never refused"
         _refused(response, 403, "quota_event_bytes")
-        _wait(lambda: _post(b, user, f"/api/v2/simulation/{sim}/events", batch).status_code
-              == 403, 10, "the second node to see the first node's bytes")
+        org = _org(a, user, sim)
+        # The first node adds what it appended to the shared total within a second.
+        _wait(lambda: _shared_bytes(pair, org) == _stored_bytes(a.database_url), 10,
+              "the first node's bytes on Redis")
+        _refused(_post(b, user, f"/api/v2/simulation/{sim}/events", batch), 403,
+                 "quota_event_bytes")
         assert len(_events(b, user, sim)) == stored
         running = a.create_simulation(user, {"simulator": {**SLOW, "speed": "max"}})
         assert _start(b, user, running).status_code == 200
@@ -324,12 +356,12 @@ def test_stored_event_bytes_are_counted_over_both_nodes_and_survive_a_restart(
         b = launch_server(tmp_path / "b", b.env, database_url=b.database_url, port=b.port)
         try:
             for srv in (a, b):
-                _refused(_post(srv, user, f"/api/v2/simulation/{sim}/events", batch[:1]),
+                _refused(_post(srv, user, f"/api/v2/simulation/{sim}/events", batch),
                          403, "quota_event_bytes")
             stranger = a.create_user()
             theirs = b.create_simulation(stranger)
             assert _post(b, stranger, f"/api/v2/simulation/{theirs}/events",
-                         [envelope(theirs, "vehicle_use", 1)]).status_code == 200
+                         [envelope(theirs, "vehicle_use", 1)]).status_code == 201
         finally:
             b.stop()
             a.stop()

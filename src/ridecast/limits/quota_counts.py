@@ -22,7 +22,7 @@ import contextlib
 import logging
 import time
 import uuid
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Collection, Mapping
 from contextlib import AbstractAsyncContextManager
 from typing import Protocol
 
@@ -58,9 +58,11 @@ class QuotaCounts(Protocol):
         """Take up to ``want`` of the organisation's event tokens: (granted, seconds to wait
         when none was)."""
 
-    async def exchange_bytes(self, added: Mapping[int, int]) -> dict[int, int]:
+    async def exchange_bytes(self, added: Mapping[int, int],
+                             known: Collection[int] = ()) -> dict[int, int]:
         """Add ``added`` (bytes by organisation) to the totals; the totals of those
-        organisations. Raises when the counts cannot be reached (the caller keeps them)."""
+        organisations and of ``known``. Raises when the counts cannot be reached (the
+        caller keeps ``added``)."""
 
     async def replace_bytes(self, totals: Mapping[int, int]) -> None:
         """A recount from the store replaces the totals."""
@@ -94,10 +96,11 @@ class MemoryQuotaCounts:
             bucket = self._buckets[org_id] = TokenBucket(self._rate, max(1.0, self._rate))
         return bucket.take(time.monotonic(), want)
 
-    async def exchange_bytes(self, added: Mapping[int, int]) -> dict[int, int]:
+    async def exchange_bytes(self, added: Mapping[int, int],
+                             known: Collection[int] = ()) -> dict[int, int]:
         for org_id, count in added.items():
             self._bytes[org_id] = self._bytes.get(org_id, 0) + count
-        return {org_id: self._bytes[org_id] for org_id in added}
+        return {org_id: self._bytes.get(org_id, 0) for org_id in {*added, *known}}
 
     async def replace_bytes(self, totals: Mapping[int, int]) -> None:
         self._bytes = dict(totals)
@@ -176,20 +179,24 @@ class RedisQuotaCounts:
         granted = int(granted)
         return granted, (max(float(wait), 0.001) if granted < 1 else 0.0)
 
-    async def exchange_bytes(self, added: Mapping[int, int]) -> dict[int, int]:
-        if not added:
+    async def exchange_bytes(self, added: Mapping[int, int],
+                             known: Collection[int] = ()) -> dict[int, int]:
+        orgs = [*added, *(org_id for org_id in known if org_id not in added)]
+        if not orgs:
             return {}
-        orgs = list(added)
         try:
             async with self._redis.pipeline(transaction=False) as pipe:
                 for org_id in orgs:
-                    pipe.incrby(self._keys.quota_bytes(org_id), added[org_id])
+                    if org_id in added:
+                        pipe.incrby(self._keys.quota_bytes(org_id), added[org_id])
+                    else:
+                        pipe.get(self._keys.quota_bytes(org_id))
                 totals = await pipe.execute()
         except _FAILURES as exc:
             self._fell_back(exc)
             raise
         self._answered()
-        return {org_id: int(total) for org_id, total in zip(orgs, totals, strict=True)}
+        return {org_id: int(total or 0) for org_id, total in zip(orgs, totals, strict=True)}
 
     async def replace_bytes(self, totals: Mapping[int, int]) -> None:
         try:

@@ -129,11 +129,27 @@ class Quotas:
     # ---- stored event bytes --------------------------------------------------------------
 
     def within(self, batch: Sequence[NewEvent]) -> bool:
-        """Whether ``batch`` fits its organisation's stored bytes (the ingest fast path)."""
+        """Whether ``batch`` fits its organisation's stored bytes, as far as this node can
+        tell without waiting (the ingest fast path): False for an organisation whose total
+        it has not read yet, so that the full path reads it first (``learn``)."""
         if not batch:
             return True
+        org_id = batch[0].org_id
+        if org_id not in self._ledger.totals:
+            return False
         size = sum(len(event.body) for event in batch)
-        return self._ledger.held(batch[0].org_id) + size <= self.policy.event_bytes
+        return self._ledger.held(org_id) + size <= self.policy.event_bytes
+
+    async def learn(self, batch: Sequence[NewEvent]) -> None:
+        """Read the shared total of ``batch``'s organisation when this node has none yet
+        (its first append here, on a node that started before the organisation's first
+        event), so that ``admit`` does not start it from zero."""
+        if not batch or batch[0].org_id in self._ledger.totals:
+            return
+        org_id = batch[0].org_id
+        with contextlib.suppress(Exception):  # unreachable counts: this node's own then
+            self._ledger.update(await self.counts.exchange_bytes({}, (org_id,)))
+        self._ledger.totals.setdefault(org_id, 0)
 
     def admit(self, batch: Sequence[NewEvent]) -> None:
         """Count ``batch`` (one simulation's events, so one organisation's) against its
@@ -146,11 +162,13 @@ class Quotas:
         self._ledger.add(org_id, size)
 
     async def _exchange(self) -> None:
+        """Add what this node appended to the shared totals; read every total it knows
+        (what the other nodes appended)."""
         pending = self._ledger.take_pending()
-        if not pending:
+        if not pending and not self._ledger.totals:
             return
         try:
-            totals = await self.counts.exchange_bytes(pending)
+            totals = await self.counts.exchange_bytes(pending, self._ledger.totals.keys())
         except BaseException:
             self._ledger.give_back(pending)
             raise

@@ -130,6 +130,9 @@ class AppendGate(Protocol):
     def within(self, batch: Sequence[NewEvent]) -> bool:
         """Whether ``admit`` would take ``batch``."""
 
+    async def learn(self, batch: Sequence[NewEvent]) -> None:
+        """Read what ``admit`` needs to decide on ``batch`` (when it does not hold it)."""
+
     def admit(self, batch: Sequence[NewEvent]) -> None:
         """Count ``batch``, or raise the error that refuses it."""
 
@@ -248,6 +251,8 @@ class EventLog:
         published right after, in commit order)."""
         # No shield needed: a caller that is cancelled cancels the future, and the writer
         # still writes the batch (it never looks at the future before it has committed).
+        if self.gate is not None:
+            await self.gate.learn(batch)
         return await self.append_nowait(batch)
 
     def within_quota(self, batch: Sequence[NewEvent]) -> bool:
