@@ -309,7 +309,7 @@ class Settings(BaseSettings):
         "running and paused runs together; a start beyond it is a 429 quota_vehicles.",
     )
     quota_events_per_s_per_org: float = Field(
-        20_000.0, gt=0, le=10_000_000, description="Simulator events one organisation's runs "
+        100_000.0, gt=0, le=10_000_000, description="Simulator events one organisation's runs "
         "may publish per second together (a burst of one second's worth above it); a run "
         "over it waits (its simulated time slows down), it drops nothing.",
     )
