@@ -193,8 +193,8 @@ class RedisQuotaCounts:
                         pipe.get(self._keys.quota_bytes(org_id))
                 totals = await pipe.execute()
         except _FAILURES as exc:
-            self._fell_back(exc)
-            raise
+            self._fell_back(exc)  # logged once there; the caller keeps ``added``
+            raise ServiceUnavailable("Redis does not answer", retry_after=1) from exc
         self._answered()
         return {org_id: int(total or 0) for org_id, total in zip(orgs, totals, strict=True)}
 
