@@ -67,6 +67,14 @@ class QuotaCounts(Protocol):
     async def replace_bytes(self, totals: Mapping[int, int]) -> None:
         """A recount from the store replaces the totals."""
 
+    @property
+    def shared(self) -> bool:
+        """Whether the totals outlive this process (on Redis)."""
+
+    async def claim(self, name: str, seconds: float) -> bool:
+        """Whether this node is the one to do ``name`` now (once per ``seconds`` in the
+        cluster; always on a process of its own)."""
+
     async def close(self) -> None:
         """Release what this process holds."""
 
@@ -104,6 +112,13 @@ class MemoryQuotaCounts:
 
     async def replace_bytes(self, totals: Mapping[int, int]) -> None:
         self._bytes = dict(totals)
+
+    @property
+    def shared(self) -> bool:
+        return False
+
+    async def claim(self, name: str, seconds: float) -> bool:
+        return True
 
     async def close(self) -> None:
         return None
@@ -208,6 +223,20 @@ class RedisQuotaCounts:
             self._fell_back(exc)
             return
         self._answered()
+
+    @property
+    def shared(self) -> bool:
+        return True
+
+    async def claim(self, name: str, seconds: float) -> bool:
+        try:
+            taken = await self._redis.set(self._keys.quota_lock(name), "1", nx=True,
+                                          px=max(1, int(seconds * 1000)))
+        except _FAILURES as exc:
+            self._fell_back(exc)
+            return True  # alone until Redis answers: do it here
+        self._answered()
+        return bool(taken)
 
     async def close(self) -> None:
         await self._redis.aclose()

@@ -54,6 +54,8 @@ log = logging.getLogger(__name__)
 
 EXCHANGE_S = 1.0
 """How often a node adds its appended bytes to the shared totals and reads them back."""
+COUNT_WAIT_S = 10.0
+"""Longest an append waits for the start-up count of the stored bytes (then 503)."""
 USAGE_S = 5.0
 """How often a node reads every organisation's usage for ``/metrics``."""
 
@@ -77,6 +79,8 @@ class Quotas:
         self._published: Counter[int] = Counter()
         self._published_since = time.monotonic()
         self._task: asyncio.Task[None] | None = None
+        # Set once the stored bytes have been counted from the store since this start.
+        self._counted = asyncio.Event()
         for kind, limit in (("runs", self.policy.runs), ("vehicles", self.policy.vehicles),
                             ("vehicles_per_run", self.policy.vehicles_per_run),
                             ("events_per_s", self.policy.events_per_s),
@@ -147,8 +151,18 @@ class Quotas:
         if not batch or batch[0].org_id in self._ledger.totals:
             return
         org_id = batch[0].org_id
-        with contextlib.suppress(Exception):  # unreachable counts: this node's own then
-            self._ledger.update(await self.counts.exchange_bytes({}, (org_id,)))
+        if not self.counts.shared:
+            # In one process the totals are this process's: until the start-up recount is
+            # done, they are not known (a restart must not start them from zero).
+            try:
+                async with asyncio.timeout(COUNT_WAIT_S):
+                    await self._counted.wait()
+            except TimeoutError:
+                raise ServiceUnavailable("the stored events are being counted after a "
+                                         "start; retry shortly", retry_after=1) from None
+        else:
+            with contextlib.suppress(Exception):  # unreachable counts: this node's own
+                self._ledger.update(await self.counts.exchange_bytes({}, (org_id,)))
         self._ledger.totals.setdefault(org_id, 0)
 
     def admit(self, batch: Sequence[NewEvent]) -> None:
@@ -177,6 +191,8 @@ class Quotas:
 
     async def recount(self) -> None:
         """The stored bytes of every organisation, from the store, as the new totals."""
+        if not await self.counts.claim("recount", 0.9 * self._recount_s):
+            return  # another node of the cluster recounted lately
         await self._exchange()
         found = await self._usage.event_bytes_by_org()
         totals = {org_id: 0 for org_id in self._ledger.totals} | found
@@ -207,8 +223,9 @@ class Quotas:
     # ---- lifecycle -----------------------------------------------------------------------
 
     async def start(self) -> None:
-        """Recount the stored bytes (a restart loses nothing), then keep the counts."""
-        await self._step(self.recount, "recounting stored event bytes")
+        """Keep the counts: recount the stored bytes first (a restart loses nothing), in
+        the background, so that a large store does not hold the start-up (an append of
+        an organisation not yet counted waits for it: ``learn``)."""
         self._task = asyncio.get_running_loop().create_task(self._loop(), name="quotas")
 
     async def _step(self, step: Callable[[], Awaitable[None]], what: str) -> None:
@@ -220,6 +237,14 @@ class Quotas:
             log.exception("quotas: %s failed", what)
 
     async def _loop(self) -> None:
+        while not self._counted.is_set():
+            try:
+                await self.recount()
+            except Exception as exc:  # the store is not there yet: try again shortly
+                log.debug("quotas: recounting stored event bytes failed: %s", exc)
+                await asyncio.sleep(EXCHANGE_S)
+            else:
+                self._counted.set()
         recount_at = time.monotonic() + self._recount_s
         usage_at = 0.0
         while True:
