@@ -41,6 +41,10 @@ LOCK_HOLD_S = 30.0
 LOCK_WAIT_S = 10.0
 """Longest wait for a lock before a 503 (another start of the organisation is that slow)."""
 
+RETRY_S = 1.0
+"""While Redis does not answer, it is tried again at most this often (between, the local
+counts answer at once: a run's events do not wait for Redis's time-out each time)."""
+
 _FAILURES = (RedisError, OSError, TimeoutError)
 
 
@@ -137,12 +141,19 @@ class RedisQuotaCounts:
         self._rate_take = self._redis.register_script(scripts.RATE_TAKE)
         self._unlock = self._redis.register_script(scripts.UNLOCK)
         self._down_since: float | None = None
+        self._retry_at = 0.0
 
     @property
     def mode(self) -> str:
         return "redis" if self._down_since is None else "local fallback"
 
+    @property
+    def _try(self) -> bool:
+        """Whether to ask Redis now (it answers, or it is time to try it again)."""
+        return self._down_since is None or time.monotonic() >= self._retry_at
+
     def _fell_back(self, exc: BaseException) -> None:
+        self._retry_at = time.monotonic() + RETRY_S
         if self._down_since is None:
             log.warning("quotas: Redis does not answer (%s); counting on this node only "
                         "until it does", type(exc).__name__)
@@ -155,6 +166,10 @@ class RedisQuotaCounts:
 
     @contextlib.asynccontextmanager
     async def lock(self, name: str) -> AsyncIterator[None]:
+        if not self._try:
+            async with self._local.lock(name):
+                yield
+            return
         key, token = self._keys.quota_lock(name), uuid.uuid4().hex
         deadline = time.monotonic() + LOCK_WAIT_S
         pause = 0.005
@@ -182,6 +197,8 @@ class RedisQuotaCounts:
                 await self._unlock(keys=[key], args=[token])
 
     async def take_events(self, org_id: int, want: int) -> tuple[int, float]:
+        if not self._try:
+            return await self._local.take_events(org_id, want)
         burst = max(1.0, self._rate)
         try:
             granted, wait = await self._rate_take(
@@ -199,6 +216,8 @@ class RedisQuotaCounts:
         orgs = [*added, *(org_id for org_id in known if org_id not in added)]
         if not orgs:
             return {}
+        if not self._try:
+            raise ServiceUnavailable("Redis does not answer", retry_after=1)
         try:
             async with self._redis.pipeline(transaction=False) as pipe:
                 for org_id in orgs:
@@ -214,6 +233,8 @@ class RedisQuotaCounts:
         return {org_id: int(total or 0) for org_id, total in zip(orgs, totals, strict=True)}
 
     async def replace_bytes(self, totals: Mapping[int, int]) -> None:
+        if not self._try:
+            return
         try:
             async with self._redis.pipeline(transaction=False) as pipe:
                 for org_id, total in totals.items():
@@ -229,6 +250,8 @@ class RedisQuotaCounts:
         return True
 
     async def claim(self, name: str, seconds: float) -> bool:
+        if not self._try:
+            return True
         try:
             taken = await self._redis.set(self._keys.quota_lock(name), "1", nx=True,
                                           px=max(1, int(seconds * 1000)))
