@@ -18,6 +18,7 @@ from typing import Any
 import httpx
 import pytest
 
+from tests.cluster.privateredis import PrivateRedis
 from tests.conftest import (
     REDIS_URL,
     CrossNodeServer,
@@ -367,3 +368,30 @@ def test_stored_event_bytes_are_counted_over_both_nodes_and_survive_a_restart(
             a.stop()
     finally:
         _drop(pair)
+
+
+def test_quotas_hold_on_a_node_whose_redis_is_down(
+    tmp_path: Path, pg_url: str, private_redis: PrivateRedis,
+) -> None:
+    """Redis killed: a start is still decided (the runs are counted in the store, the lock
+    is the node's own), the second run is 429 quota_runs and starts nothing, a running
+    run's events still flow (the events-per-second bucket is the node's own), and ingest
+    still answers."""
+    srv = launch_server(tmp_path, {"RIDECAST_BUS_URL": private_redis.url,
+                                   "RIDECAST_QUOTA_RUNS_PER_ORG": "1",
+                                   "RIDECAST_BUS_TIMEOUT_S": "0.5"}, database_url=pg_url)
+    try:
+        user = srv.create_user()
+        first, second = (srv.create_simulation(user, {"simulator": {**SLOW, "speed": 30}})
+                         for _ in range(2))
+        private_redis.kill()
+        assert _start(srv, user, first).status_code == 200
+        _refused(_start(srv, user, second), 429, "quota_runs")
+        _nothing_started(srv, user, second)
+        _wait(lambda: len(_events(srv, user, first)) > 20, 60, "the run's events")
+        assert _post(srv, user, f"/api/v2/simulation/{second}/events",
+                     [envelope(second, "vehicle_use", 1)]).status_code == 201
+        assert _post(srv, user, f"/api/v2/simulation/{first}/simulator/stop").status_code == 200
+    finally:
+        srv.stop()
+        private_redis.start()
