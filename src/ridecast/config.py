@@ -325,7 +325,7 @@ class Settings(BaseSettings):
         5_000_000_000, ge=1, le=2**62, description="Bytes of stored event bodies (ingested "
         "and simulator events) one organisation may hold in the event log; events beyond it "
         "are refused with 403 quota_event_bytes (a run stops with that error). Retention "
-        "and deleting events give bytes back.",
+        "gives bytes back (a deleted simulation's events count until it removes them).",
     )
     quota_recount_s: float = Field(
         300.0, gt=0, le=86_400, description="How often the stored event bytes of every "

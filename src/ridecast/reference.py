@@ -52,9 +52,10 @@ def errors_md() -> str:
              "An organisation's quotas (`quota_*`, [simulator](simulator.md#quotas)) answer "
              "429 when the quota frees itself as the organisation's runs stop or finish "
              "(`quota_runs`, `quota_vehicles`: retrying later may succeed) and 403 when only "
-             "the organisation's own action frees it (fewer vehicles, deleting simulations, "
-             "templates or events: the same request never succeeds). `details[0]` names the "
-             "`quota`, its `limit`, what is `used` and what was `requested`.\n\n",
+             "the organisation's own action frees it (fewer vehicles, deleting simulations or "
+             "templates, retention removing old events: the same request never succeeds). "
+             "`details[0]` names the `quota`, its `limit`, what is `used` and what was "
+             "`requested`.\n\n",
              "| code | HTTP status | websocket close | meaning |\n|---|---|---|---|\n"]
     for spec in ERRORS.values():
         status = str(spec.http_status) if spec.http_status else "—"
