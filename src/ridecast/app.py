@@ -34,6 +34,8 @@ from .dashboard import mount_dashboard
 from .hub import Hub, open_dedicated_listener, websocket_routes
 from .ingest import Ingest
 from .limits import create_limits
+from .limits.quota_counts import create_quota_counts
+from .limits.quota_service import Quotas
 from .ports import SimulatorHost
 from .runtime import Runtime
 from .simulations import SimulationCatalog, SimulationService
@@ -41,12 +43,13 @@ from .simulator.core.settings import read_settings
 from .simulator.hosting.cluster_host import ClusterHost
 from .simulator.hosting.journal import JournalStore
 from .simulator.hosting.lease import LeaseStore
-from .simulator.hosting.manager import SimulatorManager
+from .simulator.hosting.manager import SimThrottle, SimulatorManager
 from .simulator.hosting.resume import LogTail
 from .store.accounts import AccountStore
 from .store.engine import create_engine, upgrade
 from .store.eventlog import EventLog
 from .store.outbox import outbox_sql
+from .store.quota_usage import QuotaUsageStore
 from .store.revocations import RevocationWatcher
 from .store.simulations import SimulationStore
 from .webhooks.bodies import Bodies
@@ -130,6 +133,11 @@ async def _start(
     limits = create_limits(settings)
     stack.push_async_callback(limits.close)
     await limits.start()
+    quotas = _quotas(settings, engine, catalog)
+    stack.push_async_callback(quotas.close)
+    await quotas.start()
+    event_log.gate = quotas
+    simulations_service.creation_gate = quotas.creating
 
     dispatch = settings.webhook_workers if run_dispatcher is None else run_dispatcher
     webhooks = _webhooks(settings, engine, bus, catalog, simulations_service,
@@ -141,7 +149,8 @@ async def _start(
 
     simulator: SimulatorHost | None = None
     if run_simulator:
-        simulator = _simulator_host(settings, engine, bus, ingest, event_log)
+        simulator = _simulator_host(settings, engine, bus, ingest, event_log,
+                                    throttle=quotas.throttle)
         stack.push_async_callback(_logging_failure, "simulator", simulator.close)
         simulations_service.add_data_check(_check_simulator_settings)
 
@@ -163,6 +172,7 @@ async def _start(
         ingest=ingest,
         revocations=revocations,
         limits=limits,
+        quotas=quotas,
         webhooks=webhooks,
         hub=hub,
         simulator=simulator,
@@ -211,15 +221,27 @@ def _webhooks(settings: Settings, engine: AsyncEngine, bus: Bus, catalog: Simula
                           dispatcher=dispatcher, max_page_bytes=settings.max_page_bytes)
 
 
+def _quotas(settings: Settings, engine: AsyncEngine, catalog: SimulationCatalog) -> Quotas:
+    """The organisations' quotas: counted in the store, shared through Redis when the bus
+    is Redis (``limits/quota_service.py``)."""
+
+    async def org_of(simulation_id: int) -> int | None:
+        meta = await catalog.get(simulation_id)
+        return None if meta is None else meta.org_id
+
+    return Quotas(settings, create_quota_counts(settings), QuotaUsageStore(engine), org_of)
+
+
 def _simulator_host(settings: Settings, engine: AsyncEngine, bus: Bus,
-                    ingest: Ingest, event_log: EventLog) -> SimulatorHost:
+                    ingest: Ingest, event_log: EventLog, *,
+                    throttle: SimThrottle | None = None) -> SimulatorHost:
     """Simulator runs publish through ingest; runs are leased in the store, commands are
     forwarded to the owner on the bus, operations journaled, and a run whose node stopped
     is taken over from its journal (``simulator/hosting/cluster_host.py``)."""
     journal = JournalStore(engine)
     manager = SimulatorManager(ingest.submit_trusted, max_batch=ingest.max_batch,
                                max_finished=settings.simulator_max_finished_runs,
-                               journal=journal)
+                               journal=journal, throttle=throttle)
     host = ClusterHost(manager, LeaseStore(engine), bus, lease_s=settings.simulator_lease_s,
                        forward_timeout_s=settings.simulator_forward_timeout_s,
                        journal=journal, tail=LogTail(event_log))

@@ -309,6 +309,51 @@ class Settings(BaseSettings):
         5.0, gt=0, description="How long a node waits for the owner of a simulator run to "
         "answer a forwarded command before a 503 simulator_owner_unreachable."
     )
+    # Quotas per organisation, counted for the whole cluster (docs/simulator.md, "Quotas").
+    quota_runs_per_org: int = Field(
+        10, ge=1, le=10_000, description="Simulator runs (running or paused) one organisation "
+        "may have at once; one more start is a 429 quota_runs. A stopped or finished run, or "
+        "one whose node died and was not taken over, gives its slot back.",
+    )
+    quota_vehicles_per_run: int = Field(
+        10_000, ge=0, le=10_000, description="Most vehicles (data.simulator.vehicles) one run "
+        "may start with; more is a 403 quota_vehicles_per_run.",
+    )
+    quota_vehicles_per_org: int = Field(
+        30_000, ge=0, le=100_000_000, description="Most vehicles of one organisation's "
+        "running and paused runs together; a start beyond it is a 429 quota_vehicles.",
+    )
+    quota_events_per_s_per_org: float = Field(
+        100_000.0, gt=0, le=10_000_000, description="Simulator events one organisation's runs "
+        "may publish per second together (a burst of one second's worth above it); a run "
+        "over it waits (its simulated time slows down), it drops nothing.",
+    )
+    quota_simulations_per_org: int = Field(
+        10_000, ge=1, le=100_000_000, description="Simulations (not deleted) one "
+        "organisation may hold; one more is a 403 quota_simulations.",
+    )
+    quota_templates_per_org: int = Field(
+        1_000, ge=1, le=100_000_000, description="Simulation templates (not deleted) one "
+        "organisation may hold; one more is a 403 quota_templates.",
+    )
+    quota_event_bytes_per_org: int = Field(
+        5_000_000_000, ge=1, le=2**62, description="Bytes of stored event bodies (ingested "
+        "and simulator events) one organisation may hold in the event log; events beyond it "
+        "are refused with 403 quota_event_bytes (a run stops with that error). Retention "
+        "gives bytes back (a deleted simulation's events count until it removes them).",
+    )
+    quota_recount_s: float = Field(
+        300.0, gt=0, le=86_400, description="How often the stored event bytes of every "
+        "organisation are recounted from the store (by one node of a cluster; also at "
+        "start-up), correcting the running count for retention and for writes that failed "
+        "after being counted. A recount reads every event's size: about 0.6 s per 500,000 "
+        "events on SQLite.",
+    )
+    quota_metrics_orgs: int = Field(
+        50, ge=1, le=10_000, description="Organisations shown by name (their id) in the "
+        "ridecast_quota_usage gauges, the largest users first; the rest are summed under "
+        "organisation=\"other\", so the label's cardinality stays bounded.",
+    )
     ws_ping_interval_s: float = Field(
         20.0, gt=0, description="Websocket ping interval; a peer that misses a pong is closed."
     )

@@ -16,6 +16,7 @@ Every error a client can meet has a stable ``code``. The same table gives its HT
      ├── PayloadTooLarge          413: payload_too_large
      ├── UnsupportedMediaType     415: unsupported_media_type
      ├── TooManyRequests          429: too_many_requests, too_many_streams
+     ├── QuotaExceeded            403/429: quota_* (an organisation's quota)
      └── ServiceUnavailable       503: service_unavailable, ingest_saturated,
                                        simulator_owner_unreachable
 
@@ -122,6 +123,31 @@ _ROWS: tuple[ErrorSpec, ...] = (
     ErrorSpec("too_many_streams", 429, 4102,
               "The user or token has as many open streams as RIDECAST_WS_MAX_STREAMS_PER_USER "
               "or _PER_TOKEN allow; close one, then reconnect with back-off."),
+    # An organisation's quotas (docs/simulator.md, "Quotas"). 429 for the quotas that free
+    # themselves as the organisation's runs end (retrying later may succeed); 403 for those
+    # that only the organisation's own action frees (fewer vehicles, deleting simulations,
+    # templates or events): retrying the same request never helps.
+    ErrorSpec("quota_runs", 429, None,
+              "Your organisation has as many running or paused simulator runs as "
+              "RIDECAST_QUOTA_RUNS_PER_ORG allows; stop one (or wait for one to finish), then "
+              "start again. Nothing of the run was started."),
+    ErrorSpec("quota_vehicles", 429, None,
+              "This run's vehicles and those of your organisation's running and paused runs "
+              "would exceed RIDECAST_QUOTA_VEHICLES_PER_ORG; stop a run or start a smaller "
+              "one. Nothing of the run was started."),
+    ErrorSpec("quota_vehicles_per_run", 403, None,
+              "data.simulator.vehicles exceeds RIDECAST_QUOTA_VEHICLES_PER_RUN; start with "
+              "fewer vehicles. Nothing of the run was started."),
+    ErrorSpec("quota_simulations", 403, None,
+              "Your organisation holds as many simulations as RIDECAST_QUOTA_SIMULATIONS_PER_ORG "
+              "allows; delete one first. Nothing was created."),
+    ErrorSpec("quota_templates", 403, None,
+              "Your organisation holds as many templates as RIDECAST_QUOTA_TEMPLATES_PER_ORG "
+              "allows; delete one first. Nothing was created."),
+    ErrorSpec("quota_event_bytes", 403, None,
+              "Your organisation's stored events would exceed RIDECAST_QUOTA_EVENT_BYTES_PER_ORG "
+              "bytes; nothing of the request was stored (a simulator run stops with this "
+              "error). Bytes come back as retention removes old events."),
     ErrorSpec("slow_consumer", None, 4100,
               "The client did not read fast enough and its send queue filled "
               "(RIDECAST_WS_SEND_QUEUE frames or RIDECAST_WS_SEND_QUEUE_BYTES bytes); "
@@ -248,3 +274,10 @@ class ServiceUnavailable(RidecastError):
     """Raised while the service cannot take the request (503); ``retry_after`` says when."""
 
     default_code = "service_unavailable"
+
+
+class QuotaExceeded(RidecastError):
+    """Raised when a request would break one of its organisation's quotas (403 or 429, by
+    code: see the table)."""
+
+    default_code = "quota_runs"

@@ -162,3 +162,26 @@ LIMITS_FALLBACK = Gauge(
     "authentications, requests per key, streams per user and token) on its own counts.",
     registry=REGISTRY,
 )
+QUOTA_USAGE = Gauge(
+    "ridecast_quota_usage",
+    "An organisation's usage of a quota (runs, vehicles, simulations, templates, "
+    "event_bytes: the cluster's, read from the store; events_per_s: this node's, sum the "
+    "nodes). organisation is the organisation's id; only the RIDECAST_QUOTA_METRICS_ORGS "
+    "largest users of each quota are named, the rest are summed under organisation=\"other\".",
+    ["organisation", "quota"], registry=REGISTRY,
+)
+QUOTA_LIMIT = Gauge(
+    "ridecast_quota_limit",
+    "Each quota's limit per organisation (RIDECAST_QUOTA_*).",
+    ["quota"], registry=REGISTRY,
+)
+QUOTA_REFUSED = Counter(
+    "ridecast_quota_refused_total",
+    "Requests refused because they would break an organisation's quota, by error code.",
+    ["code"], registry=REGISTRY,
+)
+QUOTA_THROTTLED_SECONDS = Counter(
+    "ridecast_quota_throttled_seconds_total",
+    "Seconds simulator runs on this node waited for their organisation's events per second.",
+    registry=REGISTRY,
+)

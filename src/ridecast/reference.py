@@ -49,6 +49,13 @@ def errors_md() -> str:
              "name as reason. Close codes 4000-4099: do not reconnect with the same request "
              "(fix it first); 4100-4199 and 1001: reconnect with back-off and "
              "`since=<last event_id>`.\n\n",
+             "An organisation's quotas (`quota_*`, [simulator](simulator.md#quotas)) answer "
+             "429 when the quota frees itself as the organisation's runs stop or finish "
+             "(`quota_runs`, `quota_vehicles`: retrying later may succeed) and 403 when only "
+             "the organisation's own action frees it (fewer vehicles, deleting simulations or "
+             "templates, retention removing old events: the same request never succeeds). "
+             "`details[0]` names the `quota`, its `limit`, what is `used` and what was "
+             "`requested`.\n\n",
              "| code | HTTP status | websocket close | meaning |\n|---|---|---|---|\n"]
     for spec in ERRORS.values():
         status = str(spec.http_status) if spec.http_status else "—"

@@ -22,6 +22,7 @@ from .errors import ServiceUnavailable
 from .hub import Hub
 from .ingest import Ingest
 from .limits import Limits
+from .limits.quota_service import Quotas
 from .ports import SimulatorHost
 from .simulations import SimulationCatalog, SimulationService
 from .store.accounts import AccountStore
@@ -53,6 +54,8 @@ class Runtime:
     webhooks: WebhookService
     hub: Hub | None = None
     simulator: SimulatorHost | None = None
+    # The organisations' quotas (None only where a test builds a runtime by hand).
+    quotas: Quotas | None = None
     stack: contextlib.AsyncExitStack = field(default_factory=contextlib.AsyncExitStack)
     started_at: float = field(default_factory=time.time)
 

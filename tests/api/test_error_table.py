@@ -219,6 +219,10 @@ NOT_WALKED: dict[tuple[str, str], str] = {
     ("conflict", "http"): "the base code of Conflict: no route raises it bare, every 409 "
     "names its cause (invalid_state, user_exists)",
     ("user_exists", "http"): "raised by `ridecast users create`, which no HTTP route calls",
+    **{(code, "http"): "needs a server started with small RIDECAST_QUOTA_* settings "
+       "(tests/cluster/test_quotas.py, tests/api/test_quotas.py)"
+       for code in ("quota_runs", "quota_vehicles", "quota_vehicles_per_run",
+                    "quota_simulations", "quota_templates", "quota_event_bytes")},
     ("too_many_streams", "http"): "a websocket refusal; see the ws row",
     ("too_many_streams", "ws"): "needs a stream open first: walked by "
     "test_too_many_streams_closes_the_one_stream_too_many below",

@@ -207,7 +207,7 @@ class IngestFastPath:
             prepared = runtime.ingest.prepare(meta, items, from_json=True)
         except RidecastError:
             return None
-        if not runtime.log.accepts(len(prepared)):
+        if not runtime.log.accepts(len(prepared)) or not runtime.log.within_quota(prepared):
             return None
         bucket = (str(principal.key_id) if principal.key_id is not None
                   else f"token-user:{principal.user_id}")

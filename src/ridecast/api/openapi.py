@@ -64,6 +64,12 @@ _CONFLICT_MARKERS = ("/simulator/", "/bookings", "/offers/", "/vehicles/", "/nod
                      "/webhook_deliveries/", "/webhook_test")
 
 
+# Operations that count against an organisation's quotas: what they create, and the events
+# they store (quota_simulations, quota_templates, quota_event_bytes, quota_vehicles_per_run).
+_CREATES = ("/api/v2/simulation", "/api/v2/simulation_template")
+_EVENT_MARKERS = ("/bookings", "/offers/", "/vehicles/", "/nodes/")
+
+
 def _describe(status: int) -> str:
     codes = sorted(code for code, spec in ERRORS.items() if spec.http_status == status)
     listed = ", ".join(f"`{code}`" for code in codes) or f"`http_{status}`"
@@ -96,6 +102,10 @@ def _statuses(path: str, method: str) -> set[int]:
         statuses.add(404)  # a template_id or simulation that is not visible
     if any(marker in path for marker in _CONFLICT_MARKERS):
         statuses.add(409)
+    if method == "post" and (path in _CREATES or path.endswith("/events")
+                             or path.endswith("/simulator/start")
+                             or any(marker in path for marker in _EVENT_MARKERS)):
+        statuses.add(403)  # an organisation's quota (docs/errors.md, quota_*)
     return statuses
 
 

@@ -18,6 +18,7 @@ from ..errors import ServiceUnavailable
 from ..ports import SimulatorHost
 from ..runtime import Runtime
 from ..simulator.core.commands import Command
+from ..simulator.core.settings import read_settings
 from .deps import CurrentUser, RuntimeDep
 from .jsonlimits import INT64_MAX, INT64_MIN
 from .params import Id
@@ -94,9 +95,18 @@ async def _operate(runtime: Runtime, user: Any, simulation_id: int, name: str,
 @router.post(_SIM + "/simulator/start", **answers(SimulatorStatus))
 async def start_simulator(simulation_id: Id, user: CurrentUser,
                           runtime: RuntimeDep) -> dict[str, Any]:
-    """Start the simulator with the simulation's ``data.simulator`` settings."""
+    """Start the simulator with the simulation's ``data.simulator`` settings. A start that
+    would break a quota of the simulation's organisation (runs, vehicles) is refused and
+    starts nothing (docs/simulator.md, "Quotas")."""
     record = await runtime.simulations.get(user, simulation_id)
-    return await host_of(runtime).start(simulation_id, record.data)
+    host = host_of(runtime)
+    if runtime.quotas is None:
+        return await host.start(simulation_id, record.data)
+    vehicles = read_settings(record.data).vehicles  # a bad setting is its 400 first
+    # Held until the run's row says running with its vehicles: the next start of the
+    # organisation, on any node, counts this one.
+    async with runtime.quotas.run_slot(record.org_id, simulation_id, vehicles):
+        return await host.start(simulation_id, record.data)
 
 
 @router.post(_SIM + "/simulator/pause", **answers(SimulatorStatus))

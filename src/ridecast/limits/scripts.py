@@ -37,6 +37,15 @@ class Keys:
     def token_streams(self, token_hash: str) -> str:
         return f"{self.base}streams:token:{token_hash}"
 
+    def quota_lock(self, name: str) -> str:
+        return f"{self.base}quota:lock:{name}"
+
+    def quota_events(self, org_id: int) -> str:
+        return f"{self.base}quota:events:{org_id}"
+
+    def quota_bytes(self, org_id: int) -> str:
+        return f"{self.base}quota:bytes:{org_id}"
+
     @property
     def node_prefix(self) -> str:
         return f"{self.base}node:"
@@ -129,4 +138,11 @@ NODE_LEASE = """
 local held = redis.call('EXISTS', KEYS[1])
 redis.call('SET', KEYS[1], '1', 'PX', ARGV[1])
 return held
+"""
+
+UNLOCK = """
+-- KEYS[1]: a lock; ARGV[1]: the holder's token. Deleted only by its holder (a lock that ran
+-- out and was taken by another node is not released by the first).
+if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end
+return 0
 """

@@ -8,6 +8,7 @@ sees the new settings for the next event.
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
+from contextlib import AbstractAsyncContextManager, nullcontext
 from typing import Any
 
 from ..auth.visibility import Principal, can_see
@@ -20,6 +21,10 @@ from .catalog import SimulationCatalog, SimulationMeta
 DataCheck = Callable[[dict[str, Any]], Awaitable[None]]
 """An extra async check of simulation data (the webhook target's address, for one)."""
 
+CreationGate = Callable[[str, int], AbstractAsyncContextManager[None]]
+"""Held while one more of a kind (``simulations``, ``templates``) of an organisation is
+created; refuses it when the organisation's quota is full (``limits/quota_service.py``)."""
+
 
 class SimulationService:
     """Simulations and templates as a user sees them: visible ones only, validated data."""
@@ -29,6 +34,12 @@ class SimulationService:
         self._bus = bus
         self._catalog = catalog
         self._data_checks: list[DataCheck] = []
+        self.creation_gate: CreationGate | None = None
+
+    def _creating(self, kind: str, org_id: int) -> AbstractAsyncContextManager[None]:
+        if self.creation_gate is None:
+            return nullcontext()
+        return self.creation_gate(kind, org_id)
 
     def add_data_check(self, check: DataCheck) -> None:
         """Run ``check`` on every data a user sets (after the built-in validation)."""
@@ -100,9 +111,9 @@ class SimulationService:
                     validate_simulation_data(data)
                 merged.update(data)
             data = merged
-        record = await self.store.create(
-            principal, name, await self._validate({} if data is None else data), template_id
-        )
+        checked = await self._validate({} if data is None else data)
+        async with self._creating("simulations", principal.org_id):
+            record = await self.store.create(principal, name, checked, template_id)
         await self._changed(record)
         return record
 
@@ -168,9 +179,9 @@ class SimulationService:
     # ---- templates ---------------------------------------------------------------------
 
     async def create_template(self, principal: Principal, name: str, data: Any) -> TemplateRecord:
-        return await self.store.create_template(
-            principal, name, await self._validate({} if data is None else data)
-        )
+        checked = await self._validate({} if data is None else data)
+        async with self._creating("templates", principal.org_id):
+            return await self.store.create_template(principal, name, checked)
 
     async def get_template(self, principal: Principal, template_id: int) -> TemplateRecord:
         record = await self.store.get_template(template_id)

@@ -24,7 +24,7 @@ import time
 from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 from sqlalchemy import and_, delete, func, select, text
 from sqlalchemy.exc import SQLAlchemyError
@@ -125,6 +125,19 @@ def _unavailable(what: str, exc: Exception) -> ServiceUnavailable:
     )
 
 
+class AppendGate(Protocol):
+    """What every batch passes before it is queued (the organisation's stored bytes)."""
+
+    def within(self, batch: Sequence[NewEvent]) -> bool:
+        """Whether ``admit`` would take ``batch``."""
+
+    async def learn(self, batch: Sequence[NewEvent]) -> None:
+        """Read what ``admit`` needs to decide on ``batch`` (when it does not hold it)."""
+
+    def admit(self, batch: Sequence[NewEvent]) -> None:
+        """Count ``batch``, or raise the error that refuses it."""
+
+
 class EventLog:
     """Appends events (group commit), reads them back after a cursor, applies retention."""
 
@@ -152,6 +165,8 @@ class EventLog:
         self._closing = False
         self.commits = 0
         self.appended = 0
+        # The organisations' stored-bytes quota (``limits/quota_service.py``), when wired.
+        self.gate: AppendGate | None = None
         # The group commit's INSERTs (``?`` placeholders, see ``store.txsteps``).
         # On SQLite, many rows per statement (``Many``'s ``values``).
         self._insert_events = insert_qmark(engine.dialect, events, _EVENT_COLUMNS)
@@ -237,7 +252,13 @@ class EventLog:
         published right after, in commit order)."""
         # No shield needed: a caller that is cancelled cancels the future, and the writer
         # still writes the batch (it never looks at the future before it has committed).
+        if self.gate is not None:
+            await self.gate.learn(batch)
         return await self.append_nowait(batch)
+
+    def within_quota(self, batch: Sequence[NewEvent]) -> bool:
+        """True when ``gate`` would admit ``batch`` (the ingest fast path asks first)."""
+        return self.gate is None or self.gate.within(batch)
 
     def accepts(self, count: int) -> bool:
         """True when ``append_nowait`` of ``count`` events would queue them, not refuse."""
@@ -266,6 +287,8 @@ class EventLog:
         refusal = self._refusal(len(batch))
         if refusal is not None:
             raise refusal
+        if self.gate is not None:
+            self.gate.admit(batch)
         future: asyncio.Future[list[StoredEvent]] = asyncio.get_running_loop().create_future()
         if not batch:
             future.set_result([])

@@ -10,7 +10,7 @@ process owned from its spec and journal.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from functools import partial
 from typing import Any
 
@@ -22,9 +22,12 @@ from ..core.spec import RunSpec
 from .clock import clock_for
 from .journal import JournalEntry, JournalStore
 from .resume import AlreadyPublished, Progress
-from .runner import EventSink, Runner, Status
+from .runner import EventSink, Runner, Status, Throttle
 
 log = logging.getLogger(__name__)
+
+SimThrottle = Callable[[int, int], Awaitable[None]]
+"""Waits until simulation ``[0]`` may publish ``[1]`` more events."""
 
 
 class SimulatorManager:
@@ -32,10 +35,12 @@ class SimulatorManager:
 
     def __init__(
         self, sink: EventSink, *, max_batch: int = 1000, max_finished: int = 100,
-        journal: JournalStore | None = None,
+        journal: JournalStore | None = None, throttle: SimThrottle | None = None,
     ) -> None:
         self.sink = sink
         self.journal = journal
+        # Each run's events per second, by simulation id (its organisation's quota).
+        self.throttle = throttle
         self.max_batch = max_batch
         # Finished and stopped runs keep their KPIs readable, up to this many (oldest out).
         self.max_finished = max_finished
@@ -55,7 +60,8 @@ class SimulatorManager:
         runner = Runner(simulation_id, spec.engine(simulation_id),
                         clock_for(settings.realtime_factor), self.sink, self.max_batch,
                         record=self._recorder(simulation_id, spec),
-                        published=AlreadyPublished(Progress(0, after_id)))
+                        published=AlreadyPublished(Progress(0, after_id)),
+                        throttle=self._throttle(simulation_id))
         self._install(simulation_id, spec, runner)
         runner.start()
         await self._drop_old_finished()
@@ -74,7 +80,8 @@ class SimulatorManager:
         clock = clock_for(settings.realtime_factor, at=sim_now)
         runner = Runner(simulation_id, spec.engine(simulation_id), clock, self.sink,
                         self.max_batch, record=self._recorder(simulation_id, spec),
-                        replay=entries, published=published, replay_until=replay_until)
+                        replay=entries, published=published, replay_until=replay_until,
+                        throttle=self._throttle(simulation_id))
         self._install(simulation_id, spec, runner)
         runner.start()
         if paused:
@@ -94,6 +101,16 @@ class SimulatorManager:
         if self.journal is None:
             return None
         return partial(self.journal.append, simulation_id, spec.run_id)
+
+    def _throttle(self, simulation_id: int) -> Throttle | None:
+        throttle = self.throttle
+        if throttle is None:
+            return None
+
+        async def wait(count: int) -> None:
+            await throttle(simulation_id, count)
+
+        return wait
 
     def _runner(self, simulation_id: int) -> Runner:
         runner = self.runners.get(simulation_id)

@@ -24,7 +24,7 @@ import asyncio
 import contextlib
 import logging
 from collections import deque
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from enum import StrEnum
 from typing import Any, Protocol
 
@@ -64,6 +64,11 @@ class EventSink(Protocol):
         ...
 
 
+Throttle = Callable[[int], Awaitable[None]]
+"""Waits until the run may publish ``[0]`` more events (its organisation's events per
+second: ``limits/quota_service.py``); it slows the run, it never drops an event."""
+
+
 class Status(StrEnum):
     """The simulator's state, as ``GET .../simulator`` reports it."""
 
@@ -82,12 +87,14 @@ class Runner:
     def __init__(self, simulation_id: int, engine: Engine, clock: Clock, sink: EventSink,
                  max_batch: int = 1000, *, record: Recorder | None = None,
                  replay: Sequence[JournalEntry] = (),
-                 published: AlreadyPublished | None = None, replay_until: float = 0.0) -> None:
+                 published: AlreadyPublished | None = None, replay_until: float = 0.0,
+                 throttle: Throttle | None = None) -> None:
         self.simulation_id = simulation_id
         self.engine = engine
         self.clock = clock
         self.sink = sink
         self.max_batch = max_batch
+        self.throttle = throttle
         self.status = Status.IDLE
         self.error: str | None = None
         self.lock = asyncio.Lock()
@@ -138,6 +145,8 @@ class Runner:
         # The ingest takes bounded batches; order is kept across them.
         for i in range(0, len(events), self.max_batch):
             chunk = events[i : i + self.max_batch]
+            if self.throttle is not None:
+                await self.throttle(len(chunk))
             stored = await self.sink(self.simulation_id, chunk)
             last = stored[-1] if isinstance(stored, list) and stored else None
             last_id = getattr(last, "event_id", None)
