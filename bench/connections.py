@@ -25,7 +25,7 @@ from typing import Any
 
 import httpx
 import psutil
-from _load import free_port, make_user, raise_nofile
+from _load import free_port, make_user, raise_nofile, say_changed_defaults
 
 PROCS = 2
 
@@ -127,6 +127,7 @@ def main(n: int) -> None:
                    # all but 200 streams are refused and the figure per stream is wrong.
                    "RIDECAST_WS_MAX_STREAMS_PER_USER": "50000",
                    "RIDECAST_WS_MAX_STREAMS_PER_TOKEN": "50000"}
+            say_changed_defaults("ridecast runs with", env)
             proc = subprocess.Popen(
                 [sys.executable, "-m", "ridecast.cli.main", "serve", "--port", str(port)],
                 env=env, cwd=tmp, preexec_fn=raise_nofile)

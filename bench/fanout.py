@@ -41,7 +41,7 @@ from typing import Any
 import httpx
 import orjson
 import psutil
-from _load import free_port, make_user, raise_nofile
+from _load import free_port, make_user, raise_nofile, say_changed_defaults
 
 INFLIGHT = 8  # POSTs the one publisher keeps in flight (HTTP keep-alive connections)
 SETTLE_S = 0.5  # after the handshakes, time for every stream to be subscribed
@@ -245,6 +245,7 @@ def start_ridecast(tmp: Path) -> Ridecast:
            # (2,000 and 200 by default), or most of 1,000 subscribers are refused (4102).
            "RIDECAST_WS_MAX_STREAMS_PER_USER": "50000",
            "RIDECAST_WS_MAX_STREAMS_PER_TOKEN": "50000"}
+    say_changed_defaults("ridecast runs with", env)
     proc = subprocess.Popen([sys.executable, "-m", "ridecast.cli.main", "serve", "--port",
                              str(port)], env=env, cwd=tmp, preexec_fn=raise_nofile)
     base = f"http://127.0.0.1:{port}"

@@ -32,6 +32,7 @@ from _load import (
     free_port,
     make_user,
     raise_nofile,
+    say_changed_defaults,
     wait_http,
 )
 from fanout import Ridecast, report, ridecast_publisher, run_scenario
@@ -47,6 +48,7 @@ def start_node(tmp: Path, database_url: str, prefix: str) -> tuple[subprocess.Po
            "RIDECAST_WS_SEND_QUEUE": "100000",
            "RIDECAST_WS_MAX_STREAMS_PER_TOKEN": "100000",
            "RIDECAST_WS_MAX_STREAMS_PER_USER": "100000"}
+    say_changed_defaults("ridecast runs with", env)
     proc = subprocess.Popen([sys.executable, "-m", "ridecast.cli.main", "serve", "--port",
                              str(port)], env=env, cwd=tmp, preexec_fn=raise_nofile)
     try:

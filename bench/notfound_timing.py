@@ -21,7 +21,7 @@ from pathlib import Path
 import httpx
 
 sys.path.insert(0, str(Path(__file__).parent))
-from _load import free_port, percentile, spawn, wait_http
+from _load import free_port, percentile, say_changed_defaults, spawn, wait_http
 
 
 def _user(env: dict[str, str], name: str, org: str) -> str:
@@ -38,6 +38,7 @@ def main() -> None:
         port = free_port()
         env = {**os.environ, "RIDECAST_DATABASE_URL": f"sqlite+aiosqlite:///{tmp}/b.db",
                "RIDECAST_LOG_LEVEL": "warning", "RIDECAST_RATE_LIMIT_PER_KEY": "0"}
+        say_changed_defaults("ridecast runs with", env)
         key_a, key_b = _user(env, "a", "org-a"), _user(env, "b", "org-b")
         server = spawn(["-m", "ridecast.cli.main", "serve", "--port", str(port)],
                        env=env)

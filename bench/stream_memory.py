@@ -32,7 +32,7 @@ from typing import Any
 
 import httpx
 import psutil
-from _load import free_port, make_user, raise_nofile
+from _load import free_port, make_user, raise_nofile, say_changed_defaults
 from connections import client_main, wait_port
 
 
@@ -159,6 +159,7 @@ def measure(name: str, kind: str, n: int, top: int, frames: int) -> None:
                "RIDECAST_LOG_LEVEL": "warning",
                "RIDECAST_WS_MAX_STREAMS_PER_USER": "50000",
                "RIDECAST_WS_MAX_STREAMS_PER_TOKEN": "50000"}
+        say_changed_defaults("ridecast runs with", env)
         proc = subprocess.Popen(
             [sys.executable, __file__, "_serve", str(directory), str(frames), "serve",
              "--port", str(port)], env=env, cwd=tmp, preexec_fn=raise_nofile)

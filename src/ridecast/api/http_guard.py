@@ -138,6 +138,18 @@ class HttpGuard(HttpToolsProtocol):
                 and not self.transport.is_closing()):
             self._refuse_head()
 
+    def handle_websocket_upgrade(self) -> None:
+        super().handle_websocket_upgrade()
+        if self.transport.get_protocol() is not self:  # upgraded, not put off
+            # The connection is the stream's now. Nothing may keep this protocol alive: the
+            # guard's timer would until it fired, and the parser, which calls back into this
+            # protocol, makes a cycle that only a full garbage collection would free.
+            self._deadline = None
+            if self._guard_timer is not None:
+                self._guard_timer.cancel()
+                self._guard_timer = None
+            del self.parser
+
     def _bad_request(self) -> None:
         msg = "Invalid HTTP request received."
         self.logger.warning(msg)
