@@ -3,14 +3,17 @@
 FastAPI documents each operation's success and a 422 that ridecast never sends (its
 validation errors are 400s). ``build_openapi`` adds what the server really answers: the
 error responses every operation can give, each with the one error schema and the codes of
-the error table behind that status; both authentication schemes; the limits of the ingest
-body; and the plain-text content type of ``/metrics``. A test walks every operation with
-hostile input (schemathesis) and fails on any status or body this document does not allow.
+the error table behind that status (a 403 names only the codes its operation can give; every
+state-changing operation lists the cross-site refusals of ``api/crosssite.py``, 403 and 415);
+both authentication schemes; the limits of the ingest body; and the plain-text content type
+of ``/metrics``. A test walks every operation with hostile input (schemathesis) and fails on
+any status or body this document does not allow.
 """
 
 from __future__ import annotations
 
 import copy
+from collections.abc import Iterable
 from typing import Any
 
 from fastapi import FastAPI
@@ -18,6 +21,7 @@ from fastapi.openapi.utils import get_openapi
 
 from ..errors import ERRORS
 from ..events.schema import without_null_defaults
+from .crosssite import STATE_CHANGING
 from .events import event_json_schema
 
 ERROR_SCHEMA = {
@@ -70,15 +74,17 @@ _CREATES = ("/api/v2/simulation", "/api/v2/simulation_template")
 _EVENT_MARKERS = ("/bookings", "/offers/", "/vehicles/", "/nodes/")
 
 
-def _describe(status: int) -> str:
-    codes = sorted(code for code, spec in ERRORS.items() if spec.http_status == status)
+def _describe(status: int, codes: Iterable[str] | None = None) -> str:
+    if codes is None:
+        codes = (code for code, spec in ERRORS.items() if spec.http_status == status)
+    codes = sorted(set(codes))
     listed = ", ".join(f"`{code}`" for code in codes) or f"`http_{status}`"
     return f"Error ({listed}); see docs/errors.md."
 
 
-def _error_response(status: int) -> dict[str, Any]:
+def _error_response(status: int, codes: Iterable[str] | None = None) -> dict[str, Any]:
     response: dict[str, Any] = {
-        "description": _describe(status),
+        "description": _describe(status, codes),
         "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}},
     }
     if status in (429, 503):
@@ -86,6 +92,26 @@ def _error_response(status: int) -> dict[str, Any]:
             "description": "Seconds to wait before retrying.", "schema": {"type": "integer"},
         }}
     return response
+
+
+def _forbidden_codes(path: str, method: str) -> set[str]:
+    """The codes a 403 of this operation can carry: a cross-site write on any state-changing
+    operation (api/crosssite.py), not_owner on a shared template, an organisation's quotas."""
+    codes: set[str] = set()
+    if method.upper() in STATE_CHANGING:
+        codes.add("cross_origin_refused")
+    if path.startswith("/api/v2/simulation_template/") and method in ("patch", "delete"):
+        codes.add("not_owner")
+    if _counts_against_quota(path, method):
+        codes.update(code for code, spec in ERRORS.items()
+                     if spec.http_status == 403 and code.startswith("quota_"))
+    return codes
+
+
+def _counts_against_quota(path: str, method: str) -> bool:
+    return method == "post" and (path in _CREATES or path.endswith("/events")
+                                 or path.endswith("/simulator/start")
+                                 or any(marker in path for marker in _EVENT_MARKERS))
 
 
 def _statuses(path: str, method: str) -> set[int]:
@@ -96,16 +122,14 @@ def _statuses(path: str, method: str) -> set[int]:
         statuses.add(404)
     if method == "patch":
         statuses.update({404, 412})
-    if path.startswith("/api/v2/simulation_template/") and method in ("patch", "delete"):
-        statuses.add(403)  # not_owner
+    if _forbidden_codes(path, method):
+        statuses.add(403)  # see _forbidden_codes
+    if method.upper() in STATE_CHANGING:
+        statuses.add(415)  # a body not labelled JSON (api/crosssite.py)
     if method == "post" and path.startswith("/api/v2/simulation") and "template_id" not in path:
         statuses.add(404)  # a template_id or simulation that is not visible
     if any(marker in path for marker in _CONFLICT_MARKERS):
         statuses.add(409)
-    if method == "post" and (path in _CREATES or path.endswith("/events")
-                             or path.endswith("/simulator/start")
-                             or any(marker in path for marker in _EVENT_MARKERS)):
-        statuses.add(403)  # an organisation's quota (docs/errors.md, quota_*)
     return statuses
 
 
@@ -129,7 +153,8 @@ def build_openapi(app: FastAPI, *, max_batch_events: int) -> dict[str, Any]:
             responses = operation.setdefault("responses", {})
             responses.pop("422", None)
             for status in sorted(_statuses(path, method)):
-                responses.setdefault(str(status), _error_response(status))
+                codes = _forbidden_codes(path, method) if status == 403 else None
+                responses.setdefault(str(status), _error_response(status, codes))
             if path.startswith("/api/v2/"):
                 operation["security"] = [{"basicAuth": []}, {"tokenAuth": []}, {"bearerAuth": []}]
     _ingest_limits(schema, max_batch_events)
