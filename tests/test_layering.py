@@ -38,8 +38,6 @@ DRIVERS = frozenset({"sqlite3", "asyncpg", "aiosqlite"})
 NOT_YET_MOVED = frozenset({
     "ridecast.simulator.hosting.journal",
     "ridecast.simulator.hosting.lease",
-    "ridecast.webhooks.health",
-    "ridecast.webhooks.watch",
 })
 
 # Statements are written in capitals here; a table named after a keyword, in any case.
