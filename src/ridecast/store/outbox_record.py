@@ -47,16 +47,33 @@ _RESULT_SQL = ("UPDATE webhook_deliveries SET status = :status, attempt_count = 
                "AND ordered = {true} AND :lane = 1)) RETURNING id")
 _ATTEMPT_SQL = ("INSERT INTO webhook_attempts (delivery_id, started_at, latency_ms, "
                 "status_code, error_class, error, response_body) VALUES (?, ?, ?, ?, ?, ?, ?)")
+# An ordered lane that another worker holds under its lane lease (its unit's last row,
+# leased and unexpired): the pending rows ahead of that row are its unit's, being sent.
+_LANE_HELD_ELSEWHERE = (
+    "EXISTS (SELECT 1 FROM webhook_deliveries AS h WHERE h.simulation_id = :sim "
+    "AND h.status = 'delivering' AND h.ordered = {true} AND h.lease_until >= :now "
+    "AND coalesce(h.claim_token, '') <> :token)")
 # A URL change: the simulation's waiting rows, and the rows the caller's claim holds, go to
-# the URL in force; rows another worker holds are left to it.
+# the URL in force; rows another worker holds, by row or by lane, are left to it.
 _REPOINT_SQL = ("UPDATE webhook_deliveries SET url = :url, updated_at = :now "
-                "WHERE simulation_id = :sim AND url <> :url AND (status = 'pending' OR "
+                "WHERE simulation_id = :sim AND url <> :url AND ((status = 'pending' AND "
+                f"(ordered = {{false}} OR NOT {_LANE_HELD_ELSEWHERE})) OR "
                 "(status = 'delivering' AND claim_token = :token))")
+# The simulation's waiting rows, but those of a lane another worker holds (``_REPOINT_SQL``);
+# that worker finds the endpoint disabled when it sends them.
 _DISABLE_SQL = ("UPDATE webhook_deliveries SET status = 'disabled', last_error = :reason, "
                 "updated_at = :now WHERE simulation_id = :sim AND status = 'pending' "
-                "RETURNING id")
-_SUCCESS_HELD_SQL = ("SELECT id, success_started_at FROM webhook_deliveries "
-                     "WHERE id IN (SELECT value FROM json_each(:ids))")
+                f"AND (ordered = {{false}} OR NOT {_LANE_HELD_ELSEWHERE}) RETURNING id")
+_SUCCESS_HELD_SQL = ("SELECT id, success_started_at, claim_token, status, ordered "
+                     "FROM webhook_deliveries WHERE id IN (SELECT value FROM json_each(:ids))")
+
+
+def _holds(row: tuple[Any, ...], state: tuple[Any, ...]) -> bool:
+    """Whether ``SUCCESS_SQL``'s guard holds for its parameter ``row`` on a delivery whose
+    (success_started_at, claim_token, status, ordered) are ``state``."""
+    _started, token, status, ordered = state
+    return ((status == "delivering" and token == row[7])
+            or (status == "pending" and bool(ordered) and bool(row[8])))
 _KEEP_ONE_SUCCESS_SQL = (
     "INSERT INTO webhook_attempts (delivery_id, started_at, latency_ms, status_code, "
     "error_class, error, response_body) SELECT id, success_started_at, success_latency_ms, "
@@ -71,31 +88,48 @@ class RecordSql(OutboxBase):
     def result_sql(self) -> str:
         return _RESULT_SQL.format(true=self.true)
 
-    def successes(self, rows: Sequence[tuple[Any, ...]]) -> Steps[None]:
+    @property
+    def repoint_sql(self) -> str:
+        return _REPOINT_SQL.format(true=self.true, false=self.false)
+
+    @property
+    def disable_sql(self) -> str:
+        return _DISABLE_SQL.format(true=self.true, false=self.false)
+
+    def successes(self, rows: Sequence[tuple[Any, ...]]) -> Steps[set[int]]:
         """Write successes (``SUCCESS_SQL``'s parameter rows), each only where its token
         still holds the row, or holds the lane of a pending row (the row's ``lane`` flag);
         an earlier success on a row (a replay, or a send repeated after a lease ran out) is
-        kept as an attempt first."""
+        kept as an attempt first. The ids of the rows written."""
         ids = [row[6] for row in rows]
         if SUCCESS_VALUES_SQL is None or len(set(ids)) < len(ids):
-            # Old SQLite, or a delivery twice in one batch (never, from one dispatcher).
+            # Old SQLite, or a delivery twice in one batch (never, from one dispatcher). The
+            # transaction holds the write lock: the guard reads now as the writes will.
+            found = {r[0]: r[1:] for r in (yield Query(_SUCCESS_HELD_SQL,
+                                                       {"ids": json.dumps(ids)}))}
             yield Many(_KEEP_ONE_SUCCESS_SQL, [row[6:9] for row in rows])
             yield Many(SUCCESS_SQL, rows)
-            return
+            return {row[6] for row in rows if row[6] in found and _holds(row, found[row[6]])}
         # Rows holding no success, the common case: no statement to look for one.
         before = (yield Query("SELECT total_changes()"))[0][0]
         yield Many(SUCCESS_SQL + " AND success_started_at IS NULL", rows,
                    SUCCESS_VALUES_SQL + " AND webhook_deliveries.success_started_at IS NULL")
         if (yield Query("SELECT total_changes()"))[0][0] - before == len(rows):
-            return
+            return set(ids)
         # A row left as it was holds an earlier success, or is no longer this claim's (the
         # guarded statements below then change nothing on it).
-        held = dict((yield Query(_SUCCESS_HELD_SQL, {"ids": json.dumps(ids)})))
+        held = {r[0]: r[1:] for r in (yield Query(_SUCCESS_HELD_SQL,
+                                                  {"ids": json.dumps(ids)}))}
+        written = {row[6] for row in rows if (state := held.get(row[6])) is not None
+                   and state[2] == "succeeded" and state[1] is None and state[0] == row[2]}
         again = [row for row in rows
-                 if (started := held.get(row[6])) is not None and started != row[2]]
+                 if (state := held.get(row[6])) is not None and state[0] is not None
+                 and state[0] != row[2]]
         if again:
+            written |= {row[6] for row in again if _holds(row, held[row[6]])}
             yield Many(_KEEP_ONE_SUCCESS_SQL, [row[6:9] for row in again])
             yield Many(SUCCESS_SQL, again, SUCCESS_VALUES_SQL)
+        return written
 
     def releases(self, now: float, held: Sequence[tuple[int, str]]) -> Steps[None]:
         """Give leased rows (id, token) back, due now, where the token still holds them."""
@@ -135,13 +169,15 @@ class RecordSql(OutboxBase):
 
     def repoint(self, simulation_id: int, url: str, token: str, now: float) -> Steps[None]:
         """Point the simulation's waiting rows, and those ``token`` holds, at ``url``."""
-        yield Query(_REPOINT_SQL, {"url": url, "now": now, "sim": simulation_id,
-                                   "token": token})
+        yield Query(self.repoint_sql, {"url": url, "now": now, "sim": simulation_id,
+                                       "token": token})
 
-    def disable_pending(self, simulation_id: int, reason: str, now: float) -> Steps[int]:
-        """Mark the simulation's waiting deliveries ``disabled``."""
-        return len((yield Query(_DISABLE_SQL, {"sim": simulation_id, "reason": reason,
-                                               "now": now})))
+    def disable_pending(self, simulation_id: int, reason: str, now: float,
+                        token: str = "") -> Steps[int]:
+        """Mark the simulation's waiting deliveries ``disabled``, but those of an ordered
+        lane that a claim other than ``token`` holds."""
+        return len((yield Query(self.disable_sql, {"sim": simulation_id, "reason": reason,
+                                                   "now": now, "token": token})))
 
 
 class PostgresRecordSql(RecordSql, PostgresOutboxBase):
@@ -165,7 +201,7 @@ class PostgresRecordSql(RecordSql, PostgresOutboxBase):
             {"tokens": sorted(tokens), "now": now})
         return {row[0] for row in found}
 
-    def successes(self, rows: Sequence[tuple[Any, ...]]) -> Steps[None]:
+    def successes(self, rows: Sequence[tuple[Any, ...]]) -> Steps[set[int]]:
         columns = list(zip(*rows, strict=True))
         # One statement, one round trip. Each row is read once, by its primary key (a
         # LATERAL read per id, kept apart by its LIMIT, its token and status checked
@@ -184,7 +220,7 @@ class PostgresRecordSql(RecordSql, PostgresOutboxBase):
             "claim_token = NULL, updated_at = :now, success_started_at = {h}.started, "
             "success_latency_ms = {h}.latency, success_status_code = {h}.code, "
             "success_response_body = {h}.body")
-        yield Query(
+        written = yield Query(
             "WITH r AS MATERIALIZED (SELECT u.*, f.status AS held, f.claim_token AS held_by, "
             "f.ordered AS in_lane, f.success_started_at AS was_started, "
             "f.success_latency_ms AS was_latency, f.success_status_code AS was_code, "
@@ -204,11 +240,14 @@ class PostgresRecordSql(RecordSql, PostgresOutboxBase):
             "was_latency, was_code, NULL, NULL, was_body FROM (SELECT * FROM h UNION ALL "
             "SELECT * FROM hp) AS k WHERE was_started IS NOT NULL ORDER BY id), "
             f"pend AS (UPDATE webhook_deliveries AS d SET {set_columns.format(h='hp')} "
-            "FROM hp WHERE d.id = hp.id AND d.status = hp.held AND d.claim_token IS NULL) "
-            f"UPDATE webhook_deliveries AS d SET {set_columns.format(h='h')} "
-            "FROM h WHERE d.id = h.id AND d.claim_token = h.token AND d.status = h.held",
+            "FROM hp WHERE d.id = hp.id AND d.status = hp.held AND d.claim_token IS NULL "
+            "RETURNING d.id), "
+            f"own AS (UPDATE webhook_deliveries AS d SET {set_columns.format(h='h')} "
+            "FROM h WHERE d.id = h.id AND d.claim_token = h.token AND d.status = h.held "
+            "RETURNING d.id) SELECT id FROM pend UNION ALL SELECT id FROM own",
             {"now": rows[0][1], "ids": list(columns[6]), "tokens": list(columns[7]),
              "lanes": sorted({token for token, lane in zip(columns[7], columns[8],
                                                             strict=True) if lane}),
              "started": list(columns[2]), "latency": list(columns[3]),
              "code": list(columns[4]), "body": list(columns[5])})
+        return {row[0] for row in written}

@@ -149,11 +149,13 @@ class DeliveryLog:
         return await self._steps.run(lambda: self._sql.replay_failed(simulation_id,
                                                                      time.time()))
 
-    async def disable_pending(self, simulation_id: int, reason: str) -> int:
-        """Mark the simulation's waiting deliveries ``disabled`` (its endpoint was disabled)."""
+    async def disable_pending(self, simulation_id: int, reason: str, token: str = "") -> int:
+        """Mark the simulation's waiting deliveries ``disabled`` (its endpoint was disabled),
+        but those of an ordered lane that a claim other than ``token`` (the caller's) holds:
+        that claim's worker finds the endpoint disabled when it comes to them."""
         return await self._steps.run(
             lambda: self._sql.held(self._sql.disable_pending(simulation_id, reason,
-                                                         time.time())))
+                                                         time.time(), token)))
 
     async def depth(self) -> int:
         """Deliveries pending or in flight (the queue-depth gauge), from partial indexes."""

@@ -53,27 +53,31 @@ class Recorder:
         # rows may be written. (Unordered rows are each leased: no lane to look for.)
         lanes = yield from self._sql.lanes_held(sorted(
             {r.token for r in results if r.ordered and r.status != RELEASE and r.token}), now)
+        succeeded: set[int] = set()
         if ok:
             # attempt_count + 1 in SQL equals the dispatcher's count: a leased row has one
             # attempt in flight.
-            yield from self._sql.successes([
+            succeeded = yield from self._sql.successes([
                 (now, now, *(r.success or (None, None, None, None)), r.delivery_id, r.token,
                  int(r.token in lanes))
                 for r in ok])
         if released:
             yield from self._sql.releases(now, released)
-        yield from end_streaks(sorted({r.simulation_id for r in results
-                                if r.status == "succeeded" and r.simulation_id is not None}))
+        # A failing streak ends on a success this claim wrote, not on a stale worker's.
+        ended = {r.simulation_id for r in ok if r.delivery_id in succeeded}
         attempts = []
         for r in rest:
             written = yield from self._sql.result(now, r.delivery_id, r.token, r.status,
                                                   r.attempt_count, r.next_attempt_at,
                                                   r.last_error, lane=r.token in lanes)
+            if written and r.status == "succeeded":
+                ended.add(r.simulation_id)
             if written and (a := r.attempt) is not None:
                 attempts.append((r.delivery_id, a["started_at"], a["latency_ms"],
                                  a["status_code"], a["error_class"], a["error"],
                                  a["response_body"]))
         yield from self._sql.attempts(attempts)
+        yield from end_streaks(sorted(sim for sim in ended if sim is not None))
 
 
 __all__ = ["Recorder"]
