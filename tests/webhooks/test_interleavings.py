@@ -11,7 +11,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
+from unittest import mock
 
 import pytest
 from sqlalchemy import func, insert, select, text
@@ -262,14 +263,16 @@ async def test_a_stale_success_in_a_batch_ends_only_the_streaks_it_wrote(
 
 
 async def test_a_lease_is_dated_after_the_claim_holds_its_locks(engine: AsyncEngine) -> None:
-    """The lease written is the claim's lease from the moment the rows were taken: never
-    already run out when the claim returns."""
+    """The lease written is the claim's lease from the moment the rows were taken (by the
+    store's clock): never already run out when the claim returns, and the unit's own view
+    of it (this node's clock) never ends after it."""
     await _enqueue(engine, 1)
     (unit,) = await Outbox(engine).claim(max_units=1, unit_rows=1, per_endpoint=1,
                                          lease_s=30)
     async with engine.connect() as conn:
         lease, updated = (await conn.execute(select(D.c.lease_until, D.c.updated_at))).one()
-    assert lease == unit.lease_until and abs(lease - updated - 30) < 1e-6
+    assert unit.lease_until <= lease < unit.lease_until + 1
+    assert abs(lease - updated - 30) < 1e-6
     assert lease > time.time() + 29
 
 
@@ -393,7 +396,8 @@ async def test_postgres_a_renewal_skips_rows_its_own_record_is_writing(pg_url: s
             await conn.commit()
         async with engine.connect() as conn:
             leases = dict((await conn.execute(select(D.c.id, D.c.lease_until))).all())
-        assert leases[second.delivery_id] == later
+        # Renewed as long as asked, dated by the store's clock (read after this one's).
+        assert later <= leases[second.delivery_id] < later + 1
         assert (await _rows(engine))[first.delivery_id][:2] == ("succeeded", None)
     finally:
         await engine.dispose()
@@ -520,3 +524,34 @@ async def test_postgres_a_record_holding_a_lane_keeps_claims_off_it_not_its_rene
     finally:
         await engine.dispose()
         await cycle.dispose()
+
+
+@contextlib.contextmanager
+def _node_clock(offset_s: float) -> Iterator[None]:
+    """This process's wall clock ``offset_s`` away from the store's, while a worker acts:
+    a node whose clock is off (the store keeps its own)."""
+    real = time.time
+    with mock.patch("time.time", lambda: real() + offset_s):
+        yield
+
+
+async def test_leases_keep_the_stores_clock_whatever_the_nodes_say(engine: AsyncEngine) -> None:
+    """A worker 30 s behind the store takes a unit; a worker 30 s ahead takes nothing of it
+    while its lease lives. A worker 30 s ahead takes a unit with a lease that runs out at
+    once; a worker 30 s behind takes it over at once, not 60 s later. The unit's lease, as
+    the dispatcher sees it, never outlasts the store's."""
+    await _enqueue(engine, 2, sim=1)
+    await _enqueue(engine, 2, sim=2)
+    behind, ahead = Outbox(engine), Outbox(engine)
+    with _node_clock(-30.0):
+        held = await behind.claim(max_units=1, unit_rows=64, per_endpoint=8, lease_s=30)
+    assert [job.simulation_id for unit in held for job in unit.jobs] == [1, 1]
+    assert held[0].lease_until <= time.time()  # 30 s of lease, read on a clock 30 s behind
+    with _node_clock(30.0):
+        taken = await ahead.claim(max_units=10, unit_rows=64, per_endpoint=8, lease_s=EXPIRED)
+    assert [job.simulation_id for unit in taken for job in unit.jobs] == [2, 2]  # not sim 1
+    with _node_clock(-30.0):
+        again = await behind.claim(max_units=10, unit_rows=64, per_endpoint=8, lease_s=30)
+    assert [job.simulation_id for unit in again for job in unit.jobs] == [2, 2]
+    assert {job.token for unit in again for job in unit.jobs}.isdisjoint(
+        {job.token for unit in taken for job in unit.jobs})

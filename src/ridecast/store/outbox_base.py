@@ -138,6 +138,15 @@ class OutboxBase:
                          f" AS a{n}")
         return " UNION ALL ".join(reads)
 
+    clock_sql = "SELECT (julianday('now') - 2440587.5) * 86400.0"
+    """The database's clock, in seconds since the epoch: every lease is dated and compared
+    by it, so that nodes whose clocks disagree agree on when a lease runs out."""
+
+    def clock(self) -> Steps[float]:
+        """The database's time now (``clock_sql``)."""
+        rows = yield Query(self.clock_sql)
+        return float(rows[0][0])
+
     skip_locked = ""
     """What ends a read whose rows a claim locks (PostgreSQL's ``FOR UPDATE SKIP LOCKED``)."""
 
@@ -181,6 +190,8 @@ class OutboxBase:
 
 class PostgresOutboxBase(OutboxBase):
     """What differs on PostgreSQL: its literals, no index hints, arrays for many rows."""
+
+    clock_sql = "SELECT CAST(extract(epoch FROM clock_timestamp()) AS double precision)"
 
     dialect = "postgresql"
 

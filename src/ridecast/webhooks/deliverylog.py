@@ -154,8 +154,12 @@ class DeliveryLog:
         but those of an ordered lane that a claim other than ``token`` (the caller's) holds:
         that claim's worker finds the endpoint disabled when it comes to them."""
         return await self._steps.run(
-            lambda: self._sql.held(self._sql.disable_pending(simulation_id, reason,
-                                                         time.time(), token)))
+            lambda: self._sql.held(self._disable_steps(simulation_id, reason, token)))
+
+    def _disable_steps(self, simulation_id: int, reason: str, token: str) -> Steps[int]:
+        # The lane leases are compared by the store's clock, as the claims date them.
+        now = yield from self._sql.clock()
+        return (yield from self._sql.disable_pending(simulation_id, reason, now, token))
 
     async def depth(self) -> int:
         """Deliveries pending or in flight (the queue-depth gauge), from partial indexes."""

@@ -17,7 +17,6 @@ unit's lane lease is found held, unexpired, before the transaction's first write
 
 from __future__ import annotations
 
-import time
 from collections.abc import Sequence
 
 from sqlalchemy.ext.asyncio import AsyncEngine
@@ -39,8 +38,12 @@ class Recorder:
         """Write the outcome of many attempts in one transaction (one commit per batch)."""
         if not results:
             return
-        now = time.time()
-        await self._steps.run(lambda: self._sql.held(self.steps(results, now)))
+        await self._steps.run(lambda: self._sql.held(self._at_store_time(results)))
+
+    def _at_store_time(self, results: Sequence[Result]) -> Steps[None]:
+        # The lane leases are compared by the store's clock, as the claims date them.
+        now = yield from self._sql.clock()
+        yield from self.steps(results, now)
 
     def steps(self, results: Sequence[Result], now: float) -> Steps[None]:
         """The writes of ``results`` at ``now``, as steps of the caller's transaction."""
