@@ -37,13 +37,13 @@ _IN_FLIGHT_SQL = (
     "AND lease_until >= :now"
 )
 # PostgreSQL: one row of each unit read by a LATERAL LIMIT 1 (an index read per unit,
-# whatever the planner's statistics). Written as ``_IN_FLIGHT_SQL``'s join on a subquery,
-# a table without statistics (autovacuum off, or not yet run) was planned as a hash join
-# over a sequential scan of every delivery, on each claim. The tokens are walked from the
+# whatever the planner's statistics): as ``_IN_FLIGHT_SQL``'s join on a subquery, a table
+# without statistics (autovacuum off, or not yet run) is planned as a hash join over a
+# sequential scan of every delivery. The tokens are walked from the
 # highest down, and a unit's entries from its latest lease: the entries of a unit's rows
 # already answered (dead versions until vacuum removes them) hold its earliest leases, and
-# an ascending walk met them before a live one. The walk still reads the dead entries of
-# units that have ended (docs/performance.md).
+# an ascending walk would meet them before a live one. The walk still reads the dead
+# entries of units that have ended.
 _IN_FLIGHT_LATERAL_SQL = (
     "WITH RECURSIVE k(t) AS (SELECT MAX(claim_token) FROM webhook_deliveries "
     "WHERE status = 'delivering' UNION ALL SELECT (SELECT MAX(claim_token) "
@@ -64,7 +64,7 @@ CANDIDATE_PARTS = 64
 # The order a URL's unordered rows are taken in: as they came due (a new delivery is due when
 # stored, a retry when its delay has run), the order of ``ix_deliveries_loose``: a claim
 # reads only the rows due now, however many of the URL's rows wait for a retry (a receiver
-# down for hours leaves every delivery of those hours waiting; docs/performance.md).
+# down for hours leaves every delivery of those hours waiting).
 DUE_ORDER = "next_attempt_at, event_id"
 
 
@@ -337,7 +337,7 @@ class PostgresClaimSql(ClaimSql, PostgresOutboxBase):
     def renew(self, token: str, now: float, lease_until: float) -> Steps[set[int]]:
         # Rows locked by another transaction are skipped, never waited for: the worker's
         # own claim recording their results (a renewal waiting for it while it waits for a
-        # row the renewal locked was a deadlock, and the lease ran out meanwhile), or a claim
+        # row the renewal locked would deadlock, the lease running out meanwhile), or a claim
         # that found their lease run out (they are that claim's now). ``FOR NO KEY UPDATE``:
         # the worker's own record holds its lane leases ``FOR KEY SHARE`` (``lanes_held``),
         # which this lock does not conflict with, where a claim's ``FOR UPDATE`` does.
