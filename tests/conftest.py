@@ -16,7 +16,7 @@ import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, NoReturn
 
 import httpx
 import pytest
@@ -183,6 +183,14 @@ def start_server(tmp_path: Path) -> Iterator[Callable[..., Server]]:
         srv.stop()
 
 
+def service_missing(reason: str) -> NoReturn:
+    """A service a test needs (PostgreSQL, Redis) does not answer: the test is skipped on a
+    developer's machine, and fails under ``CI=true``, where ``.ci/run`` started them."""
+    if os.environ.get("CI", "").lower() == "true":
+        pytest.fail(f"{reason} (CI=true: every service must be there)", pytrace=False)
+    pytest.skip(reason)
+
+
 POSTGRES_ADMIN_URL = "postgresql://postgres@127.0.0.1:5432/postgres"
 REDIS_URL = "redis://127.0.0.1:6379/0"
 
@@ -224,12 +232,12 @@ def launch_cluster_pair(tmp: Path, env: dict[str, str] | None = None) -> CrossNo
     """Two nodes on a fresh PostgreSQL database and their own Redis stream; skips the test
     when PostgreSQL or Redis does not answer. ``stop()`` stops both and drops the database."""
     if not redis_answers():
-        pytest.skip(f"no Redis at {REDIS_URL}")
+        service_missing(f"no Redis at {REDIS_URL}")
     name = f"ridecast_test_{uuid.uuid4().hex[:10]}"
     try:
         asyncio.run(_postgres_admin(f'CREATE DATABASE "{name}"'))
     except (TimeoutError, OSError) as exc:
-        pytest.skip(f"no PostgreSQL on 127.0.0.1:5432: {exc}")
+        service_missing(f"no PostgreSQL on 127.0.0.1:5432: {exc}")
     url = f"postgresql+asyncpg://postgres@127.0.0.1:5432/{name}"
     prefix = f"test-{uuid.uuid4().hex[:12]}"
     node_env = {"RIDECAST_BUS_URL": REDIS_URL, "RIDECAST_BUS_PREFIX": prefix, **(env or {})}
@@ -306,7 +314,7 @@ def pg_url() -> Iterator[str]:
     try:
         asyncio.run(_postgres_admin(f'CREATE DATABASE "{name}"'))
     except (TimeoutError, OSError) as exc:
-        pytest.skip(f"no PostgreSQL on 127.0.0.1:5432: {exc}")
+        service_missing(f"no PostgreSQL on 127.0.0.1:5432: {exc}")
     yield f"postgresql+asyncpg://postgres@127.0.0.1:5432/{name}"
     asyncio.run(_postgres_admin(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
 

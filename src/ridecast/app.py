@@ -48,7 +48,8 @@ from .simulator.hosting.resume import LogTail
 from .store.accounts import AccountStore
 from .store.engine import create_engine, upgrade
 from .store.eventlog import EventLog
-from .store.outbox import outbox_sql
+from .store.newest_id import newest_id_reader
+from .store.outbox import OutboxSql, outbox_sql
 from .store.quota_usage import QuotaUsageStore
 from .store.revocations import RevocationWatcher
 from .store.simulations import SimulationStore
@@ -62,7 +63,7 @@ from .webhooks.recorder import Recorder
 from .webhooks.resolver import Resolver
 from .webhooks.sender import Sender
 from .webhooks.service import WebhookService
-from .webhooks.watch import OutboxWatch, newest_id_reader
+from .webhooks.watch import OutboxWatch
 
 log = logging.getLogger(__name__)
 
@@ -110,8 +111,11 @@ async def _start(
                      catch_up_interval_s=settings.bus_catch_up_interval_s,
                      timeout_s=settings.bus_timeout_s,
                      error_log_interval_s=settings.outage_log_interval_s)
+    # The store's one owner of the outbox's statements, for the event log and the webhooks.
+    outbox = outbox_sql(engine.dialect.name,
+                        hold_s=DeliveryPolicy.from_settings(settings).claim_hold_s)
     event_log = EventLog(engine, bus, max_batch=settings.group_commit_max_events,
-                         max_pending=settings.ingest_max_pending_events)
+                         max_pending=settings.ingest_max_pending_events, outbox=outbox)
     bus.attach_log(event_log)
     stack.push_async_callback(bus.close)
     await bus.start()
@@ -140,7 +144,7 @@ async def _start(
     simulations_service.creation_gate = quotas.creating
 
     dispatch = settings.webhook_workers if run_dispatcher is None else run_dispatcher
-    webhooks = _webhooks(settings, engine, bus, catalog, simulations_service,
+    webhooks = _webhooks(settings, engine, outbox, bus, catalog, simulations_service,
                          run_dispatcher=dispatch,
                          watch_outbox=watch_outbox and isinstance(bus, MemoryBus))
     simulations_service.add_data_check(webhooks.check_data)
@@ -190,14 +194,14 @@ async def _logging_failure(name: str, stop: Callable[[], Awaitable[None]]) -> No
         log.exception("closing %s failed", name)
 
 
-def _webhooks(settings: Settings, engine: AsyncEngine, bus: Bus, catalog: SimulationCatalog,
+def _webhooks(settings: Settings, engine: AsyncEngine, sql: OutboxSql, bus: Bus,
+              catalog: SimulationCatalog,
               simulations_service: SimulationService, *, run_dispatcher: bool,
               watch_outbox: bool) -> WebhookService:
-    """The webhook parts: one owner of the outbox's statements for the store's dialect, the
+    """The webhook parts: on the store's one owner of the outbox's statements (``sql``), the
     claim, the record and the delivery log on it, the sender, and (when this process
     delivers) the dispatcher, which reads simulations through the catalog."""
     policy = DeliveryPolicy.from_settings(settings)
-    sql = outbox_sql(engine.dialect.name, hold_s=policy.claim_hold_s)
     resolver = Resolver(allow_private=settings.webhook_allow_private)
     sender = Sender(timeout_s=settings.webhook_timeout_s,
                     connect_timeout_s=settings.webhook_connect_timeout_s,

@@ -22,8 +22,8 @@ _go_float = cast(Callable[[float], str], _untyped_go_float)
 class LoopHistogram(Collector):
     """A histogram observed from the event loop's thread only (no labels, no lock).
 
-    ``prometheus_client``'s ``Histogram.observe`` takes two locks and walks the buckets: about
-    4 µs, which the webhook dispatcher paid on every delivery. Here an observation is a bisect
+    ``prometheus_client``'s ``Histogram.observe`` takes two locks and walks the buckets, which
+    the webhook dispatcher would pay on every delivery. Here an observation is a bisect
     and two additions. A scrape (``collect``) may see an observation in its bucket and not yet
     in the sum, never a torn number; the exposition is the same as ``Histogram``'s, without
     the ``_created`` sample.

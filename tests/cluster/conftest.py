@@ -10,14 +10,21 @@ from pathlib import Path
 import pytest
 
 from tests.cluster.privateredis import PrivateRedis
-from tests.conftest import REDIS_URL, Server, free_port, launch_server, redis_answers
+from tests.conftest import (
+    REDIS_URL,
+    Server,
+    free_port,
+    launch_server,
+    redis_answers,
+    service_missing,
+)
 
 
 @pytest.fixture
 def cluster(tmp_path: Path, pg_url: str) -> Iterator[Callable[..., Server]]:
     """``node(**env)`` starts one more API node of the same cluster; all stop afterwards."""
     if not redis_answers():
-        pytest.skip(f"no Redis at {REDIS_URL}")
+        service_missing(f"no Redis at {REDIS_URL}")
     prefix = f"test-{uuid.uuid4().hex[:12]}"
     nodes: list[Server] = []
 

@@ -9,8 +9,9 @@ import subprocess
 import time
 from pathlib import Path
 
-import pytest
 import redis
+
+from tests.conftest import service_missing
 
 
 class PrivateRedis:
@@ -28,7 +29,7 @@ class PrivateRedis:
     def start(self) -> None:
         binary = shutil.which("redis-server")
         if binary is None:
-            pytest.skip("no redis-server binary")
+            service_missing("no redis-server binary")
         self.process = subprocess.Popen(
             [binary, "--port", str(self.port), "--bind", "127.0.0.1", "--save", "",
              "--appendonly", "no", "--dir", str(self.folder)],

@@ -32,7 +32,14 @@ import pytest
 from ridecast.cli.receiver import ReceiverThread
 from ridecast.client import AsyncClient
 from ridecast.events import ALL_TYPES
-from tests.conftest import REDIS_URL, Server, User, launch_server, redis_answers
+from tests.conftest import (
+    REDIS_URL,
+    Server,
+    User,
+    launch_server,
+    redis_answers,
+    service_missing,
+)
 from tests.webhooks.helpers import Recorder, start_worker, worker_running
 
 SETTINGS = {"seed": 21, "vehicles": 6, "bookings_per_hour": 300, "duration_s": 480,
@@ -170,7 +177,7 @@ def _scenario(reference: list[dict[str, Any]], tmp_path: Path, pg_url: str, sig:
     the webhooks; the seconds from each signal until the new owner had caught up."""
     assert len(reference) > 500
     if not redis_answers():
-        pytest.skip(f"no Redis at {REDIS_URL}")
+        service_missing(f"no Redis at {REDIS_URL}")
     env = {**ENV, "RIDECAST_BUS_URL": REDIS_URL,
            "RIDECAST_BUS_PREFIX": f"test-{uuid.uuid4().hex[:12]}"}
     started_nodes: list[Server] = []

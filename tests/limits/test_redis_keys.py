@@ -15,7 +15,7 @@ import redis.asyncio as aioredis
 from ridecast.config import Settings
 from ridecast.limits.memory import MemoryLimits
 from ridecast.limits.redis import RedisLimits
-from tests.conftest import REDIS_URL, redis_answers
+from tests.conftest import REDIS_URL, redis_answers, service_missing
 
 LEASE_S = 0.5
 
@@ -30,7 +30,7 @@ async def _until(condition: Callable[[], Awaitable[bool]], what: str) -> None:
 @pytest.fixture
 def settings() -> Settings:
     if not redis_answers():
-        pytest.skip(f"no Redis at {REDIS_URL}")
+        service_missing(f"no Redis at {REDIS_URL}")
     return Settings(bus_url=REDIS_URL, bus_prefix=f"test-{uuid.uuid4().hex[:12]}",
                     limits_lease_s=LEASE_S)
 

@@ -11,7 +11,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
+from unittest import mock
 
 import pytest
 from sqlalchemy import func, insert, select, text
@@ -155,7 +156,8 @@ async def test_a_url_change_is_one_statement_that_leaves_other_claims_alone(
     engine: AsyncEngine,
 ) -> None:
     """A repoint moves the simulation's waiting rows and the caller's own rows to the new
-    URL; rows another worker holds keep theirs until that worker repoints them."""
+    URL; rows another worker holds, by row or by its lane lease, keep theirs until that
+    worker repoints them."""
     await _enqueue(engine, 2, sim=1)
     await _enqueue(engine, 2, sim=2)
     a, b = Outbox(engine), Outbox(engine)
@@ -163,25 +165,114 @@ async def test_a_url_change_is_one_statement_that_leaves_other_claims_alone(
     mine = next(unit for unit in jobs if unit.jobs[0].simulation_id == 1).jobs[0]
     other = next(unit for unit in jobs if unit.jobs[0].simulation_id == 2).jobs[0]
     await b.claimer.repoint(1, "http://b/", "not-a-claim")
-    await a.claimer.repoint(2, "http://b/", mine.token)  # not the claim of sim 2's head
+    await a.claimer.repoint(2, "http://b/", mine.token)  # not the claim of sim 2's lane
     rows = await _rows(engine)
     assert rows[mine.delivery_id][3] == "http://a/"  # held by a, repointed by b: kept
     assert rows[other.delivery_id][3] == "http://a/"
-    assert sorted(url for _s, _t, _c, url in rows.values()) == [
-        "http://a/", "http://a/", "http://b/", "http://b/"]
+    by_sim = await _urls_by_simulation(engine)
+    assert by_sim[1] == by_sim[2] == ["http://a/", "http://a/"]  # lanes held by a: kept
     await a.claimer.repoint(1, "http://b/", mine.token)
-    assert (await _rows(engine))[mine.delivery_id][3] == "http://b/"
+    assert (await _urls_by_simulation(engine))[1] == ["http://b/", "http://b/"]
+
+
+async def _urls_by_simulation(engine: AsyncEngine) -> dict[int, list[str]]:
+    async with engine.connect() as conn:
+        found = await conn.execute(select(D.c.simulation_id, D.c.url).order_by(D.c.id))
+    urls: dict[int, list[str]] = {}
+    for sim, url in found:
+        urls.setdefault(sim, []).append(url)
+    return urls
+
+
+async def test_a_repoint_leaves_the_pending_rows_of_a_lane_held_elsewhere(
+    engine: AsyncEngine,
+) -> None:
+    """Worker A holds an ordered lane (its unit's last row leased, the rows ahead of it
+    pending while A sends them). B's repoint of the simulation leaves the whole unit on A's
+    URL; A's own repoint then moves it; once A's lane lease has run out, anyone's does."""
+    await _enqueue(engine, 3)
+    a, b = Outbox(engine), Outbox(engine)
+    jobs = await _jobs(a)
+    assert [(await _rows(engine))[j.delivery_id][0] for j in jobs] == [
+        "pending", "pending", "delivering"]
+    await b.claimer.repoint(1, "http://b/", "b-token")
+    assert (await _urls_by_simulation(engine))[1] == ["http://a/"] * 3
+    await a.claimer.repoint(1, "http://c/", jobs[0].token)
+    assert (await _urls_by_simulation(engine))[1] == ["http://c/"] * 3
+    await _enqueue(engine, 2, sim=2)
+    stale = await _jobs(b, EXPIRED)
+    assert [j.simulation_id for j in stale] == [2, 2]
+    await a.claimer.repoint(2, "http://d/", "someone-else")
+    # The pending row is free to move (the lane lease ran out); the leased one is b's.
+    assert (await _urls_by_simulation(engine))[2] == ["http://d/", "http://a/"]
+
+
+async def test_a_disable_leaves_the_pending_rows_of_a_lane_held_elsewhere(
+    engine: AsyncEngine,
+) -> None:
+    """An endpoint disabled by worker B leaves the waiting rows of an ordered lane that
+    worker A holds under its lane lease (A finds the endpoint disabled when it sends them);
+    A's own disable (the worker that got the 410) marks them."""
+    await _enqueue(engine, 3)
+    a, b = Outbox(engine), Outbox(engine)
+    units = await a.claim(max_units=10, unit_rows=2, per_endpoint=8, lease_s=30)
+    jobs = [job for unit in units for job in unit.jobs]
+    assert len(jobs) == 2
+    before = await _rows(engine)
+    assert await b.log.disable_pending(1, "gone", "b-token") == 0  # the lane is A's
+    assert await _rows(engine) == before
+    # A's own disable: the waiting rows of its lane, not the row its lease is on.
+    assert await a.log.disable_pending(1, "gone", jobs[0].token) == 2
+    assert sorted(status for status, *_ in (await _rows(engine)).values()) == [
+        "delivering", "disabled", "disabled"]
+
+
+async def test_a_stale_success_leaves_the_failing_clock_alone(engine: AsyncEngine) -> None:
+    """Worker A's lease runs out and B takes the delivery; A's late success writes nothing,
+    so the endpoint's failing streak (started by B's failures) goes on; B's success ends
+    it."""
+    await _enqueue(engine, 1)
+    a, b = Outbox(engine), Outbox(engine)
+    health = EndpointHealth(engine, quiet_gap_s=600)
+    (stale,) = await _jobs(a, EXPIRED)
+    (fresh,) = await _jobs(b)
+    await health.failed(1, "http://a/", time.time())
+    await a.record([_ok(stale)])
+    assert await health.failing_since(1) is not None
+    await b.record([_ok(fresh)])
+    assert await health.failing_since(1) is None
+
+
+async def test_a_stale_success_in_a_batch_ends_only_the_streaks_it_wrote(
+    engine: AsyncEngine,
+) -> None:
+    """One record with a stale success (simulation 1) and a held one (simulation 2): only
+    simulation 2's failing streak ends."""
+    await _enqueue(engine, 1, sim=1)
+    a, b = Outbox(engine), Outbox(engine)
+    health = EndpointHealth(engine, quiet_gap_s=600)
+    (stale,) = await _jobs(a, EXPIRED)
+    await _jobs(b)
+    await _enqueue(engine, 1, sim=2)
+    (held,) = await _jobs(a)
+    for sim in (1, 2):
+        await health.failed(sim, "http://a/", time.time())
+    await a.record([_ok(stale), _ok(held)])
+    assert await health.failing_since(1) is not None
+    assert await health.failing_since(2) is None
 
 
 async def test_a_lease_is_dated_after_the_claim_holds_its_locks(engine: AsyncEngine) -> None:
-    """The lease written is the claim's lease from the moment the rows were taken: never
-    already run out when the claim returns."""
+    """The lease written is the claim's lease from the moment the rows were taken (by the
+    store's clock): never already run out when the claim returns, and the unit's own view
+    of it (this node's clock) never ends after it."""
     await _enqueue(engine, 1)
     (unit,) = await Outbox(engine).claim(max_units=1, unit_rows=1, per_endpoint=1,
                                          lease_s=30)
     async with engine.connect() as conn:
         lease, updated = (await conn.execute(select(D.c.lease_until, D.c.updated_at))).one()
-    assert lease == unit.lease_until and abs(lease - updated - 30) < 1e-6
+    assert unit.lease_until <= lease < unit.lease_until + 1
+    assert abs(lease - updated - 30) < 1e-6
     assert lease > time.time() + 29
 
 
@@ -305,7 +396,8 @@ async def test_postgres_a_renewal_skips_rows_its_own_record_is_writing(pg_url: s
             await conn.commit()
         async with engine.connect() as conn:
             leases = dict((await conn.execute(select(D.c.id, D.c.lease_until))).all())
-        assert leases[second.delivery_id] == later
+        # Renewed as long as asked, dated by the store's clock (read after this one's).
+        assert later <= leases[second.delivery_id] < later + 1
         assert (await _rows(engine))[first.delivery_id][:2] == ("succeeded", None)
     finally:
         await engine.dispose()
@@ -432,3 +524,34 @@ async def test_postgres_a_record_holding_a_lane_keeps_claims_off_it_not_its_rene
     finally:
         await engine.dispose()
         await cycle.dispose()
+
+
+@contextlib.contextmanager
+def _node_clock(offset_s: float) -> Iterator[None]:
+    """This process's wall clock ``offset_s`` away from the store's, while a worker acts:
+    a node whose clock is off (the store keeps its own)."""
+    real = time.time
+    with mock.patch("time.time", lambda: real() + offset_s):
+        yield
+
+
+async def test_leases_keep_the_stores_clock_whatever_the_nodes_say(engine: AsyncEngine) -> None:
+    """A worker 30 s behind the store takes a unit; a worker 30 s ahead takes nothing of it
+    while its lease lives. A worker 30 s ahead takes a unit with a lease that runs out at
+    once; a worker 30 s behind takes it over at once, not 60 s later. The unit's lease, as
+    the dispatcher sees it, never outlasts the store's."""
+    await _enqueue(engine, 2, sim=1)
+    await _enqueue(engine, 2, sim=2)
+    behind, ahead = Outbox(engine), Outbox(engine)
+    with _node_clock(-30.0):
+        held = await behind.claim(max_units=1, unit_rows=64, per_endpoint=8, lease_s=30)
+    assert [job.simulation_id for unit in held for job in unit.jobs] == [1, 1]
+    assert held[0].lease_until <= time.time()  # 30 s of lease, read on a clock 30 s behind
+    with _node_clock(30.0):
+        taken = await ahead.claim(max_units=10, unit_rows=64, per_endpoint=8, lease_s=EXPIRED)
+    assert [job.simulation_id for unit in taken for job in unit.jobs] == [2, 2]  # not sim 1
+    with _node_clock(-30.0):
+        again = await behind.claim(max_units=10, unit_rows=64, per_endpoint=8, lease_s=30)
+    assert [job.simulation_id for unit in again for job in unit.jobs] == [2, 2]
+    assert {job.token for unit in again for job in unit.jobs}.isdisjoint(
+        {job.token for unit in taken for job in unit.jobs})

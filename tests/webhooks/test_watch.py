@@ -13,15 +13,14 @@ from sqlalchemy import delete, insert, text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from ridecast.store.engine import create_engine, upgrade
-from ridecast.store.tables import webhook_deliveries
-from ridecast.webhooks.watch import (
-    OutboxWatch,
+from ridecast.store.newest_id import (
     PooledNewestId,
     PostgresNewestId,
     SqliteNewestId,
     newest_id_reader,
-    retry_wait,
 )
+from ridecast.store.tables import webhook_deliveries
+from ridecast.webhooks.watch import OutboxWatch, retry_wait
 
 
 @pytest.fixture

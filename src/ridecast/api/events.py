@@ -103,11 +103,11 @@ class IngestFastPath:
     """Serves ``POST /api/v2/simulation/{id}/events`` ahead of FastAPI's middleware stack.
 
     The hot path of every producer: FastAPI's middleware layers, route matching and
-    dependency solving cost more CPU than the ingest itself (issue 14, measured with py-spy
-    under bench/ingest.py). This does what the stack and the route do, in the same order:
-    the body guard (413 over the size, the JSON limits), then the credentials, then the path
-    id, then the handler, with the same functions, the same error responses and the same
-    catch-all 500 (tests/api/test_ingest_fast_path.py compares both byte for byte). What it
+    dependency solving cost more CPU than the ingest itself. This does what the stack and
+    the route do, in the same order: the body guard (413 over the size, the JSON limits),
+    then the credentials, then the path id, then the handler, with the same functions, the
+    same error responses and the same catch-all 500 (tests/api/test_ingest_fast_path.py
+    compares both byte for byte). What it
     cannot decide exactly as they would (a body that is not JSON or breaks a limit, no
     runtime yet) it hands to the full stack, body included.
     """

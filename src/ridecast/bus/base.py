@@ -36,8 +36,8 @@ class StoredEvent:
 
     ``body`` is the envelope's JSON (the webhook body); ``frame`` is the same JSON with
     ``event_id`` added (the websocket frame), built once, when first read: most events of
-    a busy log reach no stream (py-spy: building every frame at append was ~6% of the main
-    thread under batches of 100). Pass ``_frame`` only when it is at hand already.
+    a busy log reach no stream, so building every frame at append would be wasted work.
+    Pass ``_frame`` only when it is at hand already.
     One instance goes to every consumer, which only reads it; it is not frozen only because
     a frozen dataclass costs several times more to build, once per ingested event.
     """

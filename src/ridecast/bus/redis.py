@@ -61,7 +61,8 @@ from .base import (
 log = logging.getLogger(__name__)
 
 STREAM_SUFFIX = ":bus"
-"""The stream key is ``<prefix>:bus``; the only Redis key ridecast uses."""
+"""The stream key is ``<prefix>:bus``, the bus's one Redis key; the limits keep theirs under
+``<prefix>:limits:*`` (``limits/scripts.py``)."""
 
 _CONTROL: dict[str, type[Any]] = {
     cls.__name__: cls for cls in (SimulationChanged, SimulatorCommand, SimulatorReply)

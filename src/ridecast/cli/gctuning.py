@@ -3,9 +3,7 @@
 A server allocates a great many short-lived objects (requests, events, the simulator's
 tuples and dicts), almost all freed by reference counting; CPython's default thresholds
 still run a young collection every 700 net allocations and, every hundred of those, walk
-everything alive. ``python bench/simulator.py`` (``ridecast serve``, 500 vehicles, 10,000
-bookings, 4 h on Gothenburg) went from 96.5x to 145x real time with these settings, the
-server's CPU from 166 s to 110 s (docs/performance.md).
+everything alive, which costs a busy server a large share of its CPU.
 
 ``tune()`` moves what start-up created (modules, the app, the road network) out of the
 collector's sight (``gc.freeze``), and lets the youngest generation grow to

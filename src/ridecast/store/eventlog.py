@@ -36,7 +36,7 @@ from ..errors import RidecastError, ServiceUnavailable
 from ..metrics import EVENTLOG_COMMIT_SECONDS, EVENTLOG_COMMITS, EVENTLOG_EVENTS
 from .checkpointer import WalCheckpointer, disable_autocheckpoint
 from .driver_sql import insert_qmark, insert_values
-from .outbox import PostgresOutboxSql, outbox_sql
+from .outbox import OutboxSql, outbox_sql
 from .refusal import refuses_row
 from .tables import event_counter, events, first_id_since, simulations
 from .txsteps import DriverThread, Many, Query, Steps, driver_thread, run_alone, run_on
@@ -52,10 +52,14 @@ COUNTER_SQL = ("UPDATE event_counter SET last_id = last_id + :count WHERE id = 1
                "RETURNING last_id")
 
 
-def _group_sql(outbox: PostgresOutboxSql) -> str:
+def _group_sql(outbox: OutboxSql) -> str | None:
     """A group commit on PostgreSQL in one statement: the counter moved, the events and
     their delivery rows inserted from arrays (one round trip and one executor run, not a
-    statement per row); its one row is the last id taken (``_group_params``)."""
+    statement per row); its one row is the last id taken (``_group_params``). None where
+    the outbox inserts its rows statement by statement (SQLite)."""
+    deliveries = outbox.insert_from_arrays("(SELECT last_id FROM c) - CAST(:count AS bigint)")
+    if deliveries is None:
+        return None
     return (
         "WITH c AS (UPDATE event_counter SET last_id = last_id + CAST(:count AS bigint) "
         "WHERE id = 1 RETURNING last_id), "
@@ -64,7 +68,7 @@ def _group_sql(outbox: PostgresOutboxSql) -> str:
         "CAST(:now AS double precision), u.body FROM c, unnest(CAST(:sims AS integer[]), "
         "CAST(:types AS varchar[]), CAST(:bodies AS bytea[])) WITH ORDINALITY "
         "AS u(sim, type, body, pos)), "
-        f"d AS ({outbox.insert_from_arrays('(SELECT last_id FROM c) - CAST(:count AS bigint)')}) "
+        f"d AS ({deliveries}) "
         "SELECT last_id FROM c"
     )
 
@@ -75,7 +79,7 @@ def _group_params(flat: Sequence[NewEvent], now: float) -> dict[str, Any]:
         "count": len(flat), "now": now,
         "sims": [e.simulation_id for e in flat], "types": [e.message_type for e in flat],
         "bodies": [e.body for e in flat],
-        **PostgresOutboxSql.insert_arrays([
+        **OutboxSql.insert_arrays([
             (pos, e.simulation_id, e.message_type, e.webhook_url, e.webhook_ordered)
             for pos, e in enumerate(flat, 1) if e.webhook_url]),
     }
@@ -143,7 +147,7 @@ class EventLog:
 
     def __init__(
         self, engine: AsyncEngine, bus: Bus, *, max_batch: int = 2000,
-        max_pending: int = 50_000,
+        max_pending: int = 50_000, outbox: OutboxSql | None = None,
     ) -> None:
         self._engine = engine
         self._bus = bus
@@ -170,12 +174,12 @@ class EventLog:
         # The group commit's INSERTs (``?`` placeholders, see ``store.txsteps``).
         # On SQLite, many rows per statement (``Many``'s ``values``).
         self._insert_events = insert_qmark(engine.dialect, events, _EVENT_COLUMNS)
-        # The outbox's rows, in ``store.outbox.INSERT_COLUMNS`` order (its owner's SQL).
-        self._outbox = outbox_sql(engine.dialect.name)
+        # The outbox's rows, in ``store.outbox.INSERT_COLUMNS`` order (its owner's SQL): the
+        # store's one ``OutboxSql``, given by the app (or this dialect's, alone).
+        self._outbox = outbox if outbox is not None else outbox_sql(engine.dialect.name)
         self._events_values = insert_values(engine.dialect, events, _EVENT_COLUMNS)
         # On PostgreSQL the whole group commit is one statement over arrays (``_group_sql``).
-        self._group_sql = (_group_sql(self._outbox)
-                           if isinstance(self._outbox, PostgresOutboxSql) else None)
+        self._group_sql = _group_sql(self._outbox)
         # On SQLite, the writer connection's driver thread: a group commit is one trip
         # there (``store.txsteps``). Set with the connection.
         self._thread: DriverThread | None = None

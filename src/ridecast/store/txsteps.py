@@ -3,10 +3,9 @@
 aiosqlite runs each call on its own thread and hands the result back through the event
 loop; SQLAlchemy makes several such calls per statement (cursor, execute, fetch, close). A
 webhook claim (record the finished attempts, count what is in flight, read the heads of the
-lanes, lease) is a dozen statements: the profile of ``ridecast serve`` under
-``bench/webhooks.py`` showed those trips (``aiosqlite.Connection._execute``) at 12% of the
-server's GIL time; the event log's group commit (the counter's UPDATE, the inserts, the
-commit) paid eight such trips per commit. Both run their transaction through this module.
+lanes, lease) is a dozen statements, and the event log's group commit (the counter's
+UPDATE, the inserts, the commit) several more: each trip costs the event loop's thread.
+Both run their transaction through this module.
 
 The transaction's logic is a generator of steps (``store.steps``). ``run_on`` drives it on
 aiosqlite's thread in one call (a plain ``sqlite3`` transaction, committed when the
@@ -79,8 +78,7 @@ def _run_values(db: sqlite3.Connection, template: str, rows: Sequence[tuple[Any,
     Why not ``executemany``: sqlite3 steps it row by row, giving the GIL up around each
     row's step and taking it back before the next, while the event loop's thread wants it
     too. The group commit and the webhook claims queue behind each other for SQLite's one
-    writer (``writegate``), so every row's wait held them all (docs/performance.md, "Webhooks
-    and ingest on a faster VM").
+    writer (``writegate``), so every row's wait held them all.
     """
     width = len(rows[0])
     cap = max(1, min(VALUES_ROWS, db.getlimit(sqlite3.SQLITE_LIMIT_VARIABLE_NUMBER) // width))

@@ -4,8 +4,7 @@ SQLite has one writer. Two connections of one process that both want it (the eve
 group commit and the webhook dispatcher's claim) meet in SQLite's busy handler, which sleeps
 1, 2, 5, 10 ... up to 100 ms between tries and never queues: a claim that asks while the
 group commit holds the lock sleeps, and under a steady ingest it keeps finding the lock
-taken again. Under ``bench/webhooks.py`` single claims waited 90-340 ms that way, with every
-webhook unit of the process idle behind them (a third of the burst's wall time).
+taken again, with every webhook unit of the process idle behind it.
 
 ``write_gate(conn)`` is a fair ``asyncio.Lock`` per SQLite engine and event loop: the step
 transactions (``txsteps.run_on``: the event log's commits, the outbox's claims and records)

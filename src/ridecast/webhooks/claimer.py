@@ -25,8 +25,8 @@ from __future__ import annotations
 
 import time
 import uuid
-from collections.abc import Mapping, Sequence
-from typing import Any
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, TypeVar
 
 from sqlalchemy.ext.asyncio import AsyncEngine
 
@@ -36,6 +36,11 @@ from ..store.txsteps import StepRunner, Steps
 from .claims import InFlight, Row, chunk_size, leased_rows, plan_units
 from .jobs import Job, Result, Unit
 from .recorder import Recorder
+
+T = TypeVar("T")
+# SQLite's clock counts whole milliseconds: a node's reading of the lease is taken that much
+# earlier, so that it never ends after the store's.
+CLOCK_RESOLUTION_S = 0.001
 
 
 def in_flight_of(rows: Sequence[tuple[Any, ...]]) -> InFlight:
@@ -103,11 +108,16 @@ class Claimer:
     ) -> Steps[list[Unit]]:
         sql = self._sql
         yield from sql.begin_claim(writes_first=bool(record))
+        # Leases are dated and compared by the store's clock, not this node's: read once,
+        # after the claim holds what it waits for (nothing below waits). The units carry
+        # their lease in this node's clock, from a reading taken before the store's, so a
+        # node never thinks a lease lasts longer than the store does.
+        node_now = time.time() - CLOCK_RESOLUTION_S
+        now = yield from sql.clock()
         if record:
-            yield from self._recorder.steps(record, time.time())
+            yield from self._recorder.steps(record, now)
         if max_units <= 0 and not extend:
             return []
-        now = time.time()
         leased = yield sql.in_flight_query(now)
         busy = in_flight_of(leased)
         units: list[Unit] = []
@@ -118,7 +128,7 @@ class Claimer:
                        if token is not None and not ordered}
             units += yield from self._extend_steps(
                 lease_s, [(t, url) for t, url in extend if t in holding], per_endpoint,
-                chunk_max, known)
+                chunk_max, known, now, node_now)
         if max_units <= 0:
             return units
         # Unordered rows: per URL, no more than its free slots can take.
@@ -143,16 +153,16 @@ class Claimer:
             elsewhere |= wanted - got
         if not plan:
             return units
-        recount = yield from sql.in_flight_after_lock(time.time())
+        recount = yield from sql.in_flight_after_lock(now)
         if recount is not None:
             # Another claim may have leased slots of these URLs before this one held them:
             # plan again on what is in flight now, with the URLs this claim holds.
             plan = plan_units([row for row in active if row.url in locked],
                               in_flight_of(recount), now=now, per_endpoint=per_endpoint,
                               unit_rows=unit_rows, max_units=max_units, chunk_rows=chunk_max)
-        # Every lock that can wait is held (the row locks of ``take`` never wait): the
-        # lease starts now.
-        leased_at = time.time()
+        # Every lock that can wait was held before ``now`` was read (the URL locks and the
+        # row locks of ``take`` never wait): the lease starts then.
+        leased_at = now
         lease_until = leased_at + lease_s
         tokens = [uuid.uuid4().hex for _ in plan]
         leases = [leased_rows(unit) for unit in plan]
@@ -179,12 +189,12 @@ class Claimer:
                 jobs.append(Job(row.id, row.event_id, row.simulation_id, message_type, row.url,
                                 attempt_count, read.get(row.event_id) if body is None else body,
                                 row.ordered, token))
-            units.append(Unit(token, lease_until, jobs))
+            units.append(Unit(token, node_now + lease_s, jobs))
         return units
 
     def _extend_steps(
         self, lease_s: float, extend: Sequence[tuple[str, str]], per_endpoint: int,
-        rows: int, known: Mapping[int, bytes],
+        rows: int, known: Mapping[int, bytes], now: float, node_now: float,
     ) -> Steps[list[Unit]]:
         """Lease more due unordered rows of each URL to its running tokens, shared as
         ``chunk_size`` shares a URL's rows among new chunks."""
@@ -193,7 +203,7 @@ class Claimer:
             by_url.setdefault(url, []).append(token)
         units: list[Unit] = []
         for url, tokens in by_url.items():
-            found = yield from self._sql.free_url_rows(url, time.time(), len(tokens) * rows)
+            found = yield from self._sql.free_url_rows(url, now, len(tokens) * rows)
             if not found:
                 continue
             size = chunk_size(len(found), len(tokens), per_endpoint, rows)
@@ -201,9 +211,7 @@ class Claimer:
             shares = [(token, sorted(found[n * size:(n + 1) * size], key=lambda row: row[1]))
                       for n, token in enumerate(tokens)]
             shares = [(token, share) for token, share in shares if share]
-            leased_at = time.time()
-            lease_until = leased_at + lease_s
-            yield from self._sql.lease(leased_at, lease_until, [
+            yield from self._sql.lease(now, now + lease_s, [
                 (token, [row[0] for row in share]) for token, share in shares])
             read = yield from self._sql.bodies(
                 [row[1] for _token, share in shares for row in share if row[1] not in known])
@@ -214,7 +222,7 @@ class Claimer:
                     jobs.append(Job(id_, event_id, simulation_id, message_type, url,
                                     attempt_count, read.get(event_id) if body is None else body,
                                     False, token))
-                units.append(Unit(token, lease_until, jobs))
+                units.append(Unit(token, node_now + lease_s, jobs))
         return units
 
     def _candidates(
@@ -253,14 +261,26 @@ class Claimer:
     async def keep(self, token: str, lease_until: float) -> set[int]:
         """Extend the lease of every delivery ``token`` still holds (sent, its result not yet
         written, or still to send) to ``lease_until``; their ids."""
-        return await self._steps.run(
-            lambda: self._sql.held(self._sql.renew(token, time.time(), lease_until)))
+        def steps() -> Steps[set[int]]:
+            # ``lease_until`` is in this node's clock: the store's lease runs as long from
+            # the store's now, read after this node's (never shorter than the node thinks).
+            node_now = time.time()
+            now = yield from self._sql.clock()
+            return (yield from self._sql.renew(token, now, now + (lease_until - node_now)))
+
+        return await self._steps.run(lambda: self._sql.held(steps()))
 
     async def release(self, held: Sequence[tuple[int, str]]) -> None:
         """Give leased deliveries (id, claim token) back, due now, where the token still
         holds them (a dispatcher stops, or hands back part of a lane it already sends)."""
         if held:
-            await self._steps.run(lambda: self._sql.held(self._sql.releases(time.time(), held)))
+            await self._steps.run(lambda: self._sql.held(self._at_store_time(
+                lambda now: self._sql.releases(now, held))))
+
+    def _at_store_time(self, steps: Callable[[float], Steps[T]]) -> Steps[T]:
+        """``steps`` at the store's time now (leases are compared by the store's clock)."""
+        now = yield from self._sql.clock()
+        return (yield from steps(now))
 
     @property
     def ends_stalled(self) -> bool:
@@ -278,7 +298,7 @@ class Claimer:
         """Send the simulation's waiting deliveries, and those ``token`` holds, to ``url``,
         the URL now in force: one statement, whatever the number of rows."""
         await self._steps.run(lambda: self._sql.held(
-            self._sql.repoint(simulation_id, url, token, time.time())))
+            self._at_store_time(lambda now: self._sql.repoint(simulation_id, url, token, now))))
 
 
 __all__ = ["Claimer", "in_flight_of"]

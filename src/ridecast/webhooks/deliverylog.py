@@ -10,7 +10,6 @@ event); the log shows it among the attempts, as the attempt row it stands for.
 
 from __future__ import annotations
 
-import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -134,7 +133,9 @@ class DeliveryLog:
         or another, never shows in the answer); None when it does not exist, False when it
         is in flight."""
         def steps() -> Steps[dict[str, Any] | Literal[False] | None]:
-            done = yield from self._sql.replay(simulation_id, delivery_id, time.time())
+            # Due now by the store's clock, which the claims compare it with.
+            now = yield from self._sql.clock()
+            done = yield from self._sql.replay(simulation_id, delivery_id, now)
             if done is not True:
                 return done
             row = yield from self._sql.one(simulation_id, delivery_id)
@@ -146,14 +147,23 @@ class DeliveryLog:
 
     async def retry_failed(self, simulation_id: int) -> int:
         """Queue every failed or disabled delivery of the simulation again (bulk replay)."""
-        return await self._steps.run(lambda: self._sql.replay_failed(simulation_id,
-                                                                     time.time()))
+        def steps() -> Steps[int]:
+            now = yield from self._sql.clock()
+            return (yield from self._sql.replay_failed(simulation_id, now))
 
-    async def disable_pending(self, simulation_id: int, reason: str) -> int:
-        """Mark the simulation's waiting deliveries ``disabled`` (its endpoint was disabled)."""
+        return await self._steps.run(steps)
+
+    async def disable_pending(self, simulation_id: int, reason: str, token: str = "") -> int:
+        """Mark the simulation's waiting deliveries ``disabled`` (its endpoint was disabled),
+        but those of an ordered lane that a claim other than ``token`` (the caller's) holds:
+        that claim's worker finds the endpoint disabled when it comes to them."""
         return await self._steps.run(
-            lambda: self._sql.held(self._sql.disable_pending(simulation_id, reason,
-                                                         time.time())))
+            lambda: self._sql.held(self._disable_steps(simulation_id, reason, token)))
+
+    def _disable_steps(self, simulation_id: int, reason: str, token: str) -> Steps[int]:
+        # The lane leases are compared by the store's clock, as the claims date them.
+        now = yield from self._sql.clock()
+        return (yield from self._sql.disable_pending(simulation_id, reason, now, token))
 
     async def depth(self) -> int:
         """Deliveries pending or in flight (the queue-depth gauge), from partial indexes."""

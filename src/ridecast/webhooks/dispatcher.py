@@ -506,7 +506,7 @@ class Dispatcher:
         if outcome is Verdict.DISABLE:
             WEBHOOK_ATTEMPTS.labels("disabled").inc()
             await self._disable_endpoint(
-                job.simulation_id, now, f"endpoint answered 410 Gone ({url})"
+                job.simulation_id, now, f"endpoint answered 410 Gone ({url})", job.token
             )
             return Result(job.delivery_id, "disabled", count, now, error, row, token=job.token)
         try:
@@ -519,6 +519,7 @@ class Dispatcher:
             await self._disable_endpoint(
                 job.simulation_id, now,
                 f"endpoint failed continuously for {now - since:.0f} s ({url}): {error}",
+                job.token,
             )
             return Result(job.delivery_id, "disabled", count, now, error, row, token=job.token)
         retry_after = attempt.retry_after_s if honours_retry_after(attempt.status_code) else None
@@ -531,11 +532,12 @@ class Dispatcher:
         return Result(job.delivery_id, "pending", count, now + delay, error, row,
                       token=job.token)
 
-    async def _disable_endpoint(self, simulation_id: int, at: float, reason: str) -> None:
+    async def _disable_endpoint(self, simulation_id: int, at: float, reason: str,
+                                token: str) -> None:
         log.warning("disabling webhook of simulation %d: %s", simulation_id, reason)
         try:
             await self._disable(simulation_id, at, reason)
-            await self._deliveries.disable_pending(simulation_id, reason)
+            await self._deliveries.disable_pending(simulation_id, reason, token)
             await self._health.succeeded(simulation_id)  # a re-enabled endpoint starts afresh
         except Exception:
             log.exception("disabling the webhook of simulation %d failed", simulation_id)

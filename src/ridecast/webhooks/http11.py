@@ -17,8 +17,7 @@ length beside chunked encoding, is refused), with our bounds on top: a head of a
 ``MAX_HEAD_BYTES``, a body read to ``MAX_DRAIN_BYTES`` at most (then cut, and the connection
 dropped), and any byte that does not belong to the answer asked for ends the connection.
 Each connection is an ``asyncio.Protocol`` fed by the event loop's callbacks, with no
-stream reader's coroutine per read (measured neutral on the delivery rate: the change is
-for the strict framing; ``docs/performance.md``).
+stream reader's coroutine per read: the framing is ours to keep strict.
 """
 
 from __future__ import annotations

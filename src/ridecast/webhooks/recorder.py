@@ -17,7 +17,6 @@ unit's lane lease is found held, unexpired, before the transaction's first write
 
 from __future__ import annotations
 
-import time
 from collections.abc import Sequence
 
 from sqlalchemy.ext.asyncio import AsyncEngine
@@ -40,8 +39,12 @@ class Recorder:
         """Write the outcome of many attempts in one transaction (one commit per batch)."""
         if not results:
             return
-        now = time.time()
-        await self._steps.run(lambda: self._sql.held(self.steps(results, now)))
+        await self._steps.run(lambda: self._sql.held(self._at_store_time(results)))
+
+    def _at_store_time(self, results: Sequence[Result]) -> Steps[None]:
+        # The lane leases are compared by the store's clock, as the claims date them.
+        now = yield from self._sql.clock()
+        yield from self.steps(results, now)
 
     def steps(self, results: Sequence[Result], now: float) -> Steps[None]:
         """The writes of ``results`` at ``now``, as steps of the caller's transaction."""
@@ -54,17 +57,18 @@ class Recorder:
         # rows may be written. (Unordered rows are each leased: no lane to look for.)
         lanes = yield from self._sql.lanes_held(sorted(
             {r.token for r in results if r.ordered and r.status != RELEASE and r.token}), now)
+        succeeded: set[int] = set()
         if ok:
             # attempt_count + 1 in SQL equals the dispatcher's count: a leased row has one
             # attempt in flight.
-            yield from self._sql.successes([
+            succeeded = yield from self._sql.successes([
                 (now, now, *(r.success or (None, None, None, None)), r.delivery_id, r.token,
                  int(r.token in lanes))
                 for r in ok])
         if released:
             yield from self._sql.releases(now, released)
-        yield from end_streaks(sorted({r.simulation_id for r in results
-                                if r.status == "succeeded" and r.simulation_id is not None}))
+        # A failing streak ends on a success this claim wrote, not on a stale worker's.
+        ended = {r.simulation_id for r in ok if r.delivery_id in succeeded}
         attempts = []
         for r in rest:
             # Free text of a failure, whatever made it: storable on both stores
@@ -73,12 +77,15 @@ class Recorder:
                                                   r.attempt_count, r.next_attempt_at,
                                                   storable_or_none(r.last_error),
                                                   lane=r.token in lanes)
+            if written and r.status == "succeeded":
+                ended.add(r.simulation_id)
             if written and (a := r.attempt) is not None:
                 attempts.append((r.delivery_id, a["started_at"], a["latency_ms"],
                                  a["status_code"], a["error_class"],
                                  storable_or_none(a["error"]),
                                  storable_or_none(a["response_body"])))
         yield from self._sql.attempts(attempts)
+        yield from end_streaks(sorted(sim for sim in ended if sim is not None))
 
 
 __all__ = ["Recorder"]
