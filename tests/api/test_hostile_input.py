@@ -169,8 +169,9 @@ def test_an_unexpected_error_is_one_500_and_the_connection_stays_usable(
 
 
 def test_no_token_or_key_reaches_the_log(start_server: Any) -> None:
-    """Tokens in websocket URLs and keys in query strings are redacted in every log line."""
-    srv: Server = start_server({"RIDECAST_LOG_LEVEL": "info"})
+    """Tokens in websocket URLs and keys in query strings are redacted in every log line,
+    the access log's included (off by default, so turned on here)."""
+    srv: Server = start_server({"RIDECAST_LOG_LEVEL": "info", "RIDECAST_ACCESS_LOG": "true"})
     user = srv.create_user()
     token = srv.token(user)
     sim = srv.create_simulation(user)
