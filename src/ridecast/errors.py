@@ -6,7 +6,8 @@ Every error a client can meet has a stable ``code``. The same table gives its HT
     RidecastError                 code, message, details; .spec -> ErrorSpec
      ├── BadRequest               400: invalid_json, validation_error, unknown_message_type,
      │                                 simulation_id_mismatch, invalid_simulation_data,
-     │                                 webhook_target_refused, invalid_cursor, ...
+     │                                 webhook_target_refused, invalid_cursor,
+     │                                 simulator_operation_failed, ...
      ├── Unauthorized             401: not_authenticated, invalid_credentials
      ├── NotFound                 404: not_found, simulation_not_found, ...
      ├── Conflict                 409: conflict, user_exists, invalid_state
@@ -64,6 +65,10 @@ _ROWS: tuple[ErrorSpec, ...] = (
               "A JSON body is nested too deep, holds too long a string or too many values, or "
               "an integer outside the signed 64-bit range (RIDECAST_MAX_JSON_*); details name "
               "the field. Nothing was stored."),
+    ErrorSpec("simulator_operation_failed", 400, None,
+              "The simulator could not apply the operation with these arguments; the run "
+              "is as it was before the request, nothing of it was journaled or published. "
+              "Do not retry it unchanged."),
     ErrorSpec("not_authenticated", 401, 4001,
               "No credentials: send HTTP Basic (user name, API key), "
               "'Authorization: Token <api_key>', or a websocket ?token=."),
