@@ -16,7 +16,14 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
 from ...errors import BadRequest
 
@@ -224,21 +231,31 @@ class SimulatorSettings(BaseModel):
         """Sim seconds per wall second, or None for 'max'."""
         return None if self.speed == "max" else float(self.speed)
 
+    @field_validator("start_ts")
+    @classmethod
+    def _start_in_range(cls, value: datetime | None) -> datetime | None:
+        if value is not None and value.tzinfo is not None and not (
+                START_TS_MIN <= value.astimezone(UTC) < START_TS_MAX):
+            raise ValueError(f"start_ts must be from {START_TS_MIN.date()} to before "
+                             f"{START_TS_MAX.date()}")
+        return value
+
+    @field_validator("congestion_profile")
+    @classmethod
+    def _congestion_in_range(cls, value: list[float]) -> list[float]:
+        if any(not (0 <= f <= 10) for f in value):
+            raise ValueError("congestion_profile needs 24 factors in [0, 10] (below 1 reads "
+                             "as 1)")
+        return value
+
     @model_validator(mode="after")
     def _speed_positive(self) -> SimulatorSettings:
         if self.speed != "max" and not (0 < self.speed <= 1_000_000):
             raise ValueError("speed must be > 0 or 'max'")
         if self.start_ts is not None and self.start_ts.tzinfo is None:
             raise ValueError("start_ts needs an offset")
-        if self.start_ts is not None and not (
-                START_TS_MIN <= self.start_ts.astimezone(UTC) < START_TS_MAX):
-            raise ValueError(f"start_ts must be between {START_TS_MIN.date()} and "
-                             f"{START_TS_MAX.date()}")
         if any(not (0 <= w <= 1e6) for w in self.demand_profile) or sum(self.demand_profile) <= 0:
             raise ValueError("demand_profile needs 24 weights in [0, 1e6], not all 0")
-        if any(not (0 <= f <= 10) for f in self.congestion_profile):
-            raise ValueError("congestion_profile needs 24 factors in [0, 10] (below 1 reads "
-                             "as 1)")
         if (self.network is not None and self.network not in NETWORKS
                 and user_network_path(self.network) is None):
             raise ValueError(f"network must be one of {sorted(NETWORKS)} or the name of a "
