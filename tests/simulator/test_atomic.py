@@ -4,7 +4,8 @@ Two ``ClusterHost``s in one event loop on a real database (SQLite, then PostgreS
 the journal and an event log of their own: an operation that fails half way through the
 engine, or whose journal entry cannot be written, leaves the run as its journal says (it is
 rebuilt without it) and nothing of it is journaled or published; a run whose journal does
-not rebuild it (``JournalDiverged``) says why, accepts stop, and start begins a new run.
+not rebuild it (``JournalDiverged``) says why, accepts stop, and start begins a new run;
+a run taken over says it has caught up only once its clock is reached.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from ridecast.simulator.hosting.cluster_host import ClusterHost
 from ridecast.simulator.hosting.journal import JournalEntry, JournalStore
 from ridecast.simulator.hosting.lease import LeaseStore
 from ridecast.simulator.hosting.manager import SimulatorManager
+from ridecast.simulator.hosting.runner import CATCH_UP_STEP_S
 from ridecast.store.engine import create_engine, upgrade
 
 SIM = 11
@@ -208,3 +210,57 @@ async def test_a_journal_write_that_fails_answers_503_and_changes_nothing(
     await a.operate(SIM, Command("set_vehicle_enabled", {"vehicle_id": 1, "enabled": False}))
     assert [e.seq for e in await journal.read(run_id)] == [1]
     assert log.types()[published:].count("vehicle_use") == 1
+
+
+BUSY = {"simulator": {"seed": 5, "vehicles": 40, "speed": 120, "bookings_per_hour": 1500,
+                      "duration_s": 7200, "network": "straight",
+                      "area": {"lat": 52.52, "lon": 13.405, "radius_m": 4000}}}
+
+
+async def test_a_takeover_reads_caught_up_only_once_its_clock_is_reached(
+        hosts: tuple[Hosts, Log, JournalStore]) -> None:
+    """A busy run at 120x handed over: while it replays, its clock moves on; the new owner
+    says ``takeover: null`` only once its engine stands within a step or two of where the
+    run's clock says it should be (not merely where the old owner stopped), and an
+    operation sent during the replay is answered before a forwarding node would give up
+    waiting (the forward timeout)."""
+    make, _log, _journal = hosts
+    a = make("A")
+    await a.start(SIM, BUSY)
+
+    async def far_enough() -> bool:
+        runner = a.manager.runners[SIM]
+        return runner.engine.now > 400
+
+    await _until(far_enough, within_s=120)
+    await a.close()  # hands the run over
+    b = make("B")
+
+    async def adopted() -> bool:
+        return SIM in b.manager.runners
+
+    await _until(adopted)
+    answer: dict[str, Any] = {}
+
+    async def operate() -> None:
+        try:
+            async with asyncio.timeout(b.forward_timeout_s):
+                answer["body"] = await b.operate(SIM, Command("create_booking", TRIP))
+        except ServiceUnavailable as exc:  # the documented 503 while replaying
+            answer["error"] = exc.code
+        except TimeoutError:
+            answer["error"] = "no answer within the forward timeout"
+
+    held = asyncio.create_task(operate())
+    lags: list[float] = []
+    while True:
+        status = await b.status(SIM)
+        runner = b.manager.runners[SIM]
+        if status.get("takeover") is None:
+            # Read in the same turn of the event loop as the status: nothing moved.
+            lags.append(runner.clock.target(runner.engine.now) - runner.engine.now)
+            break
+        await asyncio.sleep(0.01)
+    await held
+    assert answer.get("error") in (None, "simulator_owner_unreachable"), answer
+    assert lags[0] <= 2 * CATCH_UP_STEP_S, lags
