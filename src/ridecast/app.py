@@ -245,7 +245,8 @@ def _simulator_host(settings: Settings, engine: AsyncEngine, bus: Bus,
     journal = JournalStore(engine)
     manager = SimulatorManager(ingest.submit_trusted, max_batch=ingest.max_batch,
                                max_finished=settings.simulator_max_finished_runs,
-                               journal=journal, throttle=throttle)
+                               journal=journal, throttle=throttle,
+                               tail=LogTail(event_log))
     host = ClusterHost(manager, LeaseStore(engine), bus, lease_s=settings.simulator_lease_s,
                        forward_timeout_s=settings.simulator_forward_timeout_s,
                        journal=journal, tail=LogTail(event_log))

@@ -7,7 +7,8 @@ Every error a client can meet has a stable ``code``. The same table gives its HT
      ├── BadRequest               400: invalid_json, validation_error, unknown_message_type,
      │                                 simulation_id_mismatch, invalid_simulation_data,
      │                                 webhook_target_refused, invalid_cursor,
-     │                                 unsupported_character, ...
+     │                                 unsupported_character,
+     │                                 simulator_operation_failed, ...
      ├── Unauthorized             401: not_authenticated, invalid_credentials
      ├── NotFound                 404: not_found, simulation_not_found, ...
      ├── Conflict                 409: conflict, user_exists, invalid_state
@@ -72,6 +73,10 @@ _ROWS: tuple[ErrorSpec, ...] = (
               "A string or key of a JSON body holds U+0000 (NUL, sent as \\u0000), which "
               "PostgreSQL cannot keep in text: refused on every store alike; details name "
               "the field. Nothing was stored."),
+    ErrorSpec("simulator_operation_failed", 400, None,
+              "The simulator could not apply the operation with these arguments; the run "
+              "is as it was before the request, nothing of it was journaled or published. "
+              "Do not retry it unchanged."),
     ErrorSpec("not_authenticated", 401, 4001,
               "No credentials: send HTTP Basic (user name, API key), "
               "'Authorization: Token <api_key>', or a websocket ?token=."),

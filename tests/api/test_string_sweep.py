@@ -126,6 +126,10 @@ OPERATIONS: dict[str, tuple[str, str]] = {
     "create_booking": ("POST", "/api/v2/simulation/{sim}/bookings"),
     "push_position": ("POST", "/api/v2/simulation/{sim}/vehicles/1/position"),
     "node_status": ("POST", "/api/v2/simulation/{sim}/nodes/1/status"),
+    "start_simulator": ("POST", "/api/v2/simulation/{sim}/simulator/start"),
+    "pause_simulator": ("POST", "/api/v2/simulation/{sim}/simulator/pause"),
+    "resume_simulator": ("POST", "/api/v2/simulation/{sim}/simulator/resume"),
+    "stop_simulator": ("POST", "/api/v2/simulation/{sim}/simulator/stop"),
 }
 
 

@@ -208,3 +208,59 @@ def test_bad_bodies(sim: Sim) -> None:
     response = sim.http.post(sim.url("bookings"), content=b"{not json",
                              headers={"content-type": "application/json"})
     assert response.status_code == 400
+
+
+# Every setting that had no upper bound, with a value that overflowed the engine's arithmetic.
+UNBOUNDED_BEFORE = {"offer_timeout_s": 1e300, "max_wait_s": 1e300, "break_duration_s": 1e300,
+                    "min_trip_m": 1e300, "max_candidates": 2**62, "gps_interval_s": 1e300,
+                    "snapshot_interval_s": 1e300, "arrival_interval_s": 1e300,
+                    "congestion_profile": [1e300] * 24,
+                    "start_ts": "9999-12-31T00:00:00+00:00"}
+
+
+@pytest.mark.parametrize("field", sorted(UNBOUNDED_BEFORE))
+def test_a_setting_past_its_bound_is_refused_naming_it(server: Server, field: str) -> None:
+    """A setting beyond its documented bound is a 400 naming the field, when the simulation
+    is created: the run that would have answered 500 to a booking never starts."""
+    user = server.create_user()
+    data = {**DATA, "simulator": {**DATA["simulator"], field: UNBOUNDED_BEFORE[field]}}
+    with server.client(user) as http:
+        response = http.post("/api/v2/simulation", json={"name": "bounds", "data": data})
+    assert response.status_code == 400, response.text
+    error = response.json()["error"]
+    assert error["code"] == "invalid_simulation_data"
+    assert any(field in detail["loc"] for detail in error["details"]), error
+
+
+def test_operation_arguments_past_their_bounds_are_refused(sim: Sim) -> None:
+    """A booking's own max_wait_s and a GPS speed have upper bounds too: 400, nothing
+    published, and the run goes on."""
+    sim.error("bookings", 400, "validation_error", {**TRIP, "max_wait_s": 1e300})
+    sim.error("vehicles/1/position", 400, "validation_error",
+              {"lat": 52.52, "lon": 13.405, "speed": 1e300})
+    assert sim.book()["booking"]["id"]
+
+
+@pytest.mark.parametrize("control", ["start", "pause", "resume", "stop"])
+def test_unknown_fields_in_a_control_body_are_refused_naming_them(
+        server: Server, control: str) -> None:
+    """``start`` with {"vehicles": 3000} does not run 12 vehicles without a word: any field
+    in a control's body is a 400 naming it, and nothing changes; an empty object or no
+    body at all is fine."""
+    user = server.create_user()
+    sim_id = server.create_simulation(user, DATA)
+    base = f"/api/v2/simulation/{sim_id}/simulator"
+    with server.client(user) as http:
+        if control != "start":
+            assert http.post(base + "/start", json={}).status_code == 200
+        if control == "resume":
+            assert http.post(base + "/pause").status_code == 200
+        before = http.get(base).json()["status"]
+        response = http.post(f"{base}/{control}", json={"vehicles": 3000})
+        assert response.status_code == 400, response.text
+        error = response.json()["error"]
+        assert error["code"] == "validation_error"
+        assert "vehicles" in error["message"]
+        assert [d["field"] for d in error["details"]] == ["body.vehicles"]
+        assert http.get(base).json()["status"] == before
+        assert http.post(f"{base}/{control}").status_code == 200

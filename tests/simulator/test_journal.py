@@ -172,10 +172,10 @@ async def test_journal_store_keeps_times_exactly(tmp_path: Path) -> None:
         await engine.dispose()
 
 
-async def test_a_journal_that_cannot_be_written_stops_the_run(tmp_path: Path) -> None:
+async def test_a_journal_that_cannot_be_written_gives_the_run_up(tmp_path: Path) -> None:
     """The store refuses the entry (its table is gone): the operation answers 503, its
-    events are not published, and the run stops, since its output would no longer follow
-    from its journal."""
+    events are not published, and the runner gives the run up (to be rebuilt from its
+    journal, where the operation is not) without marking it stopped: the run goes on."""
     url = f"sqlite+aiosqlite:///{tmp_path / 'j.db'}"
     await upgrade(url)
     engine = create_engine(url)
@@ -193,8 +193,10 @@ async def test_a_journal_that_cannot_be_written_stops_the_run(tmp_path: Path) ->
         published = len(sink.events)
         with pytest.raises(ServiceUnavailable):
             await _op(runner, "set_vehicle_enabled", vehicle_id=2, enabled=False)
-        assert runner.status is Status.STOPPED
-        assert "journal" in (runner.error or "")
+        assert runner.status is Status.PAUSED and runner.error is None
+        assert "journal" in (runner.lost or "")
+        with pytest.raises(ServiceUnavailable):  # nothing more runs here
+            await _op(runner, "set_vehicle_enabled", vehicle_id=3, enabled=False)
         assert not any(e["message_type"] == "vehicle_use" and e["data"]["vehicle_id"] == 2
                        for e in sink.events[published:])
     finally:

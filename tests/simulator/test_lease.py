@@ -1,25 +1,43 @@
-"""The lease store on SQLite and PostgreSQL: one owner per run, expiry, ``interrupted``."""
+"""The lease store on SQLite and PostgreSQL: one owner per run, expiry, ``interrupted``,
+every lease dated by the database's clock whatever the nodes' clocks say."""
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 
 import pytest
 
-from ridecast.simulator.hosting.lease import LeaseStore, effective_status
+from ridecast.simulator.hosting.lease import CLAIMED_STATUS, LeaseStore, effective_status
 from ridecast.store.engine import create_engine, upgrade
+from ridecast.store.simulator_runs import RunRecord
 
 
 class Clock:
-    """A clock the test moves by hand, so that leases expire without waiting."""
+    """A node's wall clock, off by ``skew`` seconds; leases must not care."""
 
-    def __init__(self) -> None:
-        self.t = 1_000_000.0
+    def __init__(self, skew: float = 0.0) -> None:
+        self.skew = skew
 
     def __call__(self) -> float:
-        return self.t
+        return time.time() + self.skew
+
+
+async def _until(check: Callable[[], Awaitable[bool]], within_s: float) -> bool:
+    """Whether ``check`` comes true within ``within_s`` (polled)."""
+    deadline = time.monotonic() + within_s
+    while time.monotonic() < deadline:
+        if await check():
+            return True
+        await asyncio.sleep(0.05)
+    return await check()
+
+
+async def _expired(store: LeaseStore, simulation_id: int) -> bool:
+    record = await store.read(simulation_id)
+    return record is not None and not record.live()
 
 
 @pytest.fixture(params=["sqlite", "postgresql"])
@@ -36,7 +54,7 @@ async def stores(database_url: str) -> AsyncIterator[tuple[LeaseStore, LeaseStor
     engine = create_engine(database_url)
     clock = Clock()
     try:
-        yield LeaseStore(engine, clock), LeaseStore(engine, clock), clock
+        yield LeaseStore(engine, clock), LeaseStore(engine, Clock(-3600)), clock
     finally:
         await engine.dispose()
 
@@ -48,20 +66,21 @@ async def test_one_owner_until_the_lease_expires(
         stores: tuple[LeaseStore, LeaseStore, Clock]) -> None:
     """A takes the run; B cannot while A's lease holds on a running run; once it expires the
     run reads interrupted with A's last snapshot, B takes it, and A's writes are refused."""
-    a, b, clock = stores
-    assert await a.acquire(7, "A", 10)
+    a, b, _clock = stores
+    assert await a.acquire(7, "A", 10, CLAIMED_STATUS)
     assert await a.write(7, "A", 10, RUNNING)
-    assert not await b.acquire(7, "B", 10)
+    assert not await b.acquire(7, "B", 10, CLAIMED_STATUS)
     record = await b.read(7)
     assert record is not None and record.owner_node == "A"
-    assert effective_status(record, clock.t) == {**RUNNING, "owner_node": "A"}
-    clock.t += 11
+    assert effective_status(record, record.read_at) == {**RUNNING, "owner_node": "A"}
+    assert await a.write(7, "A", 0.2, RUNNING)  # a short lease, left to run out
+    assert await _until(lambda: _expired(b, 7), within_s=30)
     record = await b.read(7)
     assert record is not None
-    status = effective_status(record, clock.t)
+    status = effective_status(record, record.read_at)
     assert status["status"] == "interrupted" and status["interrupted_status"] == "running"
     assert status["kpis"] == {"bookings": 3}
-    assert await b.acquire(7, "B", 10)
+    assert await b.acquire(7, "B", 10, CLAIMED_STATUS)
     assert not await a.write(7, "A", 10, RUNNING)
     assert await a.renew("A", {7}, 10) == set()
     assert await b.renew("B", {7}, 10) == {7}
@@ -71,14 +90,15 @@ async def test_a_finished_run_can_be_taken_at_once(
         stores: tuple[LeaseStore, LeaseStore, Clock]) -> None:
     """A live lease on a finished (not running or paused) run does not stop another start;
     a released lease reads as its final status."""
-    a, b, clock = stores
-    assert await a.acquire(8, "A", 10)
+    a, b, _clock = stores
+    assert await a.acquire(8, "A", 10, CLAIMED_STATUS)
     await a.write(8, "A", 10, {**RUNNING, "status": "finished"})
-    assert await b.acquire(8, "B", 10)
+    assert await b.acquire(8, "B", 10, CLAIMED_STATUS)
     await b.write(8, "B", 10, RUNNING)
     await b.release(8, "B", {**RUNNING, "status": "stopped"})
     record = await a.read(8)
-    assert record is not None and effective_status(record, clock.t)["status"] == "stopped"
+    assert record is not None
+    assert effective_status(record, record.read_at)["status"] == "stopped"
 
 
 async def test_concurrent_first_starts_make_one_owner(
@@ -86,10 +106,56 @@ async def test_concurrent_first_starts_make_one_owner(
     """Two nodes taking a never-started run at the same moment: exactly one wins."""
     a, b, _clock = stores
     results = await asyncio.gather(*(
-        store.acquire(9, node, 10) for store, node in [(a, "A"), (b, "B")] * 4))
+        store.acquire(9, node, 10, CLAIMED_STATUS) for store, node in [(a, "A"), (b, "B")] * 4))
     assert results.count(True) >= 1  # the winner, and its own later attempts
     record = await a.read(9)
     assert record is not None
     winners = {node for (_, node), ok in zip([(a, "A"), (b, "B")] * 4, results, strict=True)
                if ok}
     assert winners == {record.owner_node}
+
+
+SPEC = {"run_id": "r1", "data": None, "start": "2024-01-01T08:00:00+00:00"}
+
+
+async def test_skewed_node_clocks_neither_take_a_live_lease_nor_keep_a_dead_one(
+        database_url: str) -> None:
+    """One node's clock 30 s ahead, another's 30 s behind: the one ahead cannot take the
+    live run of the one behind (by acquire, orphans or take_over), and a dead run of the one
+    ahead is free to the one behind once its lease has passed by the database's clock, not
+    30 s later by its owner's."""
+    await upgrade(database_url)
+    engine = create_engine(database_url)
+    try:
+        ahead = LeaseStore(engine, Clock(30))
+        behind = LeaseStore(engine, Clock(-30))
+        assert await behind.acquire(1, "behind", 10, CLAIMED_STATUS)
+        assert await behind.write(1, "behind", 10, RUNNING, spec=SPEC)
+        assert not await ahead.acquire(1, "ahead", 10, CLAIMED_STATUS)
+        assert [r.simulation_id for r in await ahead.orphans()] == []
+        record = await ahead.read(1)
+        assert record is not None and record.live()
+        forged = RunRecord(**{**_fields(record), "lease_until": 0.0})
+        assert not await ahead.take_over(forged, "ahead", 10, RUNNING)
+        assert (await ahead.read(1)).owner_node == "behind"  # type: ignore[union-attr]
+
+        # The node ahead dies holding a short lease: the one behind sees it pass as soon
+        # as the database's clock does (its own clock would hold it 60 s longer).
+        assert await ahead.acquire(2, "ahead", 1, CLAIMED_STATUS)
+        assert await ahead.write(2, "ahead", 1, RUNNING, spec={**SPEC, "run_id": "r2"})
+
+        async def orphaned() -> bool:
+            return 2 in [r.simulation_id for r in await behind.orphans()]
+
+        assert await _until(orphaned, within_s=20)
+        record = await behind.read(2)
+        assert record is not None
+        assert await behind.take_over(record, "behind", 10, RUNNING)
+        # Each node's reading of the database's clock is its own, not its skewed one.
+        assert abs(ahead.now() - behind.now()) < 5
+    finally:
+        await engine.dispose()
+
+
+def _fields(record: RunRecord) -> dict[str, object]:
+    return {name: getattr(record, name) for name in RunRecord.__slots__}

@@ -71,6 +71,12 @@ def _from_request_validation(exc: RequestValidationError) -> RidecastError:
         names = ", ".join(str(detail["field"]).removeprefix("query.") for detail in details)
         return BadRequest(f"invalid query parameter(s): {names}", code="invalid_query",
                           details=details)
+    unknown = [str(detail["field"]).removeprefix("body.") for detail in details
+               if detail["type"] == "extra_forbidden"]
+    if unknown and len(unknown) == len(details):
+        # Named in the message: a client that sent a setting here learns where it belongs.
+        return BadRequest(f"unknown field(s) in the request body: {', '.join(unknown)}",
+                          details=details)
     return BadRequest(f"{len(details)} invalid field(s) in the request", details=details)
 
 

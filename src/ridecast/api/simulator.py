@@ -18,7 +18,8 @@ from ..errors import ServiceUnavailable
 from ..ports import SimulatorHost
 from ..runtime import Runtime
 from ..simulator.core.commands import Command
-from ..simulator.core.settings import read_settings
+from ..simulator.core.operations import MAX_GPS_SPEED_MS
+from ..simulator.core.settings import MAX_WAIT_S, read_settings
 from .deps import CurrentUser, RuntimeDep
 from .jsonlimits import INT64_MAX, INT64_MIN
 from .params import Id
@@ -49,7 +50,8 @@ class BookingCreate(BaseModel):
     dropoff_lat: float = Field(ge=-90, le=90)
     dropoff_lon: float = Field(ge=-180, le=180)
     passengers: int = Field(1, ge=1, le=100)
-    max_wait_s: float | None = Field(None, gt=0, description="Default: the simulator's.")
+    max_wait_s: float | None = Field(None, gt=0, le=MAX_WAIT_S,
+                                     description="Default: the simulator's.")
 
 
 class PositionPush(BaseModel):
@@ -60,7 +62,7 @@ class PositionPush(BaseModel):
     lat: float = Field(ge=-90, le=90)
     lon: float = Field(ge=-180, le=180)
     bearing: float | None = Field(None, ge=0, lt=360)
-    speed: float | None = Field(None, ge=0, description="m/s")
+    speed: float | None = Field(None, ge=0, le=MAX_GPS_SPEED_MS, description="m/s")
 
 
 class NodeStatusUpdate(BaseModel):
@@ -72,6 +74,14 @@ class NodeStatusUpdate(BaseModel):
     vehicle_id: int | None = Field(None, ge=INT64_MIN, le=INT64_MAX,
                                    description="When given, must own the node.")
     driver_note: str | None = Field(None, max_length=2000)
+
+
+class ControlBody(BaseModel):
+    """Body of ``start``, ``pause``, ``resume`` and ``stop``: none, or an empty object. The
+    run's settings come from the simulation's ``data.simulator``, never from here, so any
+    field is refused rather than silently ignored."""
+
+    model_config = ConfigDict(extra="forbid")
 
 
 def host_of(runtime: Runtime) -> SimulatorHost:
@@ -93,8 +103,8 @@ async def _operate(runtime: Runtime, user: Any, simulation_id: int, name: str,
 
 
 @router.post(_SIM + "/simulator/start", **answers(SimulatorStatus))
-async def start_simulator(simulation_id: Id, user: CurrentUser,
-                          runtime: RuntimeDep) -> dict[str, Any]:
+async def start_simulator(simulation_id: Id, user: CurrentUser, runtime: RuntimeDep,
+                          body: ControlBody | None = None) -> dict[str, Any]:
     """Start the simulator with the simulation's ``data.simulator`` settings. A start that
     would break a quota of the simulation's organisation (runs, vehicles) is refused and
     starts nothing (docs/simulator.md, "Quotas")."""
@@ -110,22 +120,22 @@ async def start_simulator(simulation_id: Id, user: CurrentUser,
 
 
 @router.post(_SIM + "/simulator/pause", **answers(SimulatorStatus))
-async def pause_simulator(simulation_id: Id, user: CurrentUser,
-                          runtime: RuntimeDep) -> dict[str, Any]:
+async def pause_simulator(simulation_id: Id, user: CurrentUser, runtime: RuntimeDep,
+                          body: ControlBody | None = None) -> dict[str, Any]:
     """Freeze simulated time; operations still apply at the frozen time."""
     return await (await _control(runtime, user, simulation_id)).pause(simulation_id)
 
 
 @router.post(_SIM + "/simulator/resume", **answers(SimulatorStatus))
-async def resume_simulator(simulation_id: Id, user: CurrentUser,
-                           runtime: RuntimeDep) -> dict[str, Any]:
+async def resume_simulator(simulation_id: Id, user: CurrentUser, runtime: RuntimeDep,
+                           body: ControlBody | None = None) -> dict[str, Any]:
     """Continue a paused simulator."""
     return await (await _control(runtime, user, simulation_id)).resume(simulation_id)
 
 
 @router.post(_SIM + "/simulator/stop", **answers(SimulatorStatus))
-async def stop_simulator(simulation_id: Id, user: CurrentUser,
-                         runtime: RuntimeDep) -> dict[str, Any]:
+async def stop_simulator(simulation_id: Id, user: CurrentUser, runtime: RuntimeDep,
+                         body: ControlBody | None = None) -> dict[str, Any]:
     """Stop the simulator for good (start begins a new run)."""
     return await (await _control(runtime, user, simulation_id)).stop(simulation_id)
 

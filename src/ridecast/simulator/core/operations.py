@@ -15,11 +15,14 @@ from .emit import Event
 from .model import Booking, BookingStatus, NodeType, Offer, OfferStatus, RouteNode, Vehicle
 from .polyline import LatLon
 from .scheduler import build_plan
+from .settings import MAX_WAIT_S
 from .world import World
 
 Result = tuple[dict[str, Any], list[Event]]
 
 NODE_ACTIONS = ("pickup_success", "dropoff_success", "no_show")
+#: Fastest speed a driver app may report (m/s): faster than any road vehicle.
+MAX_GPS_SPEED_MS = 150.0
 
 
 def _check_point(name: str, lat: float, lon: float) -> LatLon:
@@ -142,8 +145,9 @@ class Operations(World):
             raise BadRequest("passengers must be between 1 and 100",
                              details=[{"loc": ["passengers"], "msg": "1..100"}])
         wait = self.settings.max_wait_s if max_wait_s is None else max_wait_s
-        if wait <= 0:
-            raise BadRequest("max_wait_s must be > 0", details=[{"loc": ["max_wait_s"]}])
+        if not 0 < wait <= MAX_WAIT_S:
+            raise BadRequest(f"max_wait_s must be > 0 and <= {MAX_WAIT_S:g}",
+                             details=[{"loc": ["max_wait_s"]}])
         booking = self.new_booking(pickup, dropoff, passengers, wait, auto=False)
         offer = self.offers.get(booking.offer_id) if booking.offer_id else None
         body = {"booking": self.booking_view(booking),
@@ -190,8 +194,9 @@ class Operations(World):
         pos = _check_point("position", lat, lon)
         if bearing is not None and not 0.0 <= bearing < 360.0:
             raise BadRequest("bearing must be in [0, 360)", details=[{"loc": ["bearing"]}])
-        if speed is not None and speed < 0:
-            raise BadRequest("speed must be >= 0", details=[{"loc": ["speed"]}])
+        if speed is not None and not 0 <= speed <= MAX_GPS_SPEED_MS:
+            raise BadRequest(f"speed must be >= 0 and <= {MAX_GPS_SPEED_MS:g} m/s",
+                             details=[{"loc": ["speed"]}])
         self.reanchor(vehicle)
         self.drive(vehicle, pos)
         vehicle.anchor = pos

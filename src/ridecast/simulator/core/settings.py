@@ -12,13 +12,31 @@ from __future__ import annotations
 
 import os
 import re
-from datetime import datetime
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
 from ...errors import BadRequest
+
+#: Longest wait for a pickup, of the settings and of a booking's own ``max_wait_s``: every
+#: simulated time the engine computes stays a finite, representable timestamp.
+MAX_WAIT_S = 7 * 86400.0
+#: Shortest period of a timer that repeats for every vehicle (GPS, states, arrivals): a
+#: shorter one would flood the run with events.
+MIN_INTERVAL_S = 1.0
+#: Simulated start times the engine accepts: a run's every timestamp (the start plus its
+#: duration, waits and timeouts) stays inside what a datetime can hold.
+START_TS_MIN = datetime(1900, 1, 1, tzinfo=UTC)
+START_TS_MAX = datetime(9000, 1, 1, tzinfo=UTC)
 
 #: Built-in values of ``network`` (bundled networks and the straight-line model).
 NETWORKS = frozenset({"straight", "gothenburg"})
@@ -101,7 +119,8 @@ class SimulatorSettings(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    seed: int = Field(1, description="Seed of every random stream; same seed, same events.")
+    seed: int = Field(1, ge=-(2**63), le=2**63 - 1,
+                      description="Seed of every random stream; same seed, same events.")
     vehicles: int = Field(12, ge=0, le=10_000, description="Fleet size.")
     capacity: int = Field(4, ge=1, le=50, description="Seats per vehicle.")
     bookings_per_hour: float = Field(
@@ -160,17 +179,18 @@ class SimulatorSettings(BaseModel):
     )
     dwell_s: float = Field(20.0, ge=0, le=600, description="Stop time at each node.")
     max_wait_s: float = Field(
-        600.0, gt=0, description="Latest pickup = request time + max_wait_s."
+        600.0, gt=0, le=MAX_WAIT_S, description="Latest pickup = request time + max_wait_s."
     )
     max_detour_factor: float = Field(
         1.8, ge=1.0, le=10.0, description="Ride time <= factor x direct time (+ dwell_s)."
     )
-    min_trip_m: float = Field(500.0, ge=0, description="Shortest generated trip.")
+    min_trip_m: float = Field(500.0, ge=0, le=200_000, description="Shortest generated trip.")
     acceptance_probability: float = Field(0.85, ge=0, le=1)
     expiry_share: float = Field(
         0.3, ge=0, le=1, description="Share of non-accepted offers left to expire."
     )
-    offer_timeout_s: float = Field(60.0, gt=0, description="An unanswered offer expires.")
+    offer_timeout_s: float = Field(60.0, gt=0, le=86400,
+                                   description="An unanswered offer expires.")
     no_show_probability: float = Field(0.07, ge=0, le=1)
     cancellation_probability: float = Field(0.1, ge=0, le=1)
     demand_change_probability: float = Field(0.1, ge=0, le=1)
@@ -178,15 +198,19 @@ class SimulatorSettings(BaseModel):
         0.3, ge=0, le=1, description="Chance that a vehicle takes one break (disabled, then "
         "enabled: vehicle_use) during the run.",
     )
-    break_duration_s: float = Field(600.0, gt=0)
-    gps_interval_s: float = Field(10.0, gt=0, description="GPS period of a moving vehicle.")
+    break_duration_s: float = Field(600.0, gt=0, le=86400)
+    gps_interval_s: float = Field(10.0, ge=MIN_INTERVAL_S, le=86400,
+                                  description="GPS period of a moving vehicle.")
     gps_noise_m: float = Field(
         3.0, ge=0, le=50, description="GPS error (sigma; distance clipped at 3 sigma)."
     )
-    snapshot_interval_s: float = Field(60.0, gt=0, description="vehicle_states period.")
-    arrival_interval_s: float = Field(60.0, gt=0, description="vehicle_arrival period.")
+    snapshot_interval_s: float = Field(60.0, ge=MIN_INTERVAL_S, le=86400,
+                                       description="vehicle_states period.")
+    arrival_interval_s: float = Field(60.0, ge=MIN_INTERVAL_S, le=86400,
+                                      description="vehicle_arrival period.")
     max_candidates: int = Field(
-        64, ge=1, description="Scheduler: most vehicles tried per booking, earliest pickup first."
+        64, ge=1, le=10_000,
+        description="Scheduler: most vehicles tried per booking, earliest pickup first."
     )
     rebalance_interval_s: float = Field(
         300.0, ge=0, le=86400,
@@ -206,6 +230,23 @@ class SimulatorSettings(BaseModel):
     def realtime_factor(self) -> float | None:
         """Sim seconds per wall second, or None for 'max'."""
         return None if self.speed == "max" else float(self.speed)
+
+    @field_validator("start_ts")
+    @classmethod
+    def _start_in_range(cls, value: datetime | None) -> datetime | None:
+        if value is not None and value.tzinfo is not None and not (
+                START_TS_MIN <= value.astimezone(UTC) < START_TS_MAX):
+            raise ValueError(f"start_ts must be from {START_TS_MIN.date()} to before "
+                             f"{START_TS_MAX.date()}")
+        return value
+
+    @field_validator("congestion_profile")
+    @classmethod
+    def _congestion_in_range(cls, value: list[float]) -> list[float]:
+        if any(not (0 <= f <= 10) for f in value):
+            raise ValueError("congestion_profile needs 24 factors in [0, 10] (below 1 reads "
+                             "as 1)")
+        return value
 
     @model_validator(mode="after")
     def _speed_positive(self) -> SimulatorSettings:

@@ -20,10 +20,15 @@ conditional UPDATE: it rebuilds the engine from the spec, replays the journal, d
 events already published (``resume.py``) and goes on from there. Commands for a run being
 taken over wait for it (up to the forward timeout) or get a 503 with ``Retry-After``.
 
-The owner renews its leases every third of the lease and writes a snapshot whenever the
-status changes (and every renewal while running, for the KPIs and the progress). A node
-that cannot renew for a whole lease stops its runs itself, so that a node cut off from the
-database does not keep producing events for a run another node may have taken over.
+The owner renews its leases every third of the lease (sooner, with back-off, after a
+failed renewal) and writes a snapshot whenever the status changes (and every renewal while
+running, for the KPIs and the progress). A node that cannot renew for a whole lease stops
+its runs itself, so that a node cut off from the database does not keep producing events
+for a run another node may have taken over. Until then its runners retry the writes the
+store refused (``runner.py``): a store fault does not end a run. A runner that gives its run
+up (its lease is gone, an operation failed half way, a journal entry could not be written)
+is dropped here and its run handed over, to be rebuilt from its journal by the next node
+that takes it over (this one or another).
 """
 
 from __future__ import annotations
@@ -43,10 +48,13 @@ from ...bus import Bus, BusMessage, SimulationChanged, SimulatorCommand, Simulat
 from ...errors import Conflict, RidecastError, ServiceUnavailable
 from ..core.commands import Command, apply
 from ..core.spec import ClockState, RunSpec
+from .backoff import Backoff
 from .journal import JournalStore
 from .lease import (
     ACTIVE,
+    CLAIMED_STATUS,
     IDLE_STATUS,
+    TAKEOVER_PENDING,
     TAKEOVER_REPLAYING,
     LeaseStore,
     RunRecord,
@@ -99,7 +107,10 @@ class ClusterHost:
         self._tasks: set[asyncio.Task[Any]] = set()
         self._written: dict[int, str] = {}
         self._renewer: asyncio.Task[None] | None = None
-        self._renewed_at = leases.now()
+        # When the last successful renewal was sent (monotonic s): the database dated the
+        # leases no earlier, so they hold at least ``lease_s`` after it.
+        self._renewed_at = time.monotonic()
+        manager.holds = self.lease_holds
         self._unsubscribe = bus.subscribe(self._on_bus)
 
     # -- lifecycle -------------------------------------------------------------------------
@@ -108,6 +119,12 @@ class ClusterHost:
     def takes_over(self) -> bool:
         """Whether runs outlive their node here (a journal and the event log are wired)."""
         return self.journal is not None and self.tail is not None
+
+    def lease_holds(self, simulation_id: int) -> bool:
+        """Whether this node's lease on the run surely still holds (by the last renewal
+        that went through, on this node's monotonic clock: no clock skew enters)."""
+        return (simulation_id in self.manager.runners
+                and time.monotonic() - self._renewed_at < self.lease_s)
 
     def start_renewing(self) -> None:
         """Start the lease renewal loop, and the takeover loop (call once, from the loop)."""
@@ -135,7 +152,7 @@ class ClusterHost:
         for sim, runner in active.items():
             try:
                 if self.takes_over and sim in self._spec_written:
-                    await self.leases.hand_over(sim, self.node_id, statuses[sim], {
+                    await self.leases.hand_over(sim, self.node_id, _pending(statuses[sim]), {
                         **progress[sim], **runner.progress.to_json()})
                     log.info("simulator of simulation %s handed over (%d events published)",
                              sim, runner.progress.count)
@@ -173,9 +190,12 @@ class ClusterHost:
             return self._live_status(simulation_id)
         record = await self.leases.read(simulation_id)
         if record is None or (record.owner_node == self.node_id
-                              and simulation_id in self.manager.runners):
+                              and simulation_id in self.manager.runners
+                              and not self._lost_here(simulation_id)):
             return self._live_status(simulation_id)
-        return effective_status(record, self.leases.now())
+        if self._given_up(record):
+            return {**record.status_json, "owner_node": None, "takeover": TAKEOVER_PENDING}
+        return effective_status(record, record.read_at)
 
     def _live_status(self, simulation_id: int) -> dict[str, Any]:
         """This node's status of the run; a running or paused one says it runs here."""
@@ -209,11 +229,15 @@ class ClusterHost:
         if self._active_here(simulation_id):
             return await self._local(simulation_id, command)
         record = await self.leases.read(simulation_id)
-        now = self.leases.now()
+        now = record.read_at if record is not None else 0.0
         if (record is not None and record.status in ACTIVE and record.resumable
                 and not record.live(now) and self.takes_over):
             # Its owner stopped: a node (this one, at the latest) takes it over shortly.
             raise self._taking_over(TAKEOVER_POLL_S)
+        if record is not None and self._given_up(record):
+            # This node gave the run up and its lease has yet to pass (the store did not
+            # take the hand-over): it is taken over when it has.
+            raise self._taking_over(record.lease_until - now + TAKEOVER_POLL_S)
         owned_elsewhere = (record is not None and record.owner_node != self.node_id
                            and record.live(now))
         if record is not None and owned_elsewhere and (
@@ -231,7 +255,41 @@ class ClusterHost:
 
     def _active_here(self, simulation_id: int) -> bool:
         runner = self.manager.runners.get(simulation_id)
-        return runner is not None and runner.status.value in ACTIVE
+        return runner is not None and runner.status.value in ACTIVE and runner.lost is None
+
+    def _lost_here(self, simulation_id: int) -> bool:
+        runner = self.manager.runners.get(simulation_id)
+        return runner is not None and runner.lost is not None
+
+    def _given_up(self, record: RunRecord) -> bool:
+        """A running or paused run this node holds the live lease of but no longer runs."""
+        return (record.status in ACTIVE and record.resumable and self.takes_over
+                and record.owner_node == self.node_id and record.live(record.read_at)
+                and (record.simulation_id not in self.manager.runners
+                     or self._lost_here(record.simulation_id)))
+
+    async def _drop_lost(self, simulation_id: int) -> None:
+        """Drop a runner that gave its run up and hand the run over with its exact
+        progress, to be rebuilt from its journal; when the store does not take that, the
+        lease (no longer renewed) runs out and the run is taken over then."""
+        runner = self.manager.runners.get(simulation_id)
+        if runner is None or runner.lost is None:
+            return
+        status = self.manager.status(simulation_id)
+        progress = self._progress(simulation_id, runner)
+        await self.manager.forget(simulation_id)  # settles what is in flight
+        self._written.pop(simulation_id, None)
+        if not (self.takes_over and simulation_id in self._spec_written):
+            # Nothing can rebuild it (no journal): the run ends, and says why.
+            status.update(status=Status.STOPPED.value, error=runner.lost)
+            with contextlib.suppress(Exception):
+                await self.leases.release(simulation_id, self.node_id, status)
+            return
+        try:
+            await self.leases.hand_over(simulation_id, self.node_id, _pending(status),
+                                        {**progress, **runner.progress.to_json()})
+        except Exception as exc:
+            log.debug("handing over the simulator of simulation %s: %s", simulation_id, exc)
 
     def _taking_over(self, seconds: float) -> ServiceUnavailable:
         retry_after = max(1, math.ceil(seconds))
@@ -244,12 +302,13 @@ class ClusterHost:
         error.retry_after = retry_after
         return error
 
-    async def _caught_up(self, simulation_id: int) -> None:
-        """Wait (up to the forward timeout) for a run taken over here to finish replaying;
-        then a 503 whose Retry-After is the replay's remaining time at its pace so far."""
+    async def _caught_up(self, simulation_id: int) -> float | None:
+        """Wait (up to 80% of the forward timeout) for a run taken over here to catch up;
+        then a 503 whose Retry-After is the replay's remaining time at its pace so far.
+        The seconds left of that wait (None: the run was not catching up)."""
         runner = self.manager.runners.get(simulation_id)
         if runner is None or not runner.catching_up:
-            return
+            return None
         # Less than the forward timeout: a node that forwarded the command gets this answer
         # (and its Retry-After) before it gives up waiting.
         deadline = time.monotonic() + 0.8 * self.forward_timeout_s
@@ -257,19 +316,20 @@ class ClusterHost:
             if time.monotonic() >= deadline:
                 raise self._taking_over(self._replay_left_s(simulation_id, runner))
             await asyncio.sleep(0.02)
+        return max(0.0, deadline - time.monotonic())
 
     def _replay_left_s(self, simulation_id: int, runner: Runner) -> float:
-        wall0, sim0 = self._adopted.get(simulation_id, (time.time(), 0.0))
+        wall0, sim0 = self._adopted.get(simulation_id, (time.monotonic(), 0.0))
         done = runner.engine.now - sim0
-        rate = done / max(1e-3, time.time() - wall0)
-        left = max(0.0, runner.replay_until - runner.engine.now)
+        rate = done / max(1e-3, time.monotonic() - wall0)
+        left = runner.behind_s
         return left / rate if rate > 0 else TAKEOVER_POLL_S
 
     async def _local(self, simulation_id: int, command: Command) -> dict[str, Any]:
         manager = self.manager
         if command.name == "start":
             return await self._start_here(simulation_id, command.args.get("data"))
-        await self._caught_up(simulation_id)
+        wait_s = await self._caught_up(simulation_id)
         if command.name == "pause":
             await manager.pause(simulation_id)
         elif command.name == "resume":
@@ -277,8 +337,13 @@ class ClusterHost:
         elif command.name == "stop":
             await manager.stop(simulation_id)
         else:
-            return await manager.operate(simulation_id, partial(apply, command=command),
-                                         command)
+            try:
+                return await manager.operate(simulation_id, partial(apply, command=command),
+                                             command, wait_s=wait_s)
+            except Exception:
+                if self._lost_here(simulation_id):
+                    await self._drop_lost(simulation_id)
+                raise
         await self._snapshot(simulation_id)
         return self._live_status(simulation_id)
 
@@ -287,7 +352,8 @@ class ClusterHost:
         if self._active_here(simulation_id):
             return await self.manager.start(simulation_id, data)  # 409, as before
         previous = await self.leases.read(simulation_id)
-        if not await self.leases.acquire(simulation_id, self.node_id, self.lease_s):
+        if not await self.leases.acquire(simulation_id, self.node_id, self.lease_s,
+                                         CLAIMED_STATUS):
             raise Conflict("the simulator is already running on another node; stop it first",
                            code="invalid_state")
         self._spec_written.discard(simulation_id)
@@ -307,7 +373,7 @@ class ClusterHost:
 
     def _progress(self, simulation_id: int, runner: Runner) -> dict[str, Any]:
         """The run's progress for its row: events published, and its clock."""
-        clock = ClockState(time.time(), runner.clock.target(runner.engine.now))
+        clock = ClockState(self.leases.now(), runner.clock.target(runner.engine.now))
         # The engine's own time too: a paused run's engine stands behind its clock (it
         # catches up on resume), and its successor must stand where it stood.
         return {**runner.progress.to_json(), "clock": clock.to_json(),
@@ -337,6 +403,8 @@ class ClusterHost:
     async def _takeover_loop(self) -> None:
         while True:
             try:
+                for sim in list(self.manager.runners):
+                    await self._drop_lost(sim)
                 for record in await self.leases.orphans():
                     await self.take_over(record)
                 # A run that has caught up says so to the other nodes now, not at renewal.
@@ -355,7 +423,9 @@ class ClusterHost:
     async def take_over(self, record: RunRecord) -> bool:
         """Take ``record``'s run over, if this node wins it: rebuild, replay, go on."""
         assert self.journal is not None and self.tail is not None
-        if not await self.leases.take_over(record, self.node_id, self.lease_s):
+        if not await self.leases.take_over(record, self.node_id, self.lease_s, {
+                **record.status_json, "owner_node": self.node_id,
+                "takeover": TAKEOVER_REPLAYING}):
             return False
         sim = record.simulation_id
         try:
@@ -365,11 +435,11 @@ class ClusterHost:
             progress = Progress.from_json(progress_json)
             clock = ClockState.from_json(progress_json.get("clock"))
             paused = record.status == Status.PAUSED.value
-            sim_now = clock.now(time.time(), spec.settings.realtime_factor,
+            sim_now = clock.now(self.leases.now(), spec.settings.realtime_factor,
                                 paused) if clock else 0.0
             engine_t = float(progress_json.get("engine_t", sim_now))
             tail = await self.tail.after(sim, progress.last_id or 0)
-            self._adopted[sim] = (time.time(), 0.0)
+            self._adopted[sim] = (time.monotonic(), 0.0)
             self._last_seen[sim] = dict(record.status_json)
             await self.manager.adopt(sim, spec, entries, AlreadyPublished(progress, tail),
                                      sim_now=sim_now, paused=paused,
@@ -396,23 +466,33 @@ class ClusterHost:
         return True
 
     async def _renew_loop(self) -> None:
+        delays = None
         while True:
-            await asyncio.sleep(self.lease_s / 3)
+            # After a failed renewal the next comes sooner, backing off: the lease must not
+            # lapse for want of a try while the store answers again.
+            await asyncio.sleep(self.lease_s / 3 if delays is None
+                                else min(self.lease_s / 3, next(delays)))
             try:
                 await self.renew()
+                delays = None
             except Exception as exc:
+                if delays is None:
+                    delays = Backoff(first_s=0.1).delays()
                 if isinstance(exc, ServiceUnavailable):  # logged once by the store's engine
                     log.debug("renewing the simulator leases: %s", exc)
                 else:
                     log.exception("renewing the simulator leases failed")
-                if self.leases.now() - self._renewed_at > self.lease_s:
+                if time.monotonic() - self._renewed_at > self.lease_s:
                     await self._stop_all("its lease could not be renewed")
 
     async def renew(self) -> None:
         """Extend this node's leases, drop runs it lost, and write changed snapshots."""
+        for sim in list(self.manager.runners):
+            await self._drop_lost(sim)
         ids = set(self.manager.runners)
+        sent_at = time.monotonic()
         owned = await self.leases.renew(self.node_id, ids, self.lease_s)
-        self._renewed_at = self.leases.now()
+        self._renewed_at = sent_at
         for simulation_id in ids - owned:
             log.warning("simulator of simulation %s: the run moved to another node; "
                         "stopping it here", simulation_id)
@@ -424,9 +504,9 @@ class ClusterHost:
                 await self._snapshot(simulation_id)
 
     async def _stop_all(self, why: str) -> None:
-        for simulation_id in list(self.manager.runners):
-            if self._active_here(simulation_id):
-                log.error("simulator of simulation %s stopped: %s", simulation_id, why)
+        for simulation_id, runner in list(self.manager.runners.items()):
+            if runner.status.value in ACTIVE:
+                log.error("simulator of simulation %s stopped here: %s", simulation_id, why)
                 await self.manager.forget(simulation_id)
 
     # -- forwarding --------------------------------------------------------------------------
@@ -497,6 +577,11 @@ class ClusterHost:
             error = RidecastError("internal error; it has been logged")
             reply = SimulatorReply(message.request_id, False, 500, json.dumps(error.to_body()))
         await self.bus.publish([reply])
+
+
+def _pending(status: dict[str, Any]) -> dict[str, Any]:
+    """The status of a run handed over: nobody owns it until a node takes it over."""
+    return {**status, "owner_node": None, "takeover": TAKEOVER_PENDING}
 
 
 def _error_from(body: dict[str, Any], status_code: int) -> RidecastError:

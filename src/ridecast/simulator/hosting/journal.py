@@ -6,20 +6,17 @@ simulated time at which it applied. The owner writes an entry after the engine a
 operation and before the operation is answered or its events are published, so an operation
 a client saw acknowledged is always in the journal; replaying the entries in order at their
 times (``Runner``) gives the run again, on any node. A refused operation changes nothing
-and is not written.
+and is not written. The SQL is ``store/simulator_journal.py``.
 """
 
 from __future__ import annotations
 
 import json
-import time
-from collections.abc import Callable
 from dataclasses import dataclass
 
-from sqlalchemy import delete, insert, select
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from ...store.tables import simulator_journal as journal
+from ...store.simulator_journal import JournalRow, JournalRows
 from ..core.commands import Command
 
 
@@ -33,33 +30,22 @@ class JournalEntry:
 
 
 class JournalStore:
-    """Appends and reads runs' journals; the one module that holds their SQL."""
+    """Appends and reads runs' journals as operation commands."""
 
-    def __init__(self, engine: AsyncEngine, clock: Callable[[], float] = time.time) -> None:
-        self._engine = engine
-        self._clock = clock
+    def __init__(self, engine: AsyncEngine) -> None:
+        self._rows = JournalRows(engine)
 
     async def append(self, simulation_id: int, run_id: str, entry: JournalEntry) -> None:
-        """Write ``entry``; committed when this returns (a duplicate seq is an error)."""
-        async with self._engine.begin() as conn:
-            await conn.execute(insert(journal).values(
-                run_id=run_id, seq=entry.seq, simulation_id=simulation_id,
-                sim_t=entry.sim_t, command=entry.command.name,
-                args_json=entry.command.args_json(), created_at=self._clock()))
+        """Write ``entry``; committed when this returns (written again, the same entry is
+        a no-op; another with its seq is an error)."""
+        await self._rows.append(simulation_id, run_id, JournalRow(
+            entry.seq, entry.sim_t, entry.command.name, entry.command.args_json()))
 
     async def read(self, run_id: str) -> list[JournalEntry]:
         """The run's entries in order."""
-        async with self._engine.connect() as conn:
-            rows = (await conn.execute(
-                select(journal.c.seq, journal.c.sim_t, journal.c.command, journal.c.args_json)
-                .where(journal.c.run_id == run_id).order_by(journal.c.seq))).all()
-        return [JournalEntry(int(seq), float(sim_t), Command(name, json.loads(args)))
-                for seq, sim_t, name, args in rows]
+        return [JournalEntry(row.seq, row.sim_t, Command(row.command, json.loads(row.args_json)))
+                for row in await self._rows.read(run_id)]
 
     async def forget(self, simulation_id: int, keep_run: str | None = None) -> None:
         """Drop the journals of the simulation's runs (all, or all but ``keep_run``)."""
-        where = [journal.c.simulation_id == simulation_id]
-        if keep_run is not None:
-            where.append(journal.c.run_id != keep_run)
-        async with self._engine.begin() as conn:
-            await conn.execute(delete(journal).where(*where))
+        await self._rows.forget(simulation_id, keep_run)

@@ -21,7 +21,7 @@ from ..core.operations import Result
 from ..core.spec import RunSpec
 from .clock import clock_for
 from .journal import JournalEntry, JournalStore
-from .resume import AlreadyPublished, Progress
+from .resume import AlreadyPublished, EventTail, Progress
 from .runner import EventSink, Runner, Status, Throttle
 
 log = logging.getLogger(__name__)
@@ -36,11 +36,17 @@ class SimulatorManager:
     def __init__(
         self, sink: EventSink, *, max_batch: int = 1000, max_finished: int = 100,
         journal: JournalStore | None = None, throttle: SimThrottle | None = None,
+        tail: EventTail | None = None,
     ) -> None:
         self.sink = sink
         self.journal = journal
         # Each run's events per second, by simulation id (its organisation's quota).
         self.throttle = throttle
+        # Read before a failed batch of events is written again (``Runner._store``).
+        self.tail = tail
+        # Whether this process's lease on a run still holds: its store writes are retried
+        # while it does (the cluster host sets it; None: never retried).
+        self.holds: Callable[[int], bool] | None = None
         self.max_batch = max_batch
         # Finished and stopped runs keep their KPIs readable, up to this many (oldest out).
         self.max_finished = max_finished
@@ -61,7 +67,8 @@ class SimulatorManager:
                         clock_for(settings.realtime_factor), self.sink, self.max_batch,
                         record=self._recorder(simulation_id, spec),
                         published=AlreadyPublished(Progress(0, after_id)),
-                        throttle=self._throttle(simulation_id))
+                        throttle=self._throttle(simulation_id),
+                        **self._retrying(simulation_id))
         self._install(simulation_id, spec, runner)
         runner.start()
         await self._drop_old_finished()
@@ -81,7 +88,8 @@ class SimulatorManager:
         runner = Runner(simulation_id, spec.engine(simulation_id), clock, self.sink,
                         self.max_batch, record=self._recorder(simulation_id, spec),
                         replay=entries, published=published, replay_until=replay_until,
-                        throttle=self._throttle(simulation_id))
+                        throttle=self._throttle(simulation_id),
+                        **self._retrying(simulation_id))
         self._install(simulation_id, spec, runner)
         runner.start()
         if paused:
@@ -96,6 +104,11 @@ class SimulatorManager:
         self.runners.pop(simulation_id, None)  # re-inserted last: the newest run
         self.runners[simulation_id] = runner
         self.specs[simulation_id] = spec
+
+    def _retrying(self, simulation_id: int) -> dict[str, Any]:
+        holds = self.holds
+        return {"holds": partial(holds, simulation_id) if holds is not None else None,
+                "tail": self.tail}
 
     def _recorder(self, simulation_id: int, spec: RunSpec) -> Any:
         if self.journal is None:
@@ -146,9 +159,10 @@ class SimulatorManager:
         }
 
     async def operate(self, simulation_id: int, op: Callable[[Engine], Result],
-                      command: Command | None = None) -> dict[str, Any]:
+                      command: Command | None = None, *,
+                      wait_s: float | None = None) -> dict[str, Any]:
         """Run an operation on the simulation's engine (see ``Runner.operate``)."""
-        return await self._runner(simulation_id).operate(op, command)
+        return await self._runner(simulation_id).operate(op, command, wait_s=wait_s)
 
     async def _drop_old_finished(self) -> None:
         done = [sim for sim, runner in self.runners.items()

@@ -6,8 +6,21 @@ for the next timer. One submission may be in flight while the engine computes th
 next one starts, so submissions stay in order and at most one step's events are unsettled.
 Operations go through ``operate``, which takes the same lock and first settles the step in
 flight: the engine catches up with the clock, then the operation runs, and the events of both
-are submitted in the order they happened. A submission that fails stops the run with its
-error: the engine has moved on, and a run with a gap in its events must not go on.
+are submitted in the order they happened.
+
+A submission that fails because the store does not answer is tried again with back-off
+(``backoff.py``) for as long as the run's lease holds (``holds``); before each new attempt
+the event log is read after the last committed event, so that a batch whose commit went
+through unseen is not written twice. When the lease is gone the runner gives the run up
+(``lost``): it stops here without a word in the run's status, and the node that takes the
+run over continues it from the journal. A submission refused for good (not a store fault)
+stops the run with its error: a run with a gap in its events must not go on.
+
+An operation either takes effect whole or not at all. It is checked against the engine
+before it changes anything (``core/operations.py``); if it fails anyway, or its journal
+entry cannot be written, the engine may hold a change its journal does not: the runner
+gives the run up (``lost``) and the host rebuilds it from its spec and journal, in which
+the operation is not. The client gets an error, and nothing of the operation is published.
 
 An accepted operation is written to the run's journal (``record``) before its events are
 submitted and before it is answered. A runner that takes a run over is given the journal
@@ -28,14 +41,15 @@ from collections.abc import Awaitable, Callable, Sequence
 from enum import StrEnum
 from typing import Any, Protocol
 
-from ...errors import Conflict, RidecastError, ServiceUnavailable
+from ...errors import BadRequest, Conflict, RidecastError, ServiceUnavailable
 from ..core.commands import Command, apply
 from ..core.engine import Engine
 from ..core.kpis import KpiCache
 from ..core.operations import Result
+from .backoff import Backoff, transient
 from .clock import Clock, MaxClock
 from .journal import JournalEntry
-from .resume import AlreadyPublished, Progress
+from .resume import AlreadyPublished, EventTail, Progress
 
 log = logging.getLogger(__name__)
 
@@ -51,6 +65,20 @@ class Recorder(Protocol):
 
     async def __call__(self, entry: JournalEntry, /) -> None:
         ...
+
+
+DEFAULT_BACKOFF = Backoff()
+"""Delays between attempts at a store write of the run."""
+JOURNAL_RETRY_S = 1.0
+"""Longest time an operation's journal write is tried again before it answers 503 (the
+client is waiting for its answer)."""
+
+
+class RunLost(ServiceUnavailable):
+    """The runner gave its run up (see ``Runner.lost``); the run goes on where it is rebuilt."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message, code="simulator_owner_unreachable", retry_after=1)
 
 
 class JournalDiverged(RuntimeError):
@@ -88,7 +116,9 @@ class Runner:
                  max_batch: int = 1000, *, record: Recorder | None = None,
                  replay: Sequence[JournalEntry] = (),
                  published: AlreadyPublished | None = None, replay_until: float = 0.0,
-                 throttle: Throttle | None = None) -> None:
+                 throttle: Throttle | None = None,
+                 holds: Callable[[], bool] | None = None, tail: EventTail | None = None,
+                 backoff: Backoff = DEFAULT_BACKOFF) -> None:
         self.simulation_id = simulation_id
         self.engine = engine
         self.clock = clock
@@ -109,14 +139,41 @@ class Runner:
         self._published = published or AlreadyPublished(Progress())
         # Where the previous owner's clock was: the run catches up to there even paused.
         self.replay_until = replay_until
+        # A run taken over, until it has caught up with its clock (``catching_up``).
+        self._adopting = bool(replay) or not self._published.done or replay_until > 0
+        # Whether the clock was more than a step ahead of the engine at the last step.
+        self._lagging = False
         # How far the run's events are committed (count and last event log id).
         self.progress = Progress(self._published.count, self._published.last_id)
+        # Whether the run's lease still holds: store writes are retried while it does.
+        # None: never retried (a runner without a host).
+        self._holds = holds
+        self._tail = tail
+        self._backoff = backoff
+        # Why this runner gave its run up (see the module docstring); its status is left as
+        # it was, for the run goes on elsewhere.
+        self.lost: str | None = None
 
     @property
     def catching_up(self) -> bool:
-        """A taken-over run still replaying its journal or what was already published."""
-        return (bool(self._replay) or not self._published.done
-                or self.engine.now < self.replay_until)
+        """A taken-over run still replaying its journal or what was already published, or
+        whose engine has yet to reach its clock: it is caught up once its engine stands
+        within one step of where the run's clock says it should be, and stays so."""
+        if not self._adopting or self.status not in (Status.RUNNING, Status.PAUSED):
+            return False
+        if (self._replay or not self._published.done or self.engine.now < self.replay_until
+                or self._lagging):
+            return True
+        self._adopting = False
+        return False
+
+    @property
+    def behind_s(self) -> float:
+        """Simulated seconds the engine has yet to compute to stand where the run should."""
+        goal = self.replay_until
+        if self.status is Status.RUNNING and not isinstance(self.clock, MaxClock):
+            goal = max(goal, self.clock.target(self.engine.now))
+        return max(0.0, goal - self.engine.now)
 
     def _advance(self, until: float) -> list[dict[str, Any]]:
         """The engine's events up to ``until``, the journal's operations applied on the way."""
@@ -147,12 +204,55 @@ class Runner:
             chunk = events[i : i + self.max_batch]
             if self.throttle is not None:
                 await self.throttle(len(chunk))
-            stored = await self.sink(self.simulation_id, chunk)
-            last = stored[-1] if isinstance(stored, list) and stored else None
-            last_id = getattr(last, "event_id", None)
-            self.progress = Progress(self.progress.count + len(chunk),
-                                     last_id if isinstance(last_id, int)
-                                     else self.progress.last_id)
+            await self._store(chunk)
+
+    async def _store(self, chunk: list[dict[str, Any]]) -> None:
+        """Commit ``chunk``, trying again while the store does not answer and the lease
+        holds; each retry first drops what the failed attempt committed after all."""
+        delays = self._backoff.delays()
+        failures = 0
+        while True:
+            try:
+                if failures:
+                    chunk = await self._not_yet_stored(chunk)
+                    if not chunk:
+                        return
+                stored = await self.sink(self.simulation_id, chunk)
+                break
+            except Exception as exc:
+                if not transient(exc) or self._holds is None:
+                    raise
+                if not self._holds():
+                    raise RunLost("this node lost the run's lease while the store did not "
+                                  "answer") from exc
+                if failures == 0:
+                    log.warning("simulator of simulation %s: storing its events failed (%s); "
+                                "trying again while its lease holds", self.simulation_id,
+                                type(exc).__name__)
+                failures += 1
+                await asyncio.sleep(next(delays))
+        if failures:
+            log.info("simulator of simulation %s: its events are stored again after %d "
+                     "failed attempts", self.simulation_id, failures)
+        last = stored[-1] if isinstance(stored, list) and stored else None
+        last_id = getattr(last, "event_id", None)
+        self.progress = Progress(self.progress.count + len(chunk),
+                                 last_id if isinstance(last_id, int)
+                                 else self.progress.last_id)
+
+    async def _not_yet_stored(self, chunk: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """The suffix of ``chunk`` the event log does not hold after the last committed
+        event (a commit can succeed while its answer is lost with the connection)."""
+        if self._tail is None:
+            return chunk
+        tail = await self._tail.after(self.simulation_id, self.progress.last_id or 0)
+        if not tail:
+            return chunk
+        found = AlreadyPublished(Progress(0, self.progress.last_id), tail)
+        rest = found.filter(chunk)
+        if found.count:
+            self.progress = Progress(self.progress.count + found.count, found.last_id)
+        return rest
 
     async def _settle(self) -> None:
         """Wait for the submission in flight; a failure stops the run and is raised."""
@@ -162,6 +262,9 @@ class Runner:
         try:
             await task
         except asyncio.CancelledError:
+            raise
+        except RunLost as exc:
+            self.give_up(exc.message)
             raise
         except Exception as exc:
             if self.status in (Status.RUNNING, Status.PAUSED):
@@ -196,7 +299,11 @@ class Runner:
                         target = self.replay_until
                     if target is not None:
                         step = CATCH_UP_STEP_S if self.catching_up else MAX_STEP_S
-                        events = self._advance(min(target, engine.now + step))
+                        reach = min(target, engine.now + step)
+                        # 'max' runs always have a step more to go: they lag nothing.
+                        self._lagging = (target > reach
+                                         and not isinstance(self.clock, MaxClock))
+                        events = self._advance(reach)
                         await self._settle()
                         if events:
                             self._inflight = asyncio.create_task(
@@ -206,13 +313,22 @@ class Runner:
                             await self._settle()
                             self.status = Status.FINISHED
                             return
-                if engine.now < self.replay_until:
+                if self.catching_up:
                     await asyncio.sleep(0)  # catching up: only let the event loop turn
                 else:
                     await self.clock.wait(engine.now, engine.next_t)
         except asyncio.CancelledError:
             raise
+        except JournalDiverged as exc:
+            # Its journal does not rebuild it: it cannot go on, here or anywhere. It says
+            # why, accepts stop, and start begins a new run.
+            log.error("simulator of simulation %s cannot be resumed: %s", self.simulation_id,
+                      exc)
+            self.error = f"this run cannot be resumed: {exc}"
+            self.status = Status.INTERRUPTED
         except Exception as exc:
+            if self.lost is not None:
+                return  # the run goes on where it is rebuilt; its status stays as it was
             if self.status is not Status.STOPPED:  # else _settle has said why
                 log.exception("simulator of simulation %s failed", self.simulation_id)
                 self.error = f"{type(exc).__name__}: {exc}"
@@ -235,6 +351,10 @@ class Runner:
             self.status = Status.RUNNING
 
     async def stop(self) -> None:
+        if self.status is Status.INTERRUPTED:  # a run that cannot go on: acknowledged
+            await self.close()
+            self.status = Status.STOPPED
+            return
         if self.status not in (Status.RUNNING, Status.PAUSED):
             raise Conflict(f"the simulator is {self.status.value}, not running or paused",
                            code="invalid_state")
@@ -254,50 +374,103 @@ class Runner:
             await self._settle()
 
     async def operate(self, op: Callable[[Engine], Result],
-                      command: Command | None = None) -> dict[str, Any]:
+                      command: Command | None = None, *,
+                      wait_s: float | None = None) -> dict[str, Any]:
         """Run an operation at the current simulated time; its events, or its error.
 
         ``command``: the operation as data; once the engine accepted it, it is written to
-        the journal before anything is published or answered.
+        the journal before anything is published or answered. ``wait_s``: the longest wait
+        for the run's step in progress before a 503 (the operation then did nothing).
         """
-        async with self.lock:
-            if self.status not in (Status.RUNNING, Status.PAUSED):
-                raise Conflict(f"the simulator is {self.status.value}: start it first",
-                               code="invalid_state")
-            await self._settle()
-            self._operations += 1
-            caught_up = self._advance(self.clock.op_time(self.engine.now))
-            try:
-                body, events = op(self.engine)
-            except RidecastError:
-                if caught_up:
-                    await self._submit(caught_up)
-                raise
-            if command is not None and self._record is not None:
-                await self._journal(command, caught_up)
-            await self._submit(caught_up + events)
+        try:
+            async with asyncio.timeout(wait_s):
+                await self.lock.acquire()
+        except TimeoutError:
+            raise ServiceUnavailable(
+                "the simulator is busy catching up; the operation did nothing, retry it",
+                code="simulator_owner_unreachable", retry_after=1) from None
+        try:
+            return await self._operate(op, command)
+        finally:
+            self.lock.release()
+
+    async def _operate(self, op: Callable[[Engine], Result],
+                       command: Command | None) -> dict[str, Any]:
+        """``operate`` under the run's lock."""
+        if self.status not in (Status.RUNNING, Status.PAUSED):
+            raise Conflict(f"the simulator is {self.status.value}: start it first",
+                           code="invalid_state")
+        if self.lost is not None:
+            raise RunLost(f"this node gave the run up ({self.lost}); it is being "
+                          "rebuilt")
+        await self._settle()
+        self._operations += 1
+        caught_up = self._advance(self.clock.op_time(self.engine.now))
+        try:
+            body, events = op(self.engine)
+        except RidecastError:  # refused before it changed anything
+            if caught_up:
+                await self._submit(caught_up)
+            raise
+        except Exception as exc:
+            # Not a refusal: the engine may be half changed. Nothing of it is journaled
+            # or published; the run is rebuilt from its journal, without it.
+            log.exception("simulator of simulation %s: an operation failed; the run is "
+                          "rebuilt without it", self.simulation_id)
+            await self._abandon(f"an operation failed ({type(exc).__name__})", caught_up)
+            raise BadRequest(
+                f"the simulator could not apply this operation ({type(exc).__name__}: "
+                f"{exc}); the run is unchanged", code="simulator_operation_failed",
+            ) from exc
+        if command is not None and self._record is not None:
+            await self._journal(command, caught_up)
+        await self._submit(caught_up + events)
         self.clock.wake()  # the operation may have set a timer due before the next one
         return body
 
+    def give_up(self, why: str) -> None:
+        """Stop computing the run here and leave it to be rebuilt (see the module
+        docstring); its status is not changed."""
+        if self.lost is None:
+            log.warning("simulator of simulation %s: this node gives the run up: %s",
+                        self.simulation_id, why)
+            self.lost = why
+        if self._task is not None and self._task is not asyncio.current_task():
+            self._task.cancel()
+
+    async def _abandon(self, why: str, caught_up: list[dict[str, Any]]) -> None:
+        """Give the run up after publishing the events the engine produced before the
+        failed operation (they follow from the journal, so the rebuilt run skips them)."""
+        self.give_up(why)
+        with contextlib.suppress(Exception):
+            if caught_up:
+                await self._submit(caught_up)
+
     async def _journal(self, command: Command, caught_up: list[dict[str, Any]]) -> None:
-        """Write the accepted ``command`` to the journal; when that fails the engine holds
-        an operation its journal does not, so the run stops (as when submitting fails)."""
+        """Write the accepted ``command`` to the journal, tried again for a moment while
+        the store does not answer; when it cannot be written the engine holds an operation
+        its journal does not: the runner gives the run up, to be rebuilt without it."""
         assert self._record is not None
         entry = JournalEntry(self._next_seq, self.engine.now, command)
-        try:
-            await self._record(entry)
-        except Exception as exc:
-            log.error("simulator of simulation %s stopped: writing its journal failed (%s)",
-                      self.simulation_id, type(exc).__name__)
-            self.error = f"writing the journal failed: {type(exc).__name__}: {exc}"
-            self.status = Status.STOPPED
-            if self._task is not None:
-                self._task.cancel()
-            with contextlib.suppress(Exception):
-                if caught_up:
-                    await self._submit(caught_up)
-            raise ServiceUnavailable("the operation could not be journaled; the run stopped",
-                                     retry_after=1) from exc
+        delays = self._backoff.delays()
+        deadline = asyncio.get_running_loop().time() + JOURNAL_RETRY_S
+        while True:
+            try:
+                await self._record(entry)
+                break
+            except Exception as exc:
+                retry = (transient(exc) and self._holds is not None and self._holds()
+                         and asyncio.get_running_loop().time() < deadline)
+                if retry:
+                    await asyncio.sleep(next(delays))
+                    continue
+                log.error("simulator of simulation %s: writing its journal failed (%s); the "
+                          "run is rebuilt from its journal", self.simulation_id,
+                          type(exc).__name__)
+                await self._abandon(f"writing its journal failed ({type(exc).__name__})",
+                                    caught_up)
+                raise RunLost("the operation could not be journaled; nothing of it took "
+                              "effect and the run is being rebuilt") from exc
         self._next_seq += 1
 
     async def wait_finished(self) -> None:

@@ -1,0 +1,69 @@
+"""The ``simulator_journal`` table: every operation a simulator run accepted, in order.
+
+The one module that holds this table's SQL. An entry is a row per (run, seq): the command's
+name and JSON arguments and the simulated time it applied at; ``simulator/hosting/journal.py``
+gives them their meaning. Writing an entry twice (a retry after a commit whose answer was
+lost) is not an error when the row written is the same.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from sqlalchemy import delete, insert, select
+from sqlalchemy.exc import IntegrityError
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+from .dbclock import db_epoch
+from .tables import simulator_journal as journal
+
+
+@dataclass(frozen=True, slots=True)
+class JournalRow:
+    """One entry as stored: the ``seq``-th of its run, ``command`` with ``args_json``."""
+
+    seq: int
+    sim_t: float
+    command: str
+    args_json: str
+
+
+class JournalRows:
+    """Appends, reads and drops runs' journal rows."""
+
+    def __init__(self, engine: AsyncEngine) -> None:
+        self._engine = engine
+
+    async def append(self, simulation_id: int, run_id: str, row: JournalRow) -> None:
+        """Write ``row``; committed when this returns. The same row again is a no-op, a
+        different one with the same seq an ``IntegrityError``."""
+        try:
+            async with self._engine.begin() as conn:
+                await conn.execute(insert(journal).values(
+                    run_id=run_id, seq=row.seq, simulation_id=simulation_id,
+                    sim_t=row.sim_t, command=row.command, args_json=row.args_json,
+                    created_at=db_epoch()))
+        except IntegrityError:
+            async with self._engine.connect() as conn:
+                stored = (await conn.execute(
+                    select(journal.c.sim_t, journal.c.command, journal.c.args_json)
+                    .where(journal.c.run_id == run_id, journal.c.seq == row.seq))).first()
+            if stored is None or tuple(stored) != (row.sim_t, row.command, row.args_json):
+                raise
+
+    async def read(self, run_id: str) -> list[JournalRow]:
+        """The run's rows in order."""
+        async with self._engine.connect() as conn:
+            rows = (await conn.execute(
+                select(journal.c.seq, journal.c.sim_t, journal.c.command, journal.c.args_json)
+                .where(journal.c.run_id == run_id).order_by(journal.c.seq))).all()
+        return [JournalRow(int(seq), float(sim_t), str(name), str(args))
+                for seq, sim_t, name, args in rows]
+
+    async def forget(self, simulation_id: int, keep_run: str | None = None) -> None:
+        """Drop the journals of the simulation's runs (all, or all but ``keep_run``)."""
+        where = [journal.c.simulation_id == simulation_id]
+        if keep_run is not None:
+            where.append(journal.c.run_id != keep_run)
+        async with self._engine.begin() as conn:
+            await conn.execute(delete(journal).where(*where))

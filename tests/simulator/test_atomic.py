@@ -1,0 +1,266 @@
+"""Operations take effect whole or not at all, and a run outlives what its node cannot do.
+
+Two ``ClusterHost``s in one event loop on a real database (SQLite, then PostgreSQL), with
+the journal and an event log of their own: an operation that fails half way through the
+engine, or whose journal entry cannot be written, leaves the run as its journal says (it is
+rebuilt without it) and nothing of it is journaled or published; a run whose journal does
+not rebuild it (``JournalDiverged``) says why, accepts stop, and start begins a new run;
+a run taken over says it has caught up only once its clock is reached.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+
+from ridecast.bus import MemoryBus
+from ridecast.errors import RidecastError, ServiceUnavailable
+from ridecast.simulator.core.commands import Command
+from ridecast.simulator.core.engine import Engine
+from ridecast.simulator.core.operations import Result
+from ridecast.simulator.hosting.cluster_host import ClusterHost
+from ridecast.simulator.hosting.journal import JournalEntry, JournalStore
+from ridecast.simulator.hosting.lease import LeaseStore
+from ridecast.simulator.hosting.manager import SimulatorManager
+from ridecast.simulator.hosting.runner import CATCH_UP_STEP_S
+from ridecast.store.engine import create_engine, upgrade
+
+SIM = 11
+DATA = {"simulator": {"seed": 3, "vehicles": 3, "speed": 1, "bookings_per_hour": 0,
+                      "duration_s": 3600, "vehicle_break_probability": 0,
+                      "no_show_probability": 0,
+                      "area": {"lat": 52.52, "lon": 13.405, "radius_m": 300}}}
+TRIP = {"pickup_lat": 52.52, "pickup_lon": 13.405, "dropoff_lat": 52.525, "dropoff_lon": 13.42,
+        "passengers": 1, "max_wait_s": None}
+
+
+class Log:
+    """The event log of the test: what the runs published, with ids (``EventTail`` too)."""
+
+    def __init__(self) -> None:
+        self.events: list[tuple[int, dict[str, Any]]] = []
+
+    async def __call__(self, simulation_id: int, events: list[dict[str, Any]]) -> list[Any]:
+        first = len(self.events) + 1
+        self.events.extend((first + i, e) for i, e in enumerate(events))
+        return [SimpleNamespace(event_id=first + i) for i in range(len(events))]
+
+    async def newest_id(self) -> int:
+        return len(self.events)
+
+    async def after(self, simulation_id: int, after_id: int) -> list[tuple[int, dict[str, Any]]]:
+        return [(i, e) for i, e in self.events if i > after_id]
+
+    def types(self) -> list[str]:
+        return [e["message_type"] for _, e in self.events]
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def database_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    if request.param == "sqlite":
+        return f"sqlite+aiosqlite:///{tmp_path / 'atomic.db'}"
+    url: str = request.getfixturevalue("pg_url")
+    return url
+
+
+Hosts = Callable[[str], ClusterHost]
+
+
+@pytest.fixture
+async def hosts(database_url: str) -> AsyncIterator[tuple[Hosts, Log, JournalStore]]:
+    await upgrade(database_url)
+    engine = create_engine(database_url)
+    bus = MemoryBus()
+    log = Log()
+    journal = JournalStore(engine)
+    made: list[ClusterHost] = []
+
+    def host(name: str) -> ClusterHost:
+        manager = SimulatorManager(log, journal=journal, tail=log)
+        made.append(ClusterHost(manager, LeaseStore(engine), bus, lease_s=3.0,
+                                forward_timeout_s=2.0, node_id=name, journal=journal,
+                                tail=log))
+        made[-1].start_renewing()
+        return made[-1]
+
+    try:
+        yield host, log, journal
+    finally:
+        for one in made:
+            await one.close()
+        await engine.dispose()
+
+
+async def _until(check: Callable[[], Awaitable[bool]], within_s: float = 30) -> None:
+    deadline = time.monotonic() + within_s
+    while not await check():
+        assert time.monotonic() < deadline, "the condition did not come true"
+        await asyncio.sleep(0.05)
+
+
+def _half_done(engine: Engine) -> Result:
+    """An operation that changes the engine, then fails as no refusal does."""
+    engine.set_vehicle_enabled(1, False)
+    raise OverflowError("a result too large")
+
+
+async def test_an_operation_that_fails_half_way_leaves_the_run_as_it_was(
+        hosts: tuple[Hosts, Log, JournalStore]) -> None:
+    """The engine disabled vehicle 1, then failed: the client gets a 400
+    ``simulator_operation_failed``; nothing is journaled or published; the run is rebuilt
+    from its journal (vehicle 1 enabled, the booking before it there) and goes on, its
+    next operation accepted and journaled after the first."""
+    make, log, journal = hosts
+    a = make("A")
+    await a.start(SIM, DATA)
+    booked = await a.operate(SIM, Command("create_booking", TRIP))
+    run_id = a.manager.specs[SIM].run_id
+    published = len(log.events)
+    with pytest.raises(RidecastError) as failed:
+        await a.manager.operate(SIM, _half_done,
+                                Command("set_vehicle_enabled", {"vehicle_id": 1,
+                                                                "enabled": False}))
+    assert (failed.value.code, failed.value.http_status) == ("simulator_operation_failed", 400)
+
+    async def rebuilt() -> bool:
+        runner = a.manager.runners.get(SIM)
+        status = await a.status(SIM)
+        return (runner is not None and runner.lost is None and status["status"] == "running"
+                and status.get("takeover") is None)
+
+    await _until(rebuilt)
+    engine = a.manager.runners[SIM].engine
+    assert engine.vehicles[1].enabled
+    assert booked["booking"]["id"] in engine.bookings
+    assert [e.command.name for e in await journal.read(run_id)] == ["create_booking"]
+    assert "vehicle_use" not in log.types()[published:]
+    await a.operate(SIM, Command("set_vehicle_enabled", {"vehicle_id": 2, "enabled": False}))
+    assert [e.seq for e in await journal.read(run_id)] == [1, 2]
+    assert log.types().count("bookings") == 1  # the rebuilt run did not publish it again
+
+
+async def test_a_run_whose_journal_diverges_says_why_and_accepts_stop_and_start(
+        hosts: tuple[Hosts, Log, JournalStore]) -> None:
+    """A journal entry the engine refuses on replay (``JournalDiverged``): after the
+    takeover the run reads ``interrupted`` with the reason, never ``replaying`` answering
+    503; stop is accepted and start begins a new run."""
+    make, _log, journal = hosts
+    a = make("A")
+    await a.start(SIM, DATA)
+    await a.operate(SIM, Command("create_booking", TRIP))
+    run_id = a.manager.specs[SIM].run_id
+    await journal.append(SIM, run_id, JournalEntry(
+        2, a.manager.runners[SIM].engine.now, Command("cancel_booking", {"booking_id": 987})))
+    await a.close()  # hands the run over
+    b = make("B")
+
+    async def interrupted() -> bool:
+        return (await b.status(SIM))["status"] == "interrupted"
+
+    await _until(interrupted)
+    status = await b.status(SIM)
+    assert "cannot be resumed" in status["error"] and "cancel_booking" in status["error"]
+    assert status.get("takeover") is None
+    with pytest.raises(RidecastError) as refused:
+        await b.operate(SIM, Command("create_booking", TRIP))
+    assert refused.value.http_status == 409
+    assert (await b.stop(SIM))["status"] == "stopped"
+    assert (await b.start(SIM, DATA))["status"] == "running"
+    assert (await b.status(SIM)).get("takeover") is None
+
+
+async def test_a_journal_write_that_fails_answers_503_and_changes_nothing(
+        hosts: tuple[Hosts, Log, JournalStore], database_url: str) -> None:
+    """The journal's table refuses writes for a moment: the operation answers 503, its
+    events are not published, the run is rebuilt from its journal without it, and once the
+    store takes writes again the same operation is accepted."""
+    make, log, journal = hosts
+    a = make("A")
+    await a.start(SIM, DATA)
+    run_id = a.manager.specs[SIM].run_id
+    engine = create_engine(database_url)
+    try:
+        async with engine.begin() as conn:
+            await conn.exec_driver_sql(
+                "ALTER TABLE simulator_journal RENAME TO simulator_journal_away")
+        published = len(log.events)
+        with pytest.raises(ServiceUnavailable):
+            await a.operate(SIM, Command("set_vehicle_enabled", {"vehicle_id": 1,
+                                                                 "enabled": False}))
+        assert "vehicle_use" not in log.types()[published:]
+        async with engine.begin() as conn:
+            await conn.exec_driver_sql(
+                "ALTER TABLE simulator_journal_away RENAME TO simulator_journal")
+    finally:
+        await engine.dispose()
+
+    async def rebuilt() -> bool:
+        runner = a.manager.runners.get(SIM)
+        return (runner is not None and runner.lost is None
+                and (await a.status(SIM)).get("takeover") is None)
+
+    await _until(rebuilt)
+    assert a.manager.runners[SIM].engine.vehicles[1].enabled
+    await a.operate(SIM, Command("set_vehicle_enabled", {"vehicle_id": 1, "enabled": False}))
+    assert [e.seq for e in await journal.read(run_id)] == [1]
+    assert log.types()[published:].count("vehicle_use") == 1
+
+
+BUSY = {"simulator": {"seed": 5, "vehicles": 40, "speed": 120, "bookings_per_hour": 1500,
+                      "duration_s": 7200, "network": "straight",
+                      "area": {"lat": 52.52, "lon": 13.405, "radius_m": 4000}}}
+
+
+async def test_a_takeover_reads_caught_up_only_once_its_clock_is_reached(
+        hosts: tuple[Hosts, Log, JournalStore]) -> None:
+    """A busy run at 120x handed over: while it replays, its clock moves on; the new owner
+    says ``takeover: null`` only once its engine stands within a step or two of where the
+    run's clock says it should be (not merely where the old owner stopped), and an
+    operation sent during the replay is answered before a forwarding node would give up
+    waiting (the forward timeout)."""
+    make, _log, _journal = hosts
+    a = make("A")
+    await a.start(SIM, BUSY)
+
+    async def far_enough() -> bool:
+        runner = a.manager.runners[SIM]
+        return runner.engine.now > 400
+
+    await _until(far_enough, within_s=120)
+    await a.close()  # hands the run over
+    b = make("B")
+
+    async def adopted() -> bool:
+        return SIM in b.manager.runners
+
+    await _until(adopted)
+    answer: dict[str, Any] = {}
+
+    async def operate() -> None:
+        try:
+            async with asyncio.timeout(b.forward_timeout_s):
+                answer["body"] = await b.operate(SIM, Command("create_booking", TRIP))
+        except ServiceUnavailable as exc:  # the documented 503 while replaying
+            answer["error"] = exc.code
+        except TimeoutError:
+            answer["error"] = "no answer within the forward timeout"
+
+    held = asyncio.create_task(operate())
+    lags: list[float] = []
+    while True:
+        status = await b.status(SIM)
+        runner = b.manager.runners[SIM]
+        if status.get("takeover") is None:
+            # Read in the same turn of the event loop as the status: nothing moved.
+            lags.append(runner.clock.target(runner.engine.now) - runner.engine.now)
+            break
+        await asyncio.sleep(0.01)
+    await held
+    assert answer.get("error") in (None, "simulator_owner_unreachable"), answer
+    assert lags[0] <= 2 * CATCH_UP_STEP_S, lags
