@@ -25,7 +25,7 @@ from .model import (
     RouteNode,
     Vehicle,
 )
-from .network import travel_for
+from .network import NetworkTravel, travel_for
 from .polyline import LatLon, encode
 from .rng import Source, Streams
 from .scheduler import Insertion, Plan, Scheduler, apply_insertion
@@ -109,8 +109,15 @@ class World:
             return vehicle.anchor, heading, 0.0
         pos, heading = self.travel.position(vehicle.anchor, target, self.now - vehicle.anchor_t,
                                             keep=keep)
-        moving = pos != target
-        return pos, heading, self.travel.speed_mps if moving else 0.0
+        if pos == target:
+            return pos, heading, 0.0
+        travel = self.travel
+        if isinstance(travel, NetworkTravel):
+            # The speed on the street the vehicle is on now, not the network's top speed.
+            speed = travel.speed_mps_at(vehicle.anchor, target, self.now - vehicle.anchor_t)
+        else:
+            speed = travel.speed_mps
+        return pos, heading, speed
 
     def drive(self, vehicle: Vehicle, to: LatLon) -> None:
         """Count the distance from the anchor to ``to`` (empty and passenger km too)."""
