@@ -130,6 +130,7 @@ class Offer:
     estimated_pickup_t: float
     expires_t: float
     status: OfferStatus = OfferStatus.PENDING
+    ride_s: float = 0.0  # planned ride (pickup departure to dropoff arrival) when offered
 
 
 @dataclass(slots=True, eq=False)

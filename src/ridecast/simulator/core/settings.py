@@ -166,7 +166,25 @@ class SimulatorSettings(BaseModel):
         1.8, ge=1.0, le=10.0, description="Ride time <= factor x direct time (+ dwell_s)."
     )
     min_trip_m: float = Field(500.0, ge=0, description="Shortest generated trip.")
-    acceptance_probability: float = Field(0.85, ge=0, le=1)
+    acceptance_probability: float = Field(
+        0.95, ge=0, le=1,
+        description="A simulated rider's chance to accept an offer whose wait and detour "
+        "are within the 'full' thresholds below (with acceptance_model 'flat': any offer).",
+    )
+    acceptance_model: Literal["linear", "flat"] = Field(
+        "linear", description="'linear': the chance falls linearly with the offered wait "
+        "and detour between the thresholds below (as FleetPy's traveller models); 'flat': "
+        "acceptance_probability whatever the offer.",
+    )
+    acceptance_wait_full_s: float = Field(
+        300.0, ge=0, le=86400, description="Offered wait (s) up to which the chance is whole.")
+    acceptance_wait_zero_s: float = Field(
+        1200.0, ge=0, le=86400, description="Offered wait (s) from which no rider accepts.")
+    acceptance_detour_full: float = Field(
+        1.4, ge=1, le=10,
+        description="Offered ride / direct drive up to which the chance is whole.")
+    acceptance_detour_zero: float = Field(
+        2.5, ge=1, le=10, description="Offered ride / direct drive from which no rider accepts.")
     expiry_share: float = Field(
         0.3, ge=0, le=1, description="Share of non-accepted offers left to expire."
     )
@@ -213,6 +231,9 @@ class SimulatorSettings(BaseModel):
             raise ValueError("speed must be > 0 or 'max'")
         if self.start_ts is not None and self.start_ts.tzinfo is None:
             raise ValueError("start_ts needs an offset")
+        if (self.acceptance_wait_zero_s <= self.acceptance_wait_full_s
+                or self.acceptance_detour_zero <= self.acceptance_detour_full):
+            raise ValueError("acceptance thresholds: each 'zero' must be above its 'full'")
         if any(not (0 <= w <= 1e6) for w in self.demand_profile) or sum(self.demand_profile) <= 0:
             raise ValueError("demand_profile needs 24 weights in [0, 1e6], not all 0")
         if (self.network is not None and self.network not in NETWORKS

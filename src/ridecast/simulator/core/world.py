@@ -15,6 +15,7 @@ from collections import OrderedDict
 from datetime import datetime
 from typing import Any
 
+from .acceptance import acceptance_probability
 from .emit import Emitter
 from .model import (
     Booking,
@@ -28,7 +29,7 @@ from .model import (
 from .network import NetworkTravel, travel_for
 from .polyline import LatLon, encode
 from .rng import Source, Streams
-from .scheduler import Insertion, Plan, Scheduler, apply_insertion
+from .scheduler import Insertion, Plan, Scheduler, apply_insertion, build_plan
 from .settings import BBox, SimulatorSettings
 from .travel import TravelModel
 
@@ -263,6 +264,12 @@ class World:
         self.emitter.scheduler_result(t, vehicle, self.node_dicts(proposal), ins.cost)
         offer = Offer(self.next_id("offer"), self.streams.uuid(), booking.id, vehicle.id,
                       ins.pickup_t, t + self.settings.offer_timeout_s)
+        if booking.auto_respond:
+            # What a simulated rider weighs (acceptance.py): the ride the offer plans.
+            plan = build_plan(vehicle, proposal, self.bookings, self.travel,
+                              self.settings.dwell_s)
+            p_at, d_at = ins.i, ins.j + 1
+            offer.ride_s = max(0.0, plan.arr[d_at] - plan.dep[p_at])
         self.offers[offer.id] = offer
         booking.offer_id = offer.id
         self.set_status(booking, BookingStatus.OFFERED)
@@ -309,7 +316,8 @@ class World:
         if auto and offer is not None:
             rng = self.streams[Source.ACCEPTANCE]
             accept, expire, delay = rng.random(), rng.random(), rng.random()
-            if accept < self.settings.acceptance_probability:
+            if accept < acceptance_probability(self.settings, offer.estimated_pickup_t - self.now,
+                                               offer.ride_s / max(1e-9, booking.direct_s)):
                 self.at(self.now + 2.0 + delay * 20.0, RESPOND, offer.id, 1)
             elif expire >= self.settings.expiry_share:
                 self.at(self.now + 2.0 + delay * 20.0, RESPOND, offer.id, 0)
