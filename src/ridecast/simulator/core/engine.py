@@ -21,6 +21,7 @@ from .emit import Event
 from .model import BookingStatus, NodeType, OfferStatus, Vehicle
 from .network import NetworkTravel
 from .operations import Operations
+from .rebalance import plan_moves
 from .rng import Source
 from .settings import SimulatorSettings
 from .travel import TravelModel
@@ -81,7 +82,7 @@ class Engine(Operations):
         if isinstance(self.travel, NetworkTravel):
             self.travel.factor = self.congestion_at(0.0)
             self.at(3600.0 - self._clock0 % 3600.0, CONGESTION)
-        if s.rebalance_interval_s > 0 and self.zones.spots:
+        if s.rebalance_interval_s > 0:
             self.at(s.rebalance_interval_s, REBALANCE)
         if s.performance_tracker_enabled:
             self.at(s.arrival_interval_s, TRACKER)
@@ -274,51 +275,17 @@ class Engine(Operations):
             self.rearm(vehicle)
 
     def _on_rebalance(self, _target: int, _version: int) -> None:
-        """Send idle vehicles towards the hot spots short of their share of the idle fleet."""
+        """Send idle vehicles towards the demand seen lately (rebalance.py)."""
         if self.now >= self.settings.duration_s:
             return  # no more demand to wait for
         self.at(self.now + self.settings.rebalance_interval_s, REBALANCE)
-        spots = self.zones.spots
         idle = [v for v in self.vehicles.values()
                 if v.enabled and not v.route and v.id not in self.on_break]
-        total_w = sum(spot.weight for spot in spots)
-        if not idle or total_w <= 0:
-            return
-        share = 1.0 - self.settings.demand_background_share
-
-        def spot_of(p: tuple[float, float]) -> int | None:
-            for k, spot in enumerate(spots):
-                dy = (p[0] - spot.lat) * 111_195.0
-                dx = (p[1] - spot.lon) * 111_195.0 * cos(radians(spot.lat))
-                if dx * dx + dy * dy <= spot.radius_m ** 2:
-                    return k
-            return None
-
-        have = [0] * len(spots)
-        free = []
-        for v in idle:
-            k = spot_of(v.target if v.target is not None else v.anchor)
-            if k is not None:
-                have[k] += 1
-            elif v.target is None:
-                free.append(v)
-        want = [round(share * len(idle) * spot.weight / total_w) for spot in spots]
-        deficits = sorted(((want[k] - have[k], -k) for k in range(len(spots))), reverse=True)
-        for deficit, neg_k in deficits:
-            spot = spots[-neg_k]
-            goal = self.travel.snap((spot.lat, spot.lon))
-            cos_lat = cos(radians(spot.lat))
-            free.sort(key=lambda v: (hypot(v.anchor[0] - spot.lat,
-                                           (v.anchor[1] - spot.lon) * cos_lat), v.id))
-            for _ in range(max(0, deficit)):
-                if not free:
-                    return
-                vehicle = free.pop(0)
-                if vehicle.anchor == goal:
-                    continue
-                self.reanchor(vehicle)
-                vehicle.target = goal
-                self.route_changed(vehicle, nodes_changed=False, assignment=False)
+        for vehicle, goal in plan_moves(self.bookings, idle, self.now, self.settings,
+                                        self.settings.area_centre()):
+            self.reanchor(vehicle)
+            vehicle.target = goal
+            self.route_changed(vehicle, nodes_changed=False, assignment=False)
 
     def _on_relocated(self, vehicle_id: int, version: int) -> None:
         vehicle = self.vehicles[vehicle_id]

@@ -155,6 +155,7 @@ class Vehicle:
     empty_m: float = 0.0
     passenger_m: float = 0.0
     target: LatLon | None = None  # rebalancing: an idle vehicle driving here, empty
+    rebalance_m: float = 0.0  # driven towards a rebalancing target
 
     @property
     def heading_to(self) -> LatLon | None:

@@ -209,8 +209,17 @@ class SimulatorSettings(BaseModel):
     rebalance_interval_s: float = Field(
         300.0, ge=0, le=86400,
         description="Every this many seconds (while demand comes), idle vehicles drive "
-        "towards the hot spots short of their share of the idle fleet; 0 = never.",
+        "towards the grid cells of recent requests short of their share of the idle fleet "
+        "(rebalance_window_s, rebalance_unserved_weight, rebalance_cell_m); 0 = never.",
     )
+    rebalance_window_s: float = Field(
+        1800.0, gt=0, le=86400,
+        description="Rebalancing follows the requests of this many seconds before.")
+    rebalance_unserved_weight: float = Field(
+        2.0, ge=0, le=100,
+        description="A request that found no vehicle weighs this many served ones.")
+    rebalance_cell_m: float = Field(
+        600.0, ge=50, le=100_000, description="Rebalancing's grid: cells this wide.")
     kpi_warmup_s: float = Field(
         900.0, ge=0, le=30 * 86400,
         description="KPIs in 'measured' leave out bookings requested, and driving done, "

@@ -128,6 +128,8 @@ class World:
         vehicle.passenger_m += metres * load
         if load == 0:
             vehicle.empty_m += metres
+        if vehicle.target is not None and not vehicle.route:
+            vehicle.rebalance_m += metres
 
     def driven_m(self, vehicle: Vehicle) -> tuple[float, float, float]:
         """(vehicle m, empty m, passenger m) so far, the leg in progress included."""
