@@ -187,6 +187,13 @@ class World:
         """New version: the cached plan and any pending arrival timer become stale."""
         vehicle.version += 1
         self._tell(vehicle)
+        # Fleet utilisation (kpis.py): spans of time with stops to make.
+        if vehicle.route:
+            if vehicle.busy_since is None:
+                vehicle.busy_since = self.now
+        elif vehicle.busy_since is not None:
+            vehicle.busy_s += self.now - vehicle.busy_since
+            vehicle.busy_since = None
         plan = self.scheduler.plan(vehicle, self.bookings)
         if vehicle.route or vehicle.target is not None:
             if vehicle.route:
