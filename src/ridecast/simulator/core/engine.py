@@ -22,6 +22,7 @@ from .model import BookingStatus, NodeType, OfferStatus, Vehicle
 from .network import NetworkTravel
 from .operations import Operations
 from .rebalance import plan_moves
+from .reoptimise import reoptimise
 from .rng import Source
 from .settings import SimulatorSettings
 from .travel import TravelModel
@@ -37,7 +38,9 @@ from .world import (
     GPS,
     REBALANCE,
     RELOCATED,
+    REOPTIMISE,
     RESPOND,
+    RETRY,
     SNAPSHOT,
     TRACKER,
     UNBREAK,
@@ -86,6 +89,10 @@ class Engine(Operations):
             self.at(s.rebalance_interval_s, REBALANCE)
         if s.performance_tracker_enabled:
             self.at(s.arrival_interval_s, TRACKER)
+        self._reopt_cursor = 0
+        self.reoptimised = 0  # bookings moved by re-optimisation
+        if s.reoptimise_interval_s > 0:
+            self.at(s.reoptimise_interval_s, REOPTIMISE)
         self._handlers = {
             DEMAND: self._on_demand, RESPOND: self._on_respond, EXPIRE: self._on_expire,
             ARRIVE: self._on_arrive, GPS: self._on_gps, SNAPSHOT: self._on_snapshot,
@@ -93,6 +100,7 @@ class Engine(Operations):
             BREAK: self._on_break, UNBREAK: self._on_unbreak, WARMUP: self._on_warmup,
             REBALANCE: self._on_rebalance, RELOCATED: self._on_relocated,
             CONGESTION: self._on_congestion, END: self._on_end,
+            REOPTIMISE: self._on_reoptimise, RETRY: self._on_retry,
         }
 
     # ---- running ---------------------------------------------------------------------
@@ -102,7 +110,7 @@ class Engine(Operations):
         """Demand is over and every booking, offer and break has come to its end."""
         return (self.now >= self.settings.duration_s
                 and self._next_arrival >= len(self._arrivals)
-                and self.open_bookings == 0 and not self.on_break)
+                and self.open_bookings == 0 and not self.on_break and not self.retrying)
 
     @property
     def next_t(self) -> float | None:
@@ -286,6 +294,23 @@ class Engine(Operations):
             self.reanchor(vehicle)
             vehicle.target = goal
             self.route_changed(vehicle, nodes_changed=False, assignment=False)
+
+    def _on_reoptimise(self, _target: int, _version: int) -> None:
+        """Bookings not yet picked up move where they now fit best (reoptimise.py)."""
+        if self.open_bookings == 0 and self.now >= self.settings.duration_s:
+            return
+        self.at(self.now + self.settings.reoptimise_interval_s, REOPTIMISE)
+        self._reopt_cursor, moved = reoptimise(self, self._reopt_cursor,
+                                               self.settings.reoptimise_max_bookings)
+        self.reoptimised += moved
+
+    def _on_retry(self, booking_id: int, _version: int) -> None:
+        """A request that found no vehicle is tried again (``retry_s``)."""
+        self.retrying.discard(booking_id)
+        booking = self.bookings[booking_id]
+        offer = self.offer(booking)
+        if offer is not None:
+            self.rider_answers(booking, offer)
 
     def _on_relocated(self, vehicle_id: int, version: int) -> None:
         vehicle = self.vehicles[vehicle_id]

@@ -220,6 +220,21 @@ class SimulatorSettings(BaseModel):
         description="A request that found no vehicle weighs this many served ones.")
     rebalance_cell_m: float = Field(
         600.0, ge=50, le=100_000, description="Rebalancing's grid: cells this wide.")
+    reoptimise_interval_s: float = Field(
+        60.0, ge=0, le=86400,
+        description="Every this many seconds, bookings not yet picked up move to a cheaper "
+        "place in the fleet's routes when there is one, keeping every promise "
+        "(reoptimise.py); 0 = never.",
+    )
+    reoptimise_max_bookings: int = Field(
+        32, ge=1, le=10_000, description="Most bookings looked at in one re-optimisation "
+        "round (taken in turn).")
+    retry_s: float = Field(
+        120.0, ge=0, le=86400,
+        description="A simulated rider's request that finds no vehicle is tried again "
+        "every retry_interval_s for this long before its no_offer; 0 = answered at once.",
+    )
+    retry_interval_s: float = Field(30.0, gt=0, le=86400)
     kpi_warmup_s: float = Field(
         900.0, ge=0, le=30 * 86400,
         description="KPIs in 'measured' leave out bookings requested, and driving done, "

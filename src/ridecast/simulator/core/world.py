@@ -35,7 +35,7 @@ from .travel import TravelModel
 
 # Timer kinds; a heap entry is (time, seq, kind, target id, version).
 (DEMAND, RESPOND, EXPIRE, ARRIVE, GPS, SNAPSHOT, TRACKER, CANCEL, CHANGE, BREAK, UNBREAK,
- WARMUP, REBALANCE, RELOCATED, CONGESTION, END) = range(16)
+ WARMUP, REBALANCE, RELOCATED, CONGESTION, END, REOPTIMISE, RETRY) = range(18)
 
 ENCODED_LEGS = 20_000
 
@@ -66,6 +66,8 @@ class World:
         self.warmup_m: dict[int, tuple[float, float, float]] | None = None
         self.open_bookings = 0
         self.on_break: set[int] = set()
+        #: Simulated riders' requests waiting for a retry (``retry_s``), by booking id.
+        self.retrying: set[int] = set()
         self._heap: list[tuple[float, int, int, int, int]] = []
         self._seq = 0
         self._ids = {"booking": 0, "offer": 0, "node": 0}
@@ -262,6 +264,13 @@ class World:
         t = self.now
         self.emitter.calc_started(t, [booking])
         ins = self.find(booking)
+        s = self.settings
+        if (ins is None and booking.auto_respond
+                and t + s.retry_interval_s <= booking.requested_t + s.retry_s):
+            # As MATSim's DRT: tried again a little later before the rider is refused.
+            self.retrying.add(booking.id)
+            self.at(t + s.retry_interval_s, RETRY, booking.id)
+            return None
         if ins is None:
             self.set_status(booking, BookingStatus.NO_OFFER)
             self.emitter.no_offer(t, booking)
@@ -323,15 +332,19 @@ class World:
         self.emitter.bookings(self.now, booking)
         offer = self.offer(booking)
         if auto and offer is not None:
-            rng = self.streams[Source.ACCEPTANCE]
-            accept, expire, delay = rng.random(), rng.random(), rng.random()
-            if accept < acceptance_probability(self.settings, offer.estimated_pickup_t - self.now,
-                                               offer.ride_s / max(1e-9, booking.direct_s)):
-                self.at(self.now + 2.0 + delay * 20.0, RESPOND, offer.id, 1)
-            elif expire >= self.settings.expiry_share:
-                self.at(self.now + 2.0 + delay * 20.0, RESPOND, offer.id, 0)
-            # else: the rider never answers and the offer expires.
+            self.rider_answers(booking, offer)
         return booking
+
+    def rider_answers(self, booking: Booking, offer: Offer) -> None:
+        """A simulated rider's answer to an offer, as a timer."""
+        rng = self.streams[Source.ACCEPTANCE]
+        accept, expire, delay = rng.random(), rng.random(), rng.random()
+        if accept < acceptance_probability(self.settings, offer.estimated_pickup_t - self.now,
+                                           offer.ride_s / max(1e-9, booking.direct_s)):
+            self.at(self.now + 2.0 + delay * 20.0, RESPOND, offer.id, 1)
+        elif expire >= self.settings.expiry_share:
+            self.at(self.now + 2.0 + delay * 20.0, RESPOND, offer.id, 0)
+        # else: the rider never answers and the offer expires.
 
     def _plan_rider_changes(self, booking: Booking, pickup_t: float) -> None:
         # A fixed number of draws per booking keeps each stream aligned whatever happens.
