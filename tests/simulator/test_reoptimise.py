@@ -95,3 +95,35 @@ def test_refused_requests_are_retried_before_no_offer() -> None:
             and with_retry.offers[b.offer_id].expires_t - with_retry.settings.offer_timeout_s
             > b.requested_t + 1.0]
     assert late
+
+
+def test_a_moved_booking_is_published_on_both_routes() -> None:
+    """A booking moved to another vehicle: an ``assignment`` of the new vehicle with its
+    nodes and one of the old vehicle without them, in the same round's events."""
+    engine = Engine(1, _settings(3), START)
+    handler = engine._handlers[REOPTIMISE]
+    checked = [0]
+
+    def observed(target: int, version: int) -> None:
+        before = {b.id: b.vehicle_id for b in engine.bookings.values()
+                  if b.status is BookingStatus.ASSIGNED}
+        engine.emitter.drain()
+        handler(target, version)
+        events = engine.emitter.drain()
+        routes = {}
+        for event in events:
+            if event["message_type"] == "assignment":
+                data = event["data"]
+                routes[data["vehicle_id"]] = {n["booking_id"] for n in data["nodes"]}
+        assert all(e["message_type"] in ("assignment", "vehicle_state_changed")
+                   for e in events)
+        for bid, old in before.items():
+            new = engine.bookings[bid].vehicle_id
+            if new != old:
+                assert bid in routes[new] and bid not in routes[old]
+                checked[0] += 1
+
+    engine._handlers[REOPTIMISE] = observed
+    while not engine.finished:
+        engine.advance(engine.now + 30.0)
+    assert checked[0] > 0
