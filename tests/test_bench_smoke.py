@@ -56,6 +56,10 @@ CASES = [
     ("simulator.py", ["--vehicles", "5", "--bookings", "20", "--hours", "0.1",
                       "--networks", "straight", "--skip-engine-only"], "end to end"),
     ("notfound_timing.py", ["--requests", "40"], "ratio of medians"),
+    # A few requests and a short offline search: the OR-Tools model is built, seeded with
+    # ridecast's routes and solved, and the means are printed.
+    ("dispatch_quality.py", ["--vehicles", "2", "--rate", "20", "--hours", "0.25",
+                             "--seeds", "1", "--solutions", "5"], "mean: SR"),
     ("stream_memory.py", ["-n", "20", "--top", "5"], "per stream"),
     ("fanout_cluster.py", ["--subscribers", "4", "--events", "50"], "ratio two nodes / one node"),
     ("demo_sizing.py", ["--runs", "3:20", "--hours", "0.3"], "demo sizing:"),

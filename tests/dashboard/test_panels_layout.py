@@ -134,7 +134,13 @@ def test_kpi_labels_say_what_they_count_and_one_event_count_is_shown(sized_page:
     assert "no offer" in label and "% of requests" in label
     assert "rejected or let expire are not in it" in page.get_by_test_id(
         "kpi-rejected_rate").get_attribute("title")
-    assert "per vehicle-km" in page.get_by_test_id("kpi-occupancy").locator("dt").text_content()
+    # Passenger-km over vehicle-km, not "riders per vehicle-km".
+    assert "passenger-km ÷ vehicle-km" in page.get_by_test_id(
+        "kpi-occupancy").locator("dt").text_content()
+    # The literature's indicators are listed with the rest.
+    for name in ("served_share", "fleet_utilisation", "pooling_share", "distance_saved",
+                 "rides_per_vehicle_hour", "rebalancing_km", "punctual_share"):
+        assert page.get_by_test_id(f"kpi-{name}").count() == 1, name
     assert "riders dropped off" in page.get_by_test_id("kpi-served").text_content()
     assert page.locator("[data-testid=kpi-events]").count() == 0  # one event count: the feed's
     assert "received" in page.get_by_test_id("feed-panel").locator(".card-head").text_content()

@@ -23,7 +23,7 @@ SCENARIO = SimulatorSettings(
     seed=7, vehicles=20, bookings_per_hour=206.2, duration_s=1800, speed="max",
     area=Circle(lat=48.8566, lon=2.3522, radius_m=4000),
 )
-PINNED = "bdb44995bf7c644869b4f7e8d3858c91f0ca6c7aafd44281e016478596ef6a47"
+PINNED = "c26782805746d70d29f6d7e18ccdc54168a550962505affa574f8df465cccd76"
 
 
 def run(settings: SimulatorSettings) -> list[dict[str, Any]]:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from datetime import UTC, datetime
+from typing import Any
 
 from ridecast.simulator import Engine, SimulatorSettings
 from ridecast.simulator.core.kpis import KpiCache, compute, percentile
@@ -158,3 +159,34 @@ def test_kpi_cache_does_not_carry_a_replays_kpis_past_the_catch_up() -> None:
     caught_up = cache.get(engine, 0, throttle=False)
     assert caught_up is not replaying and caught_up == compute(engine)
     assert caught_up["bookings"] > replaying["bookings"]
+
+
+def test_literature_kpis_follow_their_definitions() -> None:
+    from ridecast.simulator.core.model import BookingStatus
+
+    def run(capacity: int) -> tuple[Engine, dict[str, Any]]:
+        engine = Engine(1, SimulatorSettings(seed=4, vehicles=6, capacity=capacity,
+                                             bookings_per_hour=120, duration_s=1800,
+                                             speed="max", network="straight"),
+                        datetime(2024, 5, 6, 10, 0, tzinfo=UTC))
+        while not engine.finished:
+            engine.advance(engine.now + 300.0)
+        return engine, compute(engine)
+
+    engine, kpis = run(4)
+    served = [b for b in engine.bookings.values() if b.status is BookingStatus.COMPLETED]
+    assert kpis["served_share"] == round(len(served) / len(engine.bookings), 4)
+    assert 0 < kpis["fleet_utilisation"] <= 1
+    assert 0 < kpis["pooling_share"] <= 1
+    vkm = sum(v.vehicle_m for v in engine.vehicles.values())
+    assert kpis["distance_saved"] == round(sum(b.direct_m for b in served) / vkm, 3)
+    hours = len(engine.vehicles) * engine.now / 3600.0
+    assert kpis["rides_per_vehicle_hour"] == round(len(served) / hours, 3)
+    assert kpis["rebalancing_km"] >= 0
+    punctuality = kpis["punctuality"]
+    assert punctuality["pickups"] == sum(b.picked_up_t is not None
+                                         for b in engine.bookings.values())
+    assert 0 <= punctuality["punctual_share"] <= 1
+    # One seat: nobody shares a ride.
+    _, single = run(1)
+    assert single["pooling_share"] == 0

@@ -135,6 +135,16 @@ class MeasuredKpis(BaseModel):
     served: int | None = None
 
 
+class Punctuality(BaseModel):
+    """Actual pickup minus the offered pickup time, over the pickups so far."""
+
+    pickups: int | None = None
+    late_mean_s: float | None = None
+    late_p95_s: float | None = None
+    punctual_share: float | None = None
+    window_s: float | None = None
+
+
 class Kpis(BaseModel):
     """The run's KPIs so far; empty before the first start (docs/simulator.md)."""
 
@@ -161,6 +171,17 @@ class Kpis(BaseModel):
     events: int | None = None
     events_by_type: dict[str, int] | None = None
     measured: MeasuredKpis | None = None
+    served_share: float | None = Field(None, description="Served ÷ booking requests.")
+    fleet_utilisation: float | None = Field(
+        None, description="Share of vehicle time with stops to make.")
+    pooling_share: float | None = Field(
+        None, description="Served riders who shared any part of their ride.")
+    distance_saved: float | None = Field(
+        None, description="Direct km of served riders ÷ vehicle-km.")
+    rides_per_vehicle_hour: float | None = None
+    rebalancing_km: float | None = Field(
+        None, description="Vehicle-km driven towards rebalancing targets.")
+    punctuality: Punctuality | None = None
 
 
 class SimulatorStatus(BaseModel):

@@ -21,6 +21,8 @@ from .emit import Event
 from .model import BookingStatus, NodeType, OfferStatus, Vehicle
 from .network import NetworkTravel
 from .operations import Operations
+from .rebalance import plan_moves
+from .reoptimise import reoptimise
 from .rng import Source
 from .settings import SimulatorSettings
 from .travel import TravelModel
@@ -36,7 +38,9 @@ from .world import (
     GPS,
     REBALANCE,
     RELOCATED,
+    REOPTIMISE,
     RESPOND,
+    RETRY,
     SNAPSHOT,
     TRACKER,
     UNBREAK,
@@ -81,10 +85,14 @@ class Engine(Operations):
         if isinstance(self.travel, NetworkTravel):
             self.travel.factor = self.congestion_at(0.0)
             self.at(3600.0 - self._clock0 % 3600.0, CONGESTION)
-        if s.rebalance_interval_s > 0 and self.zones.spots:
+        if s.rebalance_interval_s > 0:
             self.at(s.rebalance_interval_s, REBALANCE)
         if s.performance_tracker_enabled:
             self.at(s.arrival_interval_s, TRACKER)
+        self._reopt_cursor = 0
+        self.reoptimised = 0  # bookings moved by re-optimisation
+        if s.reoptimise_interval_s > 0:
+            self.at(s.reoptimise_interval_s, REOPTIMISE)
         self._handlers = {
             DEMAND: self._on_demand, RESPOND: self._on_respond, EXPIRE: self._on_expire,
             ARRIVE: self._on_arrive, GPS: self._on_gps, SNAPSHOT: self._on_snapshot,
@@ -92,6 +100,7 @@ class Engine(Operations):
             BREAK: self._on_break, UNBREAK: self._on_unbreak, WARMUP: self._on_warmup,
             REBALANCE: self._on_rebalance, RELOCATED: self._on_relocated,
             CONGESTION: self._on_congestion, END: self._on_end,
+            REOPTIMISE: self._on_reoptimise, RETRY: self._on_retry,
         }
 
     # ---- running ---------------------------------------------------------------------
@@ -101,7 +110,7 @@ class Engine(Operations):
         """Demand is over and every booking, offer and break has come to its end."""
         return (self.now >= self.settings.duration_s
                 and self._next_arrival >= len(self._arrivals)
-                and self.open_bookings == 0 and not self.on_break)
+                and self.open_bookings == 0 and not self.on_break and not self.retrying)
 
     @property
     def next_t(self) -> float | None:
@@ -274,51 +283,34 @@ class Engine(Operations):
             self.rearm(vehicle)
 
     def _on_rebalance(self, _target: int, _version: int) -> None:
-        """Send idle vehicles towards the hot spots short of their share of the idle fleet."""
+        """Send idle vehicles towards the demand seen lately (rebalance.py)."""
         if self.now >= self.settings.duration_s:
             return  # no more demand to wait for
         self.at(self.now + self.settings.rebalance_interval_s, REBALANCE)
-        spots = self.zones.spots
         idle = [v for v in self.vehicles.values()
                 if v.enabled and not v.route and v.id not in self.on_break]
-        total_w = sum(spot.weight for spot in spots)
-        if not idle or total_w <= 0:
+        for vehicle, goal in plan_moves(self.bookings, idle, self.now, self.settings,
+                                        self.settings.area_centre()):
+            self.reanchor(vehicle)
+            vehicle.target = goal
+            self.route_changed(vehicle, nodes_changed=False, assignment=False)
+
+    def _on_reoptimise(self, _target: int, _version: int) -> None:
+        """Bookings not yet picked up move where they now fit best (reoptimise.py)."""
+        if self.open_bookings == 0 and self.now >= self.settings.duration_s:
             return
-        share = 1.0 - self.settings.demand_background_share
+        self.at(self.now + self.settings.reoptimise_interval_s, REOPTIMISE)
+        self._reopt_cursor, moved = reoptimise(self, self._reopt_cursor,
+                                               self.settings.reoptimise_max_bookings)
+        self.reoptimised += moved
 
-        def spot_of(p: tuple[float, float]) -> int | None:
-            for k, spot in enumerate(spots):
-                dy = (p[0] - spot.lat) * 111_195.0
-                dx = (p[1] - spot.lon) * 111_195.0 * cos(radians(spot.lat))
-                if dx * dx + dy * dy <= spot.radius_m ** 2:
-                    return k
-            return None
-
-        have = [0] * len(spots)
-        free = []
-        for v in idle:
-            k = spot_of(v.target if v.target is not None else v.anchor)
-            if k is not None:
-                have[k] += 1
-            elif v.target is None:
-                free.append(v)
-        want = [round(share * len(idle) * spot.weight / total_w) for spot in spots]
-        deficits = sorted(((want[k] - have[k], -k) for k in range(len(spots))), reverse=True)
-        for deficit, neg_k in deficits:
-            spot = spots[-neg_k]
-            goal = self.travel.snap((spot.lat, spot.lon))
-            cos_lat = cos(radians(spot.lat))
-            free.sort(key=lambda v: (hypot(v.anchor[0] - spot.lat,
-                                           (v.anchor[1] - spot.lon) * cos_lat), v.id))
-            for _ in range(max(0, deficit)):
-                if not free:
-                    return
-                vehicle = free.pop(0)
-                if vehicle.anchor == goal:
-                    continue
-                self.reanchor(vehicle)
-                vehicle.target = goal
-                self.route_changed(vehicle, nodes_changed=False, assignment=False)
+    def _on_retry(self, booking_id: int, _version: int) -> None:
+        """A request that found no vehicle is tried again (``retry_s``)."""
+        self.retrying.discard(booking_id)
+        booking = self.bookings[booking_id]
+        offer = self.offer(booking)
+        if offer is not None:
+            self.rider_answers(booking, offer)
 
     def _on_relocated(self, vehicle_id: int, version: int) -> None:
         vehicle = self.vehicles[vehicle_id]

@@ -7,7 +7,12 @@ The top-level keys (which the dashboard reads) cover the whole run so far:
 - level of service: wait (pickup minus request time) mean and p95, ride time over direct
   time (detour factor) mean;
 - efficiency: vehicle km, empty km, passenger km, occupancy = passenger-km / vehicle-km;
-- the scheduler's wall-clock decision time per booking, p50 and p99 (not part of any event).
+- the scheduler's wall-clock decision time per booking, p50 and p99 (not part of any event);
+- the ride-pooling literature's indicators (``literature``): served share, fleet utilisation
+  (share of vehicle time with stops to make), pooling share (served riders who shared any
+  part of their ride), distance saved (direct km of served riders / vehicle-km), rides per
+  vehicle-hour, punctuality (actual pickup minus the offered pickup time) and rebalancing km;
+  the same names appear at the top level too, so that the dashboard lists them.
 
 ``measured`` holds the same quantities after the warm-up (``kpi_warmup_s``): bookings
 requested from then on, and driving done from then on, with the window stated; see
@@ -112,6 +117,7 @@ def compute(world: World) -> dict[str, Any]:
     vehicle_m = sum(v.vehicle_m for v in vehicles)
     passenger_m = sum(v.passenger_m for v in vehicles)
     decisions = sorted(world.decision_ms)
+    lit = literature(world)
     return {
         "bookings": total,
         "offered": len(world.offers),
@@ -139,6 +145,51 @@ def compute(world: World) -> dict[str, Any]:
         "events": sum(world.emitter.counts.values()),
         "events_by_type": dict(sorted(world.emitter.counts.items())),
         "measured": measured(world),
+        **{k: v for k, v in lit.items() if not isinstance(v, dict)},
+        "punctuality": lit["punctuality"],
+    }
+
+
+#: A pickup this close to the offered time (either way) counts as punctual.
+PUNCTUAL_S = 60.0
+
+
+def literature(world: World) -> dict[str, Any]:
+    """The indicators of the ride-pooling literature over the run so far (module
+    docstring); None where nothing is there to divide by yet."""
+    now = world.now
+    bookings = world.bookings.values()
+    total = len(world.bookings)
+    served = [b for b in bookings if b.status is BookingStatus.COMPLETED]
+    vehicles = world.vehicles.values()
+    vehicle_m = sum(v.vehicle_m for v in vehicles)
+    busy = sum(v.busy_s + (now - v.busy_since if v.busy_since is not None else 0.0)
+               for v in vehicles)
+    fleet_s = len(world.vehicles) * now
+    dwell = world.settings.dwell_s
+    late: list[float] = []
+    for b in bookings:
+        if b.picked_up_t is not None and b.offer_id is not None:
+            late.append(b.picked_up_t - dwell - world.offers[b.offer_id].estimated_pickup_t)
+    ordered = sorted(late)
+    return {
+        "served_share": _round(len(served) / total if total else None, 4),
+        "fleet_utilisation": _round(busy / fleet_s if fleet_s > 0 else None, 4),
+        "pooling_share": _round(sum(b.shared for b in served) / len(served)
+                                if served else None, 4),
+        "distance_saved": _round(sum(b.direct_m for b in served) / vehicle_m
+                                 if vehicle_m else None),
+        "rides_per_vehicle_hour": _round(len(served) / (fleet_s / 3600.0)
+                                         if fleet_s > 0 else None),
+        "rebalancing_km": round(sum(v.rebalance_m for v in vehicles) / 1000.0, 3),
+        "punctuality": {
+            "pickups": len(late),
+            "late_mean_s": _round(sum(late) / len(late) if late else None, 1),
+            "late_p95_s": _round(_sorted_percentile(ordered, 95), 1),
+            "punctual_share": _round(sum(abs(x) <= PUNCTUAL_S for x in late) / len(late)
+                                     if late else None, 4),
+            "window_s": PUNCTUAL_S,
+        },
     }
 
 

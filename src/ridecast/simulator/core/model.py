@@ -99,6 +99,7 @@ class Booking:
     picked_up_t: float | None = None  # departure from the pickup node
     dropped_off_t: float | None = None
     cancel_reason: str | None = None  # rider, operator, no_vehicle, vehicle_disabled
+    shared: bool = False  # another booking was on board during part of this one's ride
 
     @property
     def latest_pickup_t(self) -> float:
@@ -130,6 +131,7 @@ class Offer:
     estimated_pickup_t: float
     expires_t: float
     status: OfferStatus = OfferStatus.PENDING
+    ride_s: float = 0.0  # planned ride (pickup departure to dropoff arrival) when offered
 
 
 @dataclass(slots=True, eq=False)
@@ -154,6 +156,9 @@ class Vehicle:
     empty_m: float = 0.0
     passenger_m: float = 0.0
     target: LatLon | None = None  # rebalancing: an idle vehicle driving here, empty
+    rebalance_m: float = 0.0  # driven towards a rebalancing target
+    busy_s: float = 0.0  # time with a route (stops to make), spans ended so far
+    busy_since: float | None = None  # start of the span with a route under way
 
     @property
     def heading_to(self) -> LatLon | None:

@@ -483,6 +483,23 @@ class NetworkTravel:
         pos, p, q = self._locate(a, b, elapsed_s, keep)
         return pos, bearing_deg(p, q) if p != q else 0.0
 
+    def speed_mps_at(self, a: LatLon, b: LatLon, elapsed_s: float) -> float:
+        """The speed of a vehicle that left a for b ``elapsed_s`` ago: the length over the
+        time of the piece of street it is on, at the current congestion factor (0 once it
+        has arrived)."""
+        elapsed_s /= self.factor
+        leg = self._legs.get((a, b))
+        if leg is None:
+            leg = self.leg(a, b)
+        pts, times = leg.points, leg.times
+        if elapsed_s >= times[-1]:
+            return 0.0
+        i = max(1, bisect_right(times, max(0.0, elapsed_s)))
+        span = times[i] - times[i - 1]
+        if span <= 0:
+            return 0.0
+        return _metres(pts[i - 1], pts[i]) / (span * self.factor)
+
     def point(self, a: LatLon, b: LatLon, elapsed_s: float) -> LatLon:
         """The position of ``position`` without its bearing (the scheduler's use)."""
         return self._locate(a, b, elapsed_s, False)[0]

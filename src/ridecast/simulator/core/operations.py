@@ -57,6 +57,11 @@ class Operations(World):
         if node.node_type is NodeType.PICKUP:
             self.set_status(booking, BookingStatus.PICKED_UP)
             booking.picked_up_t = vehicle.anchor_t
+            if vehicle.onboard:
+                # Pooled: this rider and those on board share part of their rides.
+                booking.shared = True
+                for other in vehicle.onboard:
+                    self.bookings[other].shared = True
             vehicle.onboard[booking.id] = booking.passengers
             self.emitter.node_status(self.now, vehicle, node, "pickup_success", note)
         else:

@@ -185,7 +185,25 @@ class SimulatorSettings(BaseModel):
         1.8, ge=1.0, le=10.0, description="Ride time <= factor x direct time (+ dwell_s)."
     )
     min_trip_m: float = Field(500.0, ge=0, le=200_000, description="Shortest generated trip.")
-    acceptance_probability: float = Field(0.85, ge=0, le=1)
+    acceptance_probability: float = Field(
+        0.95, ge=0, le=1,
+        description="A simulated rider's chance to accept an offer whose wait and detour "
+        "are within the 'full' thresholds below (with acceptance_model 'flat': any offer).",
+    )
+    acceptance_model: Literal["linear", "flat"] = Field(
+        "linear", description="'linear': the chance falls linearly with the offered wait "
+        "and detour between the thresholds below (as FleetPy's traveller models); 'flat': "
+        "acceptance_probability whatever the offer.",
+    )
+    acceptance_wait_full_s: float = Field(
+        300.0, ge=0, le=86400, description="Offered wait (s) up to which the chance is whole.")
+    acceptance_wait_zero_s: float = Field(
+        1200.0, ge=0, le=86400, description="Offered wait (s) from which no rider accepts.")
+    acceptance_detour_full: float = Field(
+        1.4, ge=1, le=10,
+        description="Offered ride / direct drive up to which the chance is whole.")
+    acceptance_detour_zero: float = Field(
+        2.5, ge=1, le=10, description="Offered ride / direct drive from which no rider accepts.")
     expiry_share: float = Field(
         0.3, ge=0, le=1, description="Share of non-accepted offers left to expire."
     )
@@ -215,8 +233,34 @@ class SimulatorSettings(BaseModel):
     rebalance_interval_s: float = Field(
         300.0, ge=0, le=86400,
         description="Every this many seconds (while demand comes), idle vehicles drive "
-        "towards the hot spots short of their share of the idle fleet; 0 = never.",
+        "towards the grid cells of recent requests short of their share of the idle fleet "
+        "(rebalance_window_s, rebalance_unserved_weight, rebalance_cell_m); 0 = never.",
     )
+    rebalance_window_s: float = Field(
+        1800.0, gt=0, le=86400,
+        description="Rebalancing follows the requests of this many seconds before.")
+    rebalance_unserved_weight: float = Field(
+        2.0, ge=0, le=100,
+        description="A request that found no vehicle weighs this many served ones.")
+    rebalance_cell_m: float = Field(
+        600.0, ge=50, le=100_000, description="Rebalancing's grid: cells this wide.")
+    reoptimise_interval_s: float = Field(
+        60.0, ge=0, le=86400,
+        description="Every this many seconds, bookings not yet picked up move to a cheaper "
+        "place in the fleet's routes when there is one, keeping every promise "
+        "(reoptimise.py); 0 = never.",
+    )
+    reoptimise_max_bookings: int = Field(
+        32, ge=1, le=10_000, description="Most bookings looked at in one re-optimisation "
+        "round (taken in turn).")
+    retry_s: float = Field(
+        120.0, ge=0, le=86400,
+        description="A simulated rider's request that finds no vehicle is tried again "
+        "every retry_interval_s for this long before its no_offer; 0 = answered at once.",
+    )
+    retry_interval_s: float = Field(
+        30.0, ge=MIN_INTERVAL_S, le=86400,
+        description="How often a request waiting in the retry queue is tried again.")
     kpi_warmup_s: float = Field(
         900.0, ge=0, le=30 * 86400,
         description="KPIs in 'measured' leave out bookings requested, and driving done, "
@@ -254,6 +298,13 @@ class SimulatorSettings(BaseModel):
             raise ValueError("speed must be > 0 or 'max'")
         if self.start_ts is not None and self.start_ts.tzinfo is None:
             raise ValueError("start_ts needs an offset")
+        if (self.acceptance_wait_zero_s <= self.acceptance_wait_full_s
+                or self.acceptance_detour_zero <= self.acceptance_detour_full):
+            raise ValueError("acceptance thresholds: each 'zero' must be above its 'full'")
+        # A timer period of a fraction of a second would make the engine spin on it.
+        for name in ("rebalance_interval_s", "reoptimise_interval_s"):
+            if 0 < getattr(self, name) < MIN_INTERVAL_S:
+                raise ValueError(f"{name} must be 0 (never) or at least {MIN_INTERVAL_S:g} s")
         if any(not (0 <= w <= 1e6) for w in self.demand_profile) or sum(self.demand_profile) <= 0:
             raise ValueError("demand_profile needs 24 weights in [0, 1e6], not all 0")
         if (self.network is not None and self.network not in NETWORKS

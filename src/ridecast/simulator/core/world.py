@@ -15,6 +15,7 @@ from collections import OrderedDict
 from datetime import datetime
 from typing import Any
 
+from .acceptance import acceptance_probability
 from .emit import Emitter
 from .model import (
     Booking,
@@ -25,16 +26,16 @@ from .model import (
     RouteNode,
     Vehicle,
 )
-from .network import travel_for
+from .network import NetworkTravel, travel_for
 from .polyline import LatLon, encode
 from .rng import Source, Streams
-from .scheduler import Insertion, Plan, Scheduler, apply_insertion
+from .scheduler import Insertion, Plan, Scheduler, apply_insertion, build_plan
 from .settings import BBox, SimulatorSettings
 from .travel import TravelModel
 
 # Timer kinds; a heap entry is (time, seq, kind, target id, version).
 (DEMAND, RESPOND, EXPIRE, ARRIVE, GPS, SNAPSHOT, TRACKER, CANCEL, CHANGE, BREAK, UNBREAK,
- WARMUP, REBALANCE, RELOCATED, CONGESTION, END) = range(16)
+ WARMUP, REBALANCE, RELOCATED, CONGESTION, END, REOPTIMISE, RETRY) = range(18)
 
 ENCODED_LEGS = 20_000
 
@@ -65,6 +66,8 @@ class World:
         self.warmup_m: dict[int, tuple[float, float, float]] | None = None
         self.open_bookings = 0
         self.on_break: set[int] = set()
+        #: Simulated riders' requests waiting for a retry (``retry_s``), by booking id.
+        self.retrying: set[int] = set()
         self._heap: list[tuple[float, int, int, int, int]] = []
         self._seq = 0
         self._ids = {"booking": 0, "offer": 0, "node": 0}
@@ -109,8 +112,15 @@ class World:
             return vehicle.anchor, heading, 0.0
         pos, heading = self.travel.position(vehicle.anchor, target, self.now - vehicle.anchor_t,
                                             keep=keep)
-        moving = pos != target
-        return pos, heading, self.travel.speed_mps if moving else 0.0
+        if pos == target:
+            return pos, heading, 0.0
+        travel = self.travel
+        if isinstance(travel, NetworkTravel):
+            # The speed on the street the vehicle is on now, not the network's top speed.
+            speed = travel.speed_mps_at(vehicle.anchor, target, self.now - vehicle.anchor_t)
+        else:
+            speed = travel.speed_mps
+        return pos, heading, speed
 
     def drive(self, vehicle: Vehicle, to: LatLon) -> None:
         """Count the distance from the anchor to ``to`` (empty and passenger km too)."""
@@ -120,6 +130,8 @@ class World:
         vehicle.passenger_m += metres * load
         if load == 0:
             vehicle.empty_m += metres
+        if vehicle.target is not None and not vehicle.route:
+            vehicle.rebalance_m += metres
 
     def driven_m(self, vehicle: Vehicle) -> tuple[float, float, float]:
         """(vehicle m, empty m, passenger m) so far, the leg in progress included."""
@@ -177,6 +189,13 @@ class World:
         """New version: the cached plan and any pending arrival timer become stale."""
         vehicle.version += 1
         self._tell(vehicle)
+        # Fleet utilisation (kpis.py): spans of time with stops to make.
+        if vehicle.route:
+            if vehicle.busy_since is None:
+                vehicle.busy_since = self.now
+        elif vehicle.busy_since is not None:
+            vehicle.busy_s += self.now - vehicle.busy_since
+            vehicle.busy_since = None
         plan = self.scheduler.plan(vehicle, self.bookings)
         if vehicle.route or vehicle.target is not None:
             if vehicle.route:
@@ -245,6 +264,13 @@ class World:
         t = self.now
         self.emitter.calc_started(t, [booking])
         ins = self.find(booking)
+        s = self.settings
+        if (ins is None and booking.auto_respond
+                and t + s.retry_interval_s <= booking.requested_t + s.retry_s):
+            # As MATSim's DRT: tried again a little later before the rider is refused.
+            self.retrying.add(booking.id)
+            self.at(t + s.retry_interval_s, RETRY, booking.id)
+            return None
         if ins is None:
             self.set_status(booking, BookingStatus.NO_OFFER)
             self.emitter.no_offer(t, booking)
@@ -256,6 +282,12 @@ class World:
         self.emitter.scheduler_result(t, vehicle, self.node_dicts(proposal), ins.cost)
         offer = Offer(self.next_id("offer"), self.streams.uuid(), booking.id, vehicle.id,
                       ins.pickup_t, t + self.settings.offer_timeout_s)
+        if booking.auto_respond:
+            # What a simulated rider weighs (acceptance.py): the ride the offer plans.
+            plan = build_plan(vehicle, proposal, self.bookings, self.travel,
+                              self.settings.dwell_s)
+            p_at, d_at = ins.i, ins.j + 1
+            offer.ride_s = max(0.0, plan.arr[d_at] - plan.dep[p_at])
         self.offers[offer.id] = offer
         booking.offer_id = offer.id
         self.set_status(booking, BookingStatus.OFFERED)
@@ -300,14 +332,19 @@ class World:
         self.emitter.bookings(self.now, booking)
         offer = self.offer(booking)
         if auto and offer is not None:
-            rng = self.streams[Source.ACCEPTANCE]
-            accept, expire, delay = rng.random(), rng.random(), rng.random()
-            if accept < self.settings.acceptance_probability:
-                self.at(self.now + 2.0 + delay * 20.0, RESPOND, offer.id, 1)
-            elif expire >= self.settings.expiry_share:
-                self.at(self.now + 2.0 + delay * 20.0, RESPOND, offer.id, 0)
-            # else: the rider never answers and the offer expires.
+            self.rider_answers(booking, offer)
         return booking
+
+    def rider_answers(self, booking: Booking, offer: Offer) -> None:
+        """A simulated rider's answer to an offer, as a timer."""
+        rng = self.streams[Source.ACCEPTANCE]
+        accept, expire, delay = rng.random(), rng.random(), rng.random()
+        if accept < acceptance_probability(self.settings, offer.estimated_pickup_t - self.now,
+                                           offer.ride_s / max(1e-9, booking.direct_s)):
+            self.at(self.now + 2.0 + delay * 20.0, RESPOND, offer.id, 1)
+        elif expire >= self.settings.expiry_share:
+            self.at(self.now + 2.0 + delay * 20.0, RESPOND, offer.id, 0)
+        # else: the rider never answers and the offer expires.
 
     def _plan_rider_changes(self, booking: Booking, pickup_t: float) -> None:
         # A fixed number of draws per booking keeps each stream aligned whatever happens.

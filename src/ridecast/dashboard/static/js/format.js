@@ -87,11 +87,13 @@ export function summarize(event) {
 export function kpiValue(name, value) {
   if (value === null || value === undefined) return "–";
   if (typeof value !== "number") return String(value);
-  if (name.endsWith("_rate")) return `${(value * 100).toFixed(1)} %`;
+  if (name.endsWith("_rate") || name.endsWith("_share") || name === "fleet_utilisation") {
+    return `${(value * 100).toFixed(1)} %`;
+  }
   if (name === "occupancy" || name.includes("_over_")) return value.toFixed(2);
   if (name.endsWith("_s")) {
-    const s = Math.round(value);
-    return `${Math.floor(s / 60)}:${String(s % 60).padStart(2, "0")}`;
+    const s = Math.abs(Math.round(value));
+    return `${value <= -0.5 ? "-" : ""}${Math.floor(s / 60)}:${String(s % 60).padStart(2, "0")}`;
   }
   if (name.endsWith("_km")) return `${value.toFixed(1)} km`;
   if (name.endsWith("_ms") || name.includes("_ms_")) return `${value.toFixed(2)} ms`;
@@ -120,8 +122,20 @@ export const KPI_LABELS = {
   wait_p95_s: ["wait for pickup, p95 (m:ss)", "Pickup time minus request time, 95th percentile."],
   ride_over_direct_mean: ["ride time ÷ direct time, mean",
     "Time on board over the direct drive's time (1.00 = no detour)."],
-  occupancy: ["occupancy: riders per vehicle-km",
+  occupancy: ["occupancy: passenger-km ÷ vehicle-km",
     "Passenger-km ÷ vehicle-km: riders on board, averaged over every km driven."],
+  punctual_share: ["pickups within 1 min of the offer",
+    "Share of pickups within 60 s of the pickup time offered (punctuality)."],
+  pickup_late_mean_s: ["pickup vs offered time, mean (m:ss)",
+    "Actual pickup minus the pickup time offered, mean (negative: early)."],
+  served_share: ["served, % of requests", "Riders dropped off ÷ booking requests."],
+  fleet_utilisation: ["fleet utilisation", "Share of vehicle time with stops to make."],
+  pooling_share: ["pooled, % of served", "Served riders who shared any part of their ride."],
+  distance_saved: ["direct km ÷ vehicle-km",
+    "Direct km of served riders ÷ vehicle-km driven: above 1, pooling saves distance."],
+  rides_per_vehicle_hour: ["rides per vehicle-hour", "Riders dropped off per vehicle-hour."],
+  rebalancing_km: ["km driven rebalancing",
+    "Vehicle-km driven empty towards where requests were seen (rebalancing)."],
   vehicle_km: ["km driven, all vehicles", "Vehicle-km driven in this run."],
   empty_km: ["km driven empty", "Vehicle-km driven with nobody on board."],
   passenger_km: ["passenger-km", "Km travelled by riders on board, summed."],

@@ -53,6 +53,11 @@ export function renderSimulator(parts, answer, problem = "") {
   parts.error.hidden = !parts.error.textContent;
   const kpis = (answer && answer.kpis) || {};
   const scalar = Object.entries(kpis).filter(([, v]) => v === null || typeof v !== "object");
+  // Punctuality is an object: its two headline figures as tiles of their own.
+  if (kpis.punctuality && typeof kpis.punctuality === "object") {
+    scalar.push(["punctual_share", kpis.punctuality.punctual_share],
+      ["pickup_late_mean_s", kpis.punctuality.late_mean_s]);
+  }
   const main = MAIN_KPIS.filter((name) => name in kpis).map((name) => kpiTile(name, kpis[name]));
   parts.kpis.replaceChildren(...main);
   const rest = scalar.filter(([name]) => !MAIN_KPIS.includes(name) && !HIDDEN_KPIS.includes(name))
