@@ -38,6 +38,7 @@ from .runtime import Runtime
 from .simulations import SimulationCatalog, SimulationService
 from .simulator.core.settings import read_settings
 from .simulator.hosting.cluster_host import ClusterHost
+from .simulator.hosting.engine_pool import EnginePool, default_size
 from .simulator.hosting.journal import JournalStore
 from .simulator.hosting.lease import LeaseStore
 from .simulator.hosting.manager import SimulatorManager
@@ -215,9 +216,14 @@ def _simulator_host(settings: Settings, engine: AsyncEngine, bus: Bus,
     forwarded to the owner on the bus, operations journaled, and a run whose node stopped
     is taken over from its journal (``simulator/hosting/cluster_host.py``)."""
     journal = JournalStore(engine)
+    processes = settings.simulator_engine_processes
+    pool = None if processes == 0 else EnginePool(
+        default_size() if processes is None else processes,
+        slice_s=settings.simulator_slice_ms / 1000.0,
+        recycle_bytes=int(settings.simulator_engine_recycle_mb * (1 << 20)))
     manager = SimulatorManager(ingest.submit_trusted, max_batch=ingest.max_batch,
                                max_finished=settings.simulator_max_finished_runs,
-                               journal=journal)
+                               journal=journal, pool=pool)
     host = ClusterHost(manager, LeaseStore(engine), bus, lease_s=settings.simulator_lease_s,
                        forward_timeout_s=settings.simulator_forward_timeout_s,
                        journal=journal, tail=LogTail(event_log))

@@ -294,6 +294,22 @@ class Settings(BaseSettings):
         5.0, gt=0, description="How long a node waits for the owner of a simulator run to "
         "answer a forwarded command before a 503 simulator_owner_unreachable."
     )
+    simulator_engine_processes: int | None = Field(
+        None, ge=0, description="Engine processes a serving process starts (when runs need "
+        "them) to compute its simulator runs, each hosting several runs; unset: one per CPU. "
+        "0 computes runs on the serving event loop itself (tests and debugging only: a big "
+        "run then slows every request of the process)."
+    )
+    simulator_slice_ms: float = Field(
+        20.0, gt=0, le=1000, description="CPU time one step of a run at speed \"max\" may "
+        "take in its engine process; the process serves such steps in turns between "
+        "organisations and runs, real-time runs' steps and operations first."
+    )
+    simulator_engine_recycle_mb: float = Field(
+        32.0, ge=0, description="An engine process left with no run whose resident memory "
+        "grew by more than this many MiB since it started is ended (the next run starts a "
+        "fresh one), so that memory a big run took goes back to the system."
+    )
     ws_ping_interval_s: float = Field(
         20.0, gt=0, description="Websocket ping interval; a peer that misses a pong is closed."
     )

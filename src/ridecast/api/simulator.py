@@ -96,7 +96,7 @@ async def start_simulator(simulation_id: Id, user: CurrentUser,
                           runtime: RuntimeDep) -> dict[str, Any]:
     """Start the simulator with the simulation's ``data.simulator`` settings."""
     record = await runtime.simulations.get(user, simulation_id)
-    return await host_of(runtime).start(simulation_id, record.data)
+    return await host_of(runtime).start(simulation_id, record.data, org=record.org_id)
 
 
 @router.post(_SIM + "/simulator/pause", **answers(SimulatorStatus))

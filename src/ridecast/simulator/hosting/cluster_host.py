@@ -129,7 +129,7 @@ class ClusterHost:
             task.cancel()
         active = {sim: runner for sim, runner in self.manager.runners.items()
                   if runner.status.value in ACTIVE}
-        statuses = {sim: self.manager.status(sim) for sim in active}
+        statuses = {sim: await self.manager.current(sim) for sim in active}
         progress = {sim: self._progress(sim, runner) for sim, runner in active.items()}
         await self.manager.close()  # settles what is in flight: the progress is exact now
         for sim, runner in active.items():
@@ -149,9 +149,14 @@ class ClusterHost:
 
     # -- the host's API ----------------------------------------------------------------------
 
-    async def start(self, simulation_id: int, data: dict[str, Any] | None) -> dict[str, Any]:
-        """Start a fresh run from ``data.simulator`` on this node (see ``SimulatorManager``)."""
-        return await self.execute(simulation_id, Command("start", {"data": data}))
+    async def start(self, simulation_id: int, data: dict[str, Any] | None, *,
+                    org: int | None = None) -> dict[str, Any]:
+        """Start a fresh run from ``data.simulator`` on this node (see ``SimulatorManager``);
+        ``org``: the simulation's organisation (CPU is shared fairly between them)."""
+        args: dict[str, Any] = {"data": data}
+        if org is not None:
+            args["org"] = org
+        return await self.execute(simulation_id, Command("start", args))
 
     async def pause(self, simulation_id: int) -> dict[str, Any]:
         return await self.execute(simulation_id, Command("pause"))
@@ -170,10 +175,12 @@ class ClusterHost:
         """Live on the owner; elsewhere the owner's snapshot, the run being taken over, or
         ``interrupted``."""
         if self._active_here(simulation_id):
+            await self.manager.refresh(simulation_id)
             return self._live_status(simulation_id)
         record = await self.leases.read(simulation_id)
         if record is None or (record.owner_node == self.node_id
                               and simulation_id in self.manager.runners):
+            await self.manager.refresh(simulation_id)
             return self._live_status(simulation_id)
         return effective_status(record, self.leases.now())
 
@@ -268,7 +275,9 @@ class ClusterHost:
     async def _local(self, simulation_id: int, command: Command) -> dict[str, Any]:
         manager = self.manager
         if command.name == "start":
-            return await self._start_here(simulation_id, command.args.get("data"))
+            org = command.args.get("org")
+            return await self._start_here(simulation_id, command.args.get("data"),
+                                          org if isinstance(org, int) else None)
         await self._caught_up(simulation_id)
         if command.name == "pause":
             await manager.pause(simulation_id)
@@ -280,10 +289,11 @@ class ClusterHost:
             return await manager.operate(simulation_id, partial(apply, command=command),
                                          command)
         await self._snapshot(simulation_id)
+        await manager.refresh(simulation_id)
         return self._live_status(simulation_id)
 
-    async def _start_here(self, simulation_id: int,
-                          data: dict[str, Any] | None) -> dict[str, Any]:
+    async def _start_here(self, simulation_id: int, data: dict[str, Any] | None,
+                          org: int | None = None) -> dict[str, Any]:
         if self._active_here(simulation_id):
             return await self.manager.start(simulation_id, data)  # 409, as before
         previous = await self.leases.read(simulation_id)
@@ -297,12 +307,13 @@ class ClusterHost:
             after_id = await self.tail.newest_id() if self.tail is not None else None
             if self.journal is not None:  # the previous run's: it is over
                 await self.journal.forget(simulation_id)
-            await self.manager.start(simulation_id, data, after_id=after_id)
+            await self.manager.start(simulation_id, data, after_id=after_id, org=org)
         except BaseException:
             await self.leases.release(simulation_id, self.node_id,
                                       previous.status_json if previous else IDLE_STATUS)
             raise
         await self._snapshot(simulation_id)
+        await self.manager.refresh(simulation_id)
         return self._live_status(simulation_id)
 
     def _progress(self, simulation_id: int, runner: Runner) -> dict[str, Any]:
@@ -316,6 +327,7 @@ class ClusterHost:
     async def _snapshot(self, simulation_id: int) -> None:
         runner = self.manager.runners.get(simulation_id)
         spec = self.manager.specs.get(simulation_id)
+        await self.manager.refresh(simulation_id)
         status = (self._live_status(simulation_id) if self._active_here(simulation_id)
                   else self.manager.status(simulation_id))
         extra: dict[str, Any] = {}

@@ -16,6 +16,12 @@ and ``AlreadyPublished`` drops the events the previous owner published. The engi
 advances more than ``MAX_STEP_S`` (``CATCH_UP_STEP_S`` while catching up) in one go, so
 catching up an hour does not hold the event loop (and the events do not depend on the
 steps: tests/simulator/test_steps.py).
+
+The engine is an ``EngineHandle`` (``engine_handle.py``): in an engine process of its own
+under ``ridecast serve``, so this loop only awaits its answers, and in process for the tests.
+A run at ``speed: "max"`` asks for steps of at most ``slice_s`` CPU seconds, which its
+engine process serves in turns with the other runs (``slices.py``). A run that finishes or
+stops frees its engine and keeps its time and last KPIs.
 """
 
 from __future__ import annotations
@@ -29,11 +35,11 @@ from enum import StrEnum
 from typing import Any, Protocol
 
 from ...errors import Conflict, RidecastError, ServiceUnavailable
-from ..core.commands import Command, apply
+from ..core.commands import Command
 from ..core.engine import Engine
-from ..core.kpis import KpiCache
 from ..core.operations import Result
 from .clock import Clock, MaxClock
+from .engine_handle import EngineHandle, EngineLost, JournalDiverged, LocalEngine
 from .journal import JournalEntry
 from .resume import AlreadyPublished, Progress
 
@@ -53,8 +59,7 @@ class Recorder(Protocol):
         ...
 
 
-class JournalDiverged(RuntimeError):
-    """A journaled operation was refused on replay: the rebuilt run is not the run."""
+__all__ = ["EventSink", "JournalDiverged", "Recorder", "Runner", "Status"]
 
 
 class EventSink(Protocol):
@@ -79,12 +84,16 @@ class Status(StrEnum):
 class Runner:
     """One simulation's engine, clock and loop task."""
 
-    def __init__(self, simulation_id: int, engine: Engine, clock: Clock, sink: EventSink,
-                 max_batch: int = 1000, *, record: Recorder | None = None,
+    def __init__(self, simulation_id: int, engine: Engine | EngineHandle, clock: Clock,
+                 sink: EventSink, max_batch: int = 1000, *, record: Recorder | None = None,
                  replay: Sequence[JournalEntry] = (),
-                 published: AlreadyPublished | None = None, replay_until: float = 0.0) -> None:
+                 published: AlreadyPublished | None = None, replay_until: float = 0.0,
+                 slice_s: float | None = None) -> None:
         self.simulation_id = simulation_id
-        self.engine = engine
+        self.engine: EngineHandle = (LocalEngine(engine) if isinstance(engine, Engine)
+                                     else engine)
+        # CPU seconds a step of a run at 'max' may take in its engine process.
+        self.slice_s = slice_s if isinstance(clock, MaxClock) else None
         self.clock = clock
         self.sink = sink
         self.max_batch = max_batch
@@ -95,7 +104,7 @@ class Runner:
         # The step whose events are being submitted while the engine computes the next.
         self._inflight: asyncio.Task[None] | None = None
         self._operations = 0
-        self._kpis = KpiCache()
+        self._kpis: dict[str, Any] = {}
         self._record = record
         self._replay: deque[JournalEntry] = deque(replay)
         self._next_seq = (replay[-1].seq + 1) if replay else 1
@@ -111,24 +120,17 @@ class Runner:
         return (bool(self._replay) or not self._published.done
                 or self.engine.now < self.replay_until)
 
-    def _advance(self, until: float) -> list[dict[str, Any]]:
-        """The engine's events up to ``until``, the journal's operations applied on the way."""
-        engine = self.engine
-        events: list[dict[str, Any]] = []
+    async def _advance(self, until: float,
+                       budget_s: float | None = None) -> list[dict[str, Any]]:
+        """The engine's events up to ``until`` (or as far as ``budget_s`` of CPU went), the
+        journal's operations applied on the way."""
         replay = self._replay
-        while replay and replay[0].sim_t <= until:
-            entry = replay.popleft()
-            events += engine.advance(entry.sim_t)
-            try:
-                _, caused = apply(engine, entry.command)
-            except RidecastError as exc:
-                raise JournalDiverged(
-                    f"journal entry {entry.seq} ({entry.command.name}) was refused on "
-                    f"replay: {exc}") from exc
-            self._operations += 1
-            events += caused
-        events += engine.advance(until)
-        return events
+        due = [entry for entry in replay if entry.sim_t <= until] if replay else []
+        step = await self.engine.advance(until, due, budget_s=budget_s)
+        for _ in range(step.applied):
+            replay.popleft()
+        self._operations += step.applied
+        return step.events
 
     async def _submit(self, events: list[dict[str, Any]]) -> None:
         published = self._published
@@ -163,13 +165,27 @@ class Runner:
             raise
 
     def kpis(self) -> dict[str, Any]:
-        """The run's KPIs; recomputed when the run moved, at most once a second while it
-        runs as fast as it can, and less often when computing them takes long (see
-        ``KpiCache``)."""
-        running = self.status is Status.RUNNING
-        return self._kpis.get(self.engine, self._operations, running=running,
-                              throttle=running and isinstance(self.clock, MaxClock),
-                              settled=not self.catching_up)
+        """The run's KPIs as of the last ``refresh_kpis``."""
+        return self._kpis
+
+    async def refresh_kpis(self, *, final: bool = False) -> dict[str, Any]:
+        """Ask the engine for the run's KPIs; recomputed when the run moved, at most once a
+        second while it runs as fast as it can, and less often when computing them takes
+        long (see ``KpiCache``). A freed engine's are the last ones."""
+        running = self.status is Status.RUNNING and not final
+        with contextlib.suppress(EngineLost):
+            self._kpis = await self.engine.kpis(
+                self._operations, running=running,
+                throttle=running and isinstance(self.clock, MaxClock),
+                settled=not self.catching_up)
+        return self._kpis
+
+    async def _free(self) -> None:
+        """Keep the final KPIs and free the engine (the run is over)."""
+        with contextlib.suppress(Exception):
+            await self.refresh_kpis(final=True)
+        with contextlib.suppress(Exception):
+            await self.engine.close()
 
     def start(self) -> None:
         self.status = Status.RUNNING
@@ -187,7 +203,8 @@ class Runner:
                         target = self.replay_until
                     if target is not None:
                         step = CATCH_UP_STEP_S if self.catching_up else MAX_STEP_S
-                        events = self._advance(min(target, engine.now + step))
+                        events = await self._advance(min(target, engine.now + step),
+                                                     self.slice_s)
                         await self._settle()
                         if events:
                             self._inflight = asyncio.create_task(
@@ -196,6 +213,7 @@ class Runner:
                         if engine.finished:
                             await self._settle()
                             self.status = Status.FINISHED
+                            await self._free()
                             return
                 if engine.now < self.replay_until:
                     await asyncio.sleep(0)  # catching up: only let the event loop turn
@@ -203,11 +221,19 @@ class Runner:
                     await self.clock.wait(engine.now, engine.next_t)
         except asyncio.CancelledError:
             raise
+        except EngineLost as exc:
+            log.error("simulator of simulation %s stopped: %s", self.simulation_id, exc)
+            self.error = f"{exc}; start the run again"
+            self.status = Status.STOPPED
+            with contextlib.suppress(Exception):
+                await self._settle()
+            await self._free()
         except Exception as exc:
             if self.status is not Status.STOPPED:  # else _settle has said why
                 log.exception("simulator of simulation %s failed", self.simulation_id)
                 self.error = f"{type(exc).__name__}: {exc}"
                 self.status = Status.STOPPED
+            await self._free()
 
     async def pause(self) -> None:
         async with self.lock:
@@ -243,13 +269,15 @@ class Runner:
             self._task = None
         with contextlib.suppress(Exception):  # _settle has logged it and set the error
             await self._settle()
+        await self._free()
 
-    async def operate(self, op: Callable[[Engine], Result],
+    async def operate(self, op: Callable[[Engine], Result] | None,
                       command: Command | None = None) -> dict[str, Any]:
         """Run an operation at the current simulated time; its events, or its error.
 
         ``command``: the operation as data; once the engine accepted it, it is written to
-        the journal before anything is published or answered.
+        the journal before anything is published or answered. ``op``: the same as a
+        callable, for an engine in this process (an engine process takes only commands).
         """
         async with self.lock:
             if self.status not in (Status.RUNNING, Status.PAUSED):
@@ -257,9 +285,9 @@ class Runner:
                                code="invalid_state")
             await self._settle()
             self._operations += 1
-            caught_up = self._advance(self.clock.op_time(self.engine.now))
+            caught_up = await self._advance(self.clock.op_time(self.engine.now))
             try:
-                body, events = op(self.engine)
+                body, events = await self.engine.apply(op, command)
             except RidecastError:
                 if caught_up:
                     await self._submit(caught_up)
