@@ -25,6 +25,11 @@ import sys
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from ...metrics import (
+    SIMULATOR_ENGINE_PROCESSES,
+    SIMULATOR_ENGINES,
+    SIMULATOR_ENGINES_LOST,
+)
 from ..core.commands import Command
 from ..core.engine import Engine
 from ..core.operations import Result
@@ -74,6 +79,7 @@ class EngineProcessClient:
             theirs.close()
         reader, writer = await asyncio.open_connection(sock=ours, limit=1 << 24)
         client = cls(proc, reader, writer)
+        SIMULATOR_ENGINE_PROCESSES.inc()
         stats = await client.request(0, "stats", {})
         client.base_rss = int(stats["rss"])
         log.info("engine process %s started", client.pid)
@@ -105,7 +111,10 @@ class EngineProcessClient:
     def _fail(self, why: str) -> None:
         if self.lost is None:
             self.lost = why
+            SIMULATOR_ENGINE_PROCESSES.dec()
+            SIMULATOR_ENGINES.dec(len(self.engines))
             if self.engines:
+                SIMULATOR_ENGINES_LOST.inc()
                 log.error("%s; its %d run(s) stop", why, len(self.engines))
         for future in self._pending.values():
             if not future.done():
@@ -175,6 +184,7 @@ class EnginePool:
         client = await self._pick(group or f"simulation-{simulation_id}")
         key = next(self._keys)
         client.engines[key] = fast
+        SIMULATOR_ENGINES.inc()
         client.groups[group] = client.groups.get(group, 0) + 1
         handle = RemoteEngine(self, client, key, simulation_id, spec, group=group,
                               urgent=not fast)
@@ -193,6 +203,8 @@ class EnginePool:
         if key not in client.engines:
             return
         del client.engines[key]
+        if client.alive:
+            SIMULATOR_ENGINES.dec()
         client.groups[group] -= 1
         if not client.groups[group]:
             del client.groups[group]
