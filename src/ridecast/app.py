@@ -220,10 +220,12 @@ def _simulator_host(settings: Settings, engine: AsyncEngine, bus: Bus,
     pool = None if processes == 0 else EnginePool(
         default_size() if processes is None else processes,
         slice_s=settings.simulator_slice_ms / 1000.0,
-        recycle_bytes=int(settings.simulator_engine_recycle_mb * (1 << 20)))
+        recycle_bytes=int(settings.simulator_engine_recycle_mb * (1 << 20)),
+        idle_s=settings.simulator_engine_idle_s, nice=settings.simulator_engine_nice)
     manager = SimulatorManager(ingest.submit_trusted, max_batch=ingest.max_batch,
                                max_finished=settings.simulator_max_finished_runs,
-                               journal=journal, pool=pool)
+                               journal=journal, pool=pool,
+                               publish_share=settings.simulator_publish_share)
     host = ClusterHost(manager, LeaseStore(engine), bus, lease_s=settings.simulator_lease_s,
                        forward_timeout_s=settings.simulator_forward_timeout_s,
                        journal=journal, tail=LogTail(event_log))

@@ -310,6 +310,19 @@ class Settings(BaseSettings):
         "grew by more than this many MiB since it started is ended (the next run starts a "
         "fresh one), so that memory a big run took goes back to the system."
     )
+    simulator_engine_idle_s: float = Field(
+        10.0, ge=0, description="An engine process with no run for this long is ended (a "
+        "server with no run has no engine process)."
+    )
+    simulator_engine_nice: int = Field(
+        10, ge=0, le=19, description="How much engine processes lower their own CPU priority, "
+        "so that on a busy machine requests, streams and publishing get the CPU first."
+    )
+    simulator_publish_share: float = Field(
+        0.5, gt=0, le=1, description="Most of a serving process's time that publishing the "
+        "events of its runs at speed \"max\" may take (in turns, one batch at a time); the "
+        "rest stays for requests, streams and real-time runs."
+    )
     ws_ping_interval_s: float = Field(
         20.0, gt=0, description="Websocket ping interval; a peer that misses a pong is closed."
     )

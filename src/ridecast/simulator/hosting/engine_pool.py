@@ -5,8 +5,10 @@ them, gives each new run to the least loaded one (runs at ``speed: "max"`` count
 an organisation's runs are spread over the processes), and supervises them: a process that
 exits fails the requests it had, its runs stop with a clear error (``EngineLost``), and the
 next run starts a fresh process. A process left with no engine whose memory grew by more
-than ``recycle_bytes`` since it started is ended, so memory a big run took goes back to the
-system (a Python process seldom returns freed memory itself).
+than ``recycle_bytes`` since it started is ended at once, so memory a big run took goes
+back to the system (a Python process seldom returns freed memory itself); one left empty
+for ``idle_s`` is ended too: a server with no run has no engine process. Engine processes
+run at a lower priority (``nice``) than the serving process.
 
 ``RemoteEngine`` is the ``EngineHandle`` of one run in such a process: each call is one
 request and one answer over the process's socket; the serving event loop only waits.
@@ -65,15 +67,16 @@ class EngineProcessClient:
         self.groups: dict[str, int] = {}
         self.base_rss = 0
         self.lost: str | None = None
+        self.retire: asyncio.TimerHandle | None = None  # ends the process when left empty
         self._read_task = asyncio.create_task(self._read(), name=f"engine-process-{self.pid}")
 
     @classmethod
-    async def spawn(cls) -> EngineProcessClient:
+    async def spawn(cls, nice: int = 0) -> EngineProcessClient:
         ours, theirs = socket.socketpair()
         try:
             proc = await asyncio.create_subprocess_exec(
                 sys.executable, "-m", "ridecast.simulator.hosting.engine_process",
-                str(theirs.fileno()), pass_fds=(theirs.fileno(),),
+                str(theirs.fileno()), str(nice), pass_fds=(theirs.fileno(),),
                 stdin=asyncio.subprocess.DEVNULL)
         finally:
             theirs.close()
@@ -156,10 +159,14 @@ class EngineProcessClient:
 class EnginePool:
     """Engine processes on demand, up to ``size`` (see the module docstring)."""
 
-    def __init__(self, size: int, *, slice_s: float, recycle_bytes: int) -> None:
+    def __init__(self, size: int, *, slice_s: float, recycle_bytes: int,
+                 idle_s: float = 10.0, nice: int = 0) -> None:
         self.size = max(1, size)
         self.slice_s = slice_s
         self.recycle_bytes = recycle_bytes
+        self.idle_s = idle_s
+        self.nice = nice
+        self._tasks: set[asyncio.Task[None]] = set()
         self.processes: list[EngineProcessClient] = []
         self._keys = itertools.count(1)
         self._spawning = asyncio.Lock()
@@ -169,12 +176,16 @@ class EnginePool:
             self.processes = [p for p in self.processes if p.alive]
             idle = [p for p in self.processes if not p.engines]
             if idle:
-                return idle[0]
-            if len(self.processes) < self.size:
-                client = await EngineProcessClient.spawn()
-                self.processes.append(client)
-                return client
-            return min(self.processes, key=lambda p: p.load(group))
+                chosen = idle[0]
+            elif len(self.processes) < self.size:
+                chosen = await EngineProcessClient.spawn(self.nice)
+                self.processes.append(chosen)
+            else:
+                chosen = min(self.processes, key=lambda p: p.load(group))
+            if chosen.retire is not None:
+                chosen.retire.cancel()
+                chosen.retire = None
+            return chosen
 
     async def open(self, simulation_id: int, spec: RunSpec, *,
                    group: str = "") -> RemoteEngine:
@@ -214,12 +225,30 @@ class EnginePool:
             answer = await client.request(key, "drop", {})
         except EngineLost:
             return
-        if not client.engines and int(answer["rss"]) - client.base_rss > self.recycle_bytes:
+        if client.engines:
+            return
+        if int(answer["rss"]) - client.base_rss > self.recycle_bytes:
             log.info("engine process %s recycled (resident memory %d MiB, %d MiB at start)",
                      client.pid, int(answer["rss"]) >> 20, client.base_rss >> 20)
+            await self._end(client)
+        elif client.retire is None:
+            client.retire = asyncio.get_running_loop().call_later(
+                self.idle_s, self._end_soon, client)
+
+    def _end_soon(self, client: EngineProcessClient) -> None:
+        client.retire = None
+        if not client.engines:
+            task = asyncio.create_task(self._end(client))
+            self._tasks.add(task)
+            task.add_done_callback(self._tasks.discard)
+
+    async def _end(self, client: EngineProcessClient) -> None:
+        async with self._spawning:  # not while a run is being given to it
+            if client.engines:
+                return
             with contextlib.suppress(ValueError):
                 self.processes.remove(client)
-            await client.close()
+        await client.close()
 
     async def stats(self) -> list[dict[str, Any]]:
         """Per live process: its pid, resident bytes and engines (for tests and /metrics)."""
@@ -232,7 +261,11 @@ class EnginePool:
     async def close(self) -> None:
         processes, self.processes = self.processes, []
         for client in processes:
+            if client.retire is not None:
+                client.retire.cancel()
             await client.close()
+        for task in list(self._tasks):
+            await task
 
 
 class RemoteEngine(HandleState):

@@ -17,7 +17,9 @@ publishing) stays in the serving process, which sends
 A step of a run at ``speed: "max"`` carries a CPU budget: the engine advances in sub-steps
 and answers as soon as the budget is spent, wherever it stands (the events do not depend on
 how time is cut: tests/simulator/test_steps.py). ``slices.py`` decides which request goes
-next. Run as ``python -m ridecast.simulator.hosting.engine_process FD``.
+next. Run as ``python -m ridecast.simulator.hosting.engine_process FD NICE``: the process
+lowers its own priority by NICE, so that on a busy machine the serving processes (requests,
+streams, publishing) get the CPU before the engines.
 """
 
 from __future__ import annotations
@@ -196,6 +198,9 @@ class EngineProcess:
 
 
 def main(argv: list[str]) -> None:
+    if len(argv) > 2 and int(argv[2]) > 0:
+        with contextlib.suppress(OSError):
+            os.nice(int(argv[2]))
     sock = socket.socket(fileno=int(argv[1]))
     sock.setblocking(True)
     # The parent went away or stopped us: nothing here needs saving.

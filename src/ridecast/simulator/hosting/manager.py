@@ -27,6 +27,7 @@ from .clock import clock_for
 from .engine_handle import EngineHandle
 from .engine_pool import EnginePool
 from .journal import JournalEntry, JournalStore
+from .publish_lane import PublishLane
 from .resume import AlreadyPublished, Progress
 from .runner import EventSink, Runner, Status
 
@@ -39,9 +40,12 @@ class SimulatorManager:
     def __init__(
         self, sink: EventSink, *, max_batch: int = 1000, max_finished: int = 100,
         journal: JournalStore | None = None, pool: EnginePool | None = None,
+        publish_share: float | None = None,
     ) -> None:
         self.sink = sink
         self.pool = pool
+        # Runs at 'max' publish through one lane, at most this share of the loop's time.
+        self.lane = PublishLane(publish_share) if publish_share is not None else None
         self.journal = journal
         self.max_batch = max_batch
         # Finished and stopped runs keep their KPIs readable, up to this many (oldest out).
@@ -75,7 +79,7 @@ class SimulatorManager:
                         clock_for(settings.realtime_factor), self.sink, self.max_batch,
                         record=self._recorder(simulation_id, spec),
                         published=AlreadyPublished(Progress(0, after_id)),
-                        slice_s=self._slice_s())
+                        slice_s=self._slice_s(), lane=self.lane)
         if current is not None:
             await current.close()  # a finished or stopped run's engine is already freed
         self._install(simulation_id, spec, runner)
@@ -97,7 +101,7 @@ class SimulatorManager:
         runner = Runner(simulation_id, await self._engine(simulation_id, spec, None), clock,
                         self.sink, self.max_batch, record=self._recorder(simulation_id, spec),
                         replay=entries, published=published, replay_until=replay_until,
-                        slice_s=self._slice_s())
+                        slice_s=self._slice_s(), lane=self.lane)
         previous = self.runners.get(simulation_id)
         if previous is not None:
             await previous.close()

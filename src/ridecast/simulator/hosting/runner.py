@@ -20,7 +20,8 @@ steps: tests/simulator/test_steps.py).
 The engine is an ``EngineHandle`` (``engine_handle.py``): in an engine process of its own
 under ``ridecast serve``, so this loop only awaits its answers, and in process for the tests.
 A run at ``speed: "max"`` asks for steps of at most ``slice_s`` CPU seconds, which its
-engine process serves in turns with the other runs (``slices.py``). A run that finishes or
+engine process serves in turns with the other runs (``slices.py``), and publishes through
+the process's ``PublishLane`` (``publish_lane.py``). A run that finishes or
 stops frees its engine and keeps its time and last KPIs.
 """
 
@@ -41,6 +42,7 @@ from ..core.operations import Result
 from .clock import Clock, MaxClock
 from .engine_handle import EngineHandle, EngineLost, JournalDiverged, LocalEngine
 from .journal import JournalEntry
+from .publish_lane import PublishLane
 from .resume import AlreadyPublished, Progress
 
 log = logging.getLogger(__name__)
@@ -50,6 +52,9 @@ MAX_STEP_S = 60.0
 CATCH_UP_STEP_S = 10.0
 """The same while a taken-over run catches up: a busy run's minute holds the loop for about
 a second, and the node answers its other requests meanwhile."""
+
+LANE_BATCH = 200
+"""Most events of one batch a run at 'max' publishes through the lane."""
 
 
 class Recorder(Protocol):
@@ -88,12 +93,13 @@ class Runner:
                  sink: EventSink, max_batch: int = 1000, *, record: Recorder | None = None,
                  replay: Sequence[JournalEntry] = (),
                  published: AlreadyPublished | None = None, replay_until: float = 0.0,
-                 slice_s: float | None = None) -> None:
+                 slice_s: float | None = None, lane: PublishLane | None = None) -> None:
         self.simulation_id = simulation_id
         self.engine: EngineHandle = (LocalEngine(engine) if isinstance(engine, Engine)
                                      else engine)
         # CPU seconds a step of a run at 'max' may take in its engine process.
         self.slice_s = slice_s if isinstance(clock, MaxClock) else None
+        self.lane = lane if isinstance(clock, MaxClock) else None
         self.clock = clock
         self.sink = sink
         self.max_batch = max_batch
@@ -137,10 +143,17 @@ class Runner:
         if not published.done:
             events = published.filter(events)
             self.progress = Progress(published.count, published.last_id)
-        # The ingest takes bounded batches; order is kept across them.
-        for i in range(0, len(events), self.max_batch):
-            chunk = events[i : i + self.max_batch]
-            stored = await self.sink(self.simulation_id, chunk)
+        # The ingest takes bounded batches; order is kept across them. Through the lane,
+        # smaller ones: a batch holds the event loop while it is stamped and serialised,
+        # and a request that arrives meanwhile waits for it.
+        size = self.max_batch if self.lane is None else min(self.max_batch, LANE_BATCH)
+        for i in range(0, len(events), size):
+            chunk = events[i : i + size]
+            if self.lane is not None:
+                async with self.lane.turn():
+                    stored = await self.sink(self.simulation_id, chunk)
+            else:
+                stored = await self.sink(self.simulation_id, chunk)
             last = stored[-1] if isinstance(stored, list) and stored else None
             last_id = getattr(last, "event_id", None)
             self.progress = Progress(self.progress.count + len(chunk),
