@@ -327,7 +327,8 @@ class ClusterHost:
     async def _snapshot(self, simulation_id: int) -> None:
         runner = self.manager.runners.get(simulation_id)
         spec = self.manager.specs.get(simulation_id)
-        await self.manager.refresh(simulation_id)
+        # In the background: a renewal never waits for an engine (the next one writes them).
+        await self.manager.refresh(simulation_id, wait_s=0)
         status = (self._live_status(simulation_id) if self._active_here(simulation_id)
                   else self.manager.status(simulation_id))
         extra: dict[str, Any] = {}

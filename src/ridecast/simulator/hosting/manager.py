@@ -33,6 +33,9 @@ from .runner import EventSink, Runner, Status
 
 log = logging.getLogger(__name__)
 
+KPI_WAIT_S = 2.0
+"""Longest a status waits for a run's KPIs from its engine; then it shows the last ones."""
+
 
 class SimulatorManager:
     """Runners by simulation id; ``close()`` stops them all."""
@@ -143,11 +146,12 @@ class SimulatorManager:
         await self._runner(simulation_id).stop()
         return await self.current(simulation_id)
 
-    async def refresh(self, simulation_id: int) -> None:
-        """Bring the run's KPIs up to date (its engine may compute in another process)."""
+    async def refresh(self, simulation_id: int, wait_s: float | None = KPI_WAIT_S) -> None:
+        """Bring the run's KPIs up to date (its engine may compute in another process),
+        waiting at most ``wait_s`` (None: until they come; 0: in the background)."""
         runner = self.runners.get(simulation_id)
         if runner is not None:
-            await runner.refresh_kpis()
+            await runner.refresh_kpis(wait_s)
 
     async def current(self, simulation_id: int) -> dict[str, Any]:
         """``status`` with the KPIs brought up to date first."""

@@ -111,6 +111,7 @@ class Runner:
         self._inflight: asyncio.Task[None] | None = None
         self._operations = 0
         self._kpis: dict[str, Any] = {}
+        self._kpi_task: asyncio.Task[None] | None = None
         self._record = record
         self._replay: deque[JournalEntry] = deque(replay)
         self._next_seq = (replay[-1].seq + 1) if replay else 1
@@ -181,22 +182,36 @@ class Runner:
         """The run's KPIs as of the last ``refresh_kpis``."""
         return self._kpis
 
-    async def refresh_kpis(self, *, final: bool = False) -> dict[str, Any]:
+    async def refresh_kpis(self, wait_s: float | None = None) -> dict[str, Any]:
         """Ask the engine for the run's KPIs; recomputed when the run moved, at most once a
         second while it runs as fast as it can, and less often when computing them takes
-        long (see ``KpiCache``). A freed engine's are the last ones."""
+        long (see ``KpiCache``). Waits at most ``wait_s`` (None: until they come): an
+        engine process busy elsewhere must not hold a lease renewal or a status request;
+        the answer still lands in the cache when it comes. A freed engine's are the last."""
+        task = self._kpi_task
+        if task is None or task.done():
+            task = self._kpi_task = asyncio.create_task(
+                self._fetch_kpis(), name=f"simulator-{self.simulation_id}-kpis")
+        if wait_s is None:
+            await asyncio.shield(task)
+        elif wait_s > 0:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(asyncio.shield(task), wait_s)
+        return self._kpis
+
+    async def _fetch_kpis(self, final: bool = False) -> None:
         running = self.status is Status.RUNNING and not final
-        with contextlib.suppress(EngineLost):
+        # A gone engine keeps the last KPIs; its run's loop reports why it is gone.
+        with contextlib.suppress(EngineLost, JournalDiverged, RuntimeError):
             self._kpis = await self.engine.kpis(
                 self._operations, running=running,
                 throttle=running and isinstance(self.clock, MaxClock),
                 settled=not self.catching_up)
-        return self._kpis
 
     async def _free(self) -> None:
         """Keep the final KPIs and free the engine (the run is over)."""
         with contextlib.suppress(Exception):
-            await self.refresh_kpis(final=True)
+            await self._fetch_kpis(final=True)
         with contextlib.suppress(Exception):
             await self.engine.close()
 
