@@ -10,7 +10,9 @@ time each, for ``--seconds`` per phase:
 
 * ``GET /api/v2/simulation/{id}`` of its simulation, and ``/healthz``, every 50 ms;
 * its websocket stream: an event POSTed every 100 ms to its simulation, the latency from
-  just before the POST to the frame's receipt.
+  just before the POST to the frame's receipt;
+* a run of its own at ``speed: 1`` (50 vehicles): how far its simulated clock is behind the
+  wall clock at the end of each phase.
 
 Phases: idle; beside one run at ``speed: "max"`` of another organisation (``--vehicles``,
 ``--bookings-per-hour``, a day long); beside ``--runs`` such runs, one per organisation.
@@ -165,7 +167,7 @@ def contender(name: str, src: str, tmp: Path, args: argparse.Namespace) -> None:
     base = f"http://127.0.0.1:{port}"
     server = spawn(["-m", "ridecast.cli.main", "serve", "--port", str(port)], env=env,
                    cwd=str(tmp))
-    clients = [httpx.Client(base_url=base, auth=auth, timeout=120) for auth in auths]
+    clients = [httpx.Client(base_url=base, auth=auth, timeout=30) for auth in auths]
     try:
         wait_http(port, "/healthz")
         observer = clients[0]
@@ -175,6 +177,14 @@ def contender(name: str, src: str, tmp: Path, args: argparse.Namespace) -> None:
         probe = Probe(base, f"ws://127.0.0.1:{port}", auths[0], obs_sim,  # type: ignore[arg-type]
                       token)
         asyncio.run(probe.measure(min(1.0, args.seconds)))  # warm-up
+        # The observer's own run at real time, through every phase: its lag behind the
+        # wall clock shows whether a 'speed: 1' run keeps up beside runs at 'max'.
+        realtime = int(observer.post("/api/v2/simulation", json={"name": "realtime", "data": {
+            "simulator": {"seed": 99, "vehicles": 50, "speed": 1, "bookings_per_hour": 600,
+                          "duration_s": 86400, "area": CENTRE}}}).json()["id"])
+        started_rt = observer.post(f"/api/v2/simulation/{realtime}/simulator/start")
+        assert started_rt.status_code == 200, started_rt.text
+        rt_wall0 = time.monotonic()
         sims = []
         for i, http in enumerate(clients[1:]):
             sims.append(int(http.post("/api/v2/simulation", json={"name": f"run{i}", "data": {
@@ -185,6 +195,7 @@ def contender(name: str, src: str, tmp: Path, args: argparse.Namespace) -> None:
         rss_peak = rss_before
         results: dict[str, dict[str, list[float]]] = {}
         rates: dict[str, list[float]] = {}
+        lags: dict[str, float] = {}
         started: list[int] = []
         for phase, running in (("idle", 0), ("one run", 1), (f"{args.runs} runs", args.runs)):
             for i in range(len(started), running):
@@ -204,7 +215,10 @@ def contender(name: str, src: str, tmp: Path, args: argparse.Namespace) -> None:
             wall = time.monotonic() - wall0
             at1 = [sim_seconds(clients[1 + i], sims[i]) for i in range(running)]
             rates[phase] = [(b - a) / wall for a, b in zip(at0, at1, strict=True)]
+            lags[phase] = (time.monotonic() - rt_wall0) - sim_seconds(observer, realtime)
             rss_peak = max(rss_peak, tree_rss(server.pid))
+        observer.post(f"/api/v2/simulation/{realtime}/simulator/stop")
+        observer.delete(f"/api/v2/simulation/{realtime}")
         for i, sim in enumerate(sims):
             try:
                 for response in (
@@ -246,6 +260,8 @@ def contender(name: str, src: str, tmp: Path, args: argparse.Namespace) -> None:
             ratio = p99 / max(1e-9, percentile(idle[probe_name], 99))
             cells.append(f"{probe_name} p50 {p50:7.1f} p99 {p99:8.1f} (x{ratio:5.1f})")
         print(f"  {phase:8s} " + "; ".join(cells))
+        print(f"  {'':8s} the observer's run at speed 1: {lags[phase]:5.2f} s behind the "
+              "wall clock (target: under 1 s)")
         if rates.get(phase):
             shown = ", ".join(f"{rate:7.1f}" for rate in rates[phase])
             spread = min(rates[phase]) / max(1e-9, max(rates[phase]))
