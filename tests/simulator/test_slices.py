@@ -1,11 +1,14 @@
-"""The engine process's order of service and its CPU-bounded steps (pure, in process)."""
+"""The engine process's order of service, its CPU-bounded steps, and the publish lane's
+turns (in process)."""
 
 from __future__ import annotations
 
+import asyncio
 from datetime import UTC, datetime
 
 from ridecast.simulator import Engine, SimulatorSettings
 from ridecast.simulator.hosting.engine_process import Hosted
+from ridecast.simulator.hosting.publish_lane import PublishLane
 from ridecast.simulator.hosting.slices import Request, SliceQueue
 
 START = datetime(2024, 1, 1, 8, tzinfo=UTC)
@@ -49,3 +52,25 @@ def test_budgeted_steps_give_the_same_events() -> None:
         steps += 1
     assert steps > 20  # the budget cut the steps
     assert events == Engine(1, SETTINGS, START).advance(1e9)
+
+
+async def test_the_publish_lane_takes_turns_by_organisation() -> None:
+    """Three runs of one organisation and one of another, all waiting: the lone run gets
+    every second turn, not every fourth."""
+    lane = PublishLane(1.0)
+    order: list[str] = []
+    release = asyncio.Event()
+
+    async def publish(group: str, name: str) -> None:
+        async with lane.turn(group):
+            order.append(name)
+            await release.wait()
+
+    first = asyncio.create_task(publish("a", "a0"))
+    await asyncio.sleep(0)
+    waiting = [asyncio.create_task(publish(g, n))
+               for g, n in (("a", "a1"), ("a", "a2"), ("a", "a3"), ("b", "b1"))]
+    await asyncio.sleep(0)
+    release.set()
+    await asyncio.gather(first, *waiting)
+    assert order == ["a0", "a1", "b1", "a2", "a3"]

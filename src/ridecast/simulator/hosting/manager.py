@@ -56,13 +56,17 @@ class SimulatorManager:
         self.runners: dict[int, Runner] = {}
         self.specs: dict[int, RunSpec] = {}
 
+    @staticmethod
+    def _group(simulation_id: int, org: int | None) -> str:
+        """Runs share CPU and publishing fairly by organisation (one of no known
+        organisation, a run taken over, on its own)."""
+        return f"org-{org}" if org is not None else f"simulation-{simulation_id}"
+
     async def _engine(self, simulation_id: int, spec: RunSpec,
                       org: int | None) -> Engine | EngineHandle:
         if self.pool is None:
             return spec.engine(simulation_id)
-        # Runs share their process's CPU by organisation (a run of no known one on its own).
-        group = f"org-{org}" if org is not None else f"simulation-{simulation_id}"
-        return await self.pool.open(simulation_id, spec, group=group)
+        return await self.pool.open(simulation_id, spec, group=self._group(simulation_id, org))
 
     def _slice_s(self) -> float | None:
         return self.pool.slice_s if self.pool is not None else None
@@ -82,7 +86,8 @@ class SimulatorManager:
                         clock_for(settings.realtime_factor), self.sink, self.max_batch,
                         record=self._recorder(simulation_id, spec),
                         published=AlreadyPublished(Progress(0, after_id)),
-                        slice_s=self._slice_s(), lane=self.lane)
+                        slice_s=self._slice_s(), lane=self.lane,
+                        group=self._group(simulation_id, org))
         if current is not None:
             await current.close()  # a finished or stopped run's engine is already freed
         self._install(simulation_id, spec, runner)
@@ -104,7 +109,8 @@ class SimulatorManager:
         runner = Runner(simulation_id, await self._engine(simulation_id, spec, None), clock,
                         self.sink, self.max_batch, record=self._recorder(simulation_id, spec),
                         replay=entries, published=published, replay_until=replay_until,
-                        slice_s=self._slice_s(), lane=self.lane)
+                        slice_s=self._slice_s(), lane=self.lane,
+                        group=self._group(simulation_id, None))
         previous = self.runners.get(simulation_id)
         if previous is not None:
             await previous.close()

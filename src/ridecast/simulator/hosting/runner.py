@@ -93,13 +93,15 @@ class Runner:
                  sink: EventSink, max_batch: int = 1000, *, record: Recorder | None = None,
                  replay: Sequence[JournalEntry] = (),
                  published: AlreadyPublished | None = None, replay_until: float = 0.0,
-                 slice_s: float | None = None, lane: PublishLane | None = None) -> None:
+                 slice_s: float | None = None, lane: PublishLane | None = None,
+                 group: str = "") -> None:
         self.simulation_id = simulation_id
         self.engine: EngineHandle = (LocalEngine(engine) if isinstance(engine, Engine)
                                      else engine)
         # CPU seconds a step of a run at 'max' may take in its engine process.
         self.slice_s = slice_s if isinstance(clock, MaxClock) else None
         self.lane = lane if isinstance(clock, MaxClock) else None
+        self.group = group  # who this run shares the lane with fairly (its organisation)
         self.clock = clock
         self.sink = sink
         self.max_batch = max_batch
@@ -151,7 +153,7 @@ class Runner:
         for i in range(0, len(events), size):
             chunk = events[i : i + size]
             if self.lane is not None:
-                async with self.lane.turn():
+                async with self.lane.turn(self.group):
                     stored = await self.sink(self.simulation_id, chunk)
             else:
                 stored = await self.sink(self.simulation_id, chunk)
