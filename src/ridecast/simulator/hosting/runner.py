@@ -33,6 +33,7 @@ import logging
 from collections import deque
 from collections.abc import Callable, Sequence
 from enum import StrEnum
+from itertools import takewhile
 from typing import Any, Protocol
 
 from ...errors import Conflict, RidecastError, ServiceUnavailable
@@ -134,7 +135,8 @@ class Runner:
         """The engine's events up to ``until`` (or as far as ``budget_s`` of CPU went), the
         journal's operations applied on the way."""
         replay = self._replay
-        due = [entry for entry in replay if entry.sim_t <= until] if replay else []
+        # The journal is in simulated-time order: only its head is due.
+        due = list(takewhile(lambda entry: entry.sim_t <= until, replay)) if replay else []
         step = await self.engine.advance(until, due, budget_s=budget_s)
         for _ in range(step.applied):
             replay.popleft()
