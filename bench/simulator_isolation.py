@@ -185,6 +185,7 @@ def contender(name: str, src: str, tmp: Path, args: argparse.Namespace) -> None:
         probe = Probe(base, f"ws://127.0.0.1:{port}", auths[0], obs_sim,  # type: ignore[arg-type]
                       token)
         asyncio.run(probe.measure(min(1.0, args.seconds)))  # warm-up
+        rss_before = tree_rss(server.pid)  # before any run (the observer's too)
         # The observer's own run at real time, through every phase: its lag behind the
         # wall clock shows whether a 'speed: 1' run keeps up beside runs at 'max'.
         realtime = int(observer.post("/api/v2/simulation", json={"name": "realtime", "data": {
@@ -199,7 +200,6 @@ def contender(name: str, src: str, tmp: Path, args: argparse.Namespace) -> None:
                 "simulator": {"seed": i + 1, "vehicles": args.vehicles, "speed": "max",
                               "bookings_per_hour": args.bookings_per_hour,
                               "duration_s": 86400, "area": CENTRE}}}).json()["id"]))
-        rss_before = tree_rss(server.pid)
         rss_peak = rss_before
         results: dict[str, dict[str, list[float]]] = {}
         rates: dict[str, list[float]] = {}
