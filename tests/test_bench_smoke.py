@@ -67,6 +67,8 @@ CASES = [
     ("waiting_retries.py", ["--waiting", "300", "--rate", "40", "--seconds", "0.3",
                             "--polls", "1"],
      "webhooks beside deliveries waiting for a retry:"),
+    # Idle, beside one run and beside two, then memory after stop and DELETE.
+    ("simulator_isolation.py", ["--quick"], "simulator isolation: done"),
     # Both orders of the two schemes; it stops with an error if either loses a success.
     ("lease_units.py", ["--deliveries", "600", "--rounds", "2", "--unordered"],
      "units / rows: median"),

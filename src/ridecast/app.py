@@ -41,6 +41,7 @@ from .runtime import Runtime
 from .simulations import SimulationCatalog, SimulationService
 from .simulator.core.settings import read_settings
 from .simulator.hosting.cluster_host import ClusterHost
+from .simulator.hosting.engine_pool import EnginePool, default_size
 from .simulator.hosting.journal import JournalStore
 from .simulator.hosting.lease import LeaseStore
 from .simulator.hosting.manager import SimThrottle, SimulatorManager
@@ -243,10 +244,17 @@ def _simulator_host(settings: Settings, engine: AsyncEngine, bus: Bus,
     forwarded to the owner on the bus, operations journaled, and a run whose node stopped
     is taken over from its journal (``simulator/hosting/cluster_host.py``)."""
     journal = JournalStore(engine)
+    processes = settings.simulator_engine_processes
+    pool = None if processes == 0 else EnginePool(
+        default_size() if processes is None else processes,
+        slice_s=settings.simulator_slice_ms / 1000.0,
+        recycle_bytes=int(settings.simulator_engine_recycle_mb * (1 << 20)),
+        idle_s=settings.simulator_engine_idle_s, nice=settings.simulator_engine_nice)
     manager = SimulatorManager(ingest.submit_trusted, max_batch=ingest.max_batch,
                                max_finished=settings.simulator_max_finished_runs,
                                journal=journal, throttle=throttle,
-                               tail=LogTail(event_log))
+                               tail=LogTail(event_log), pool=pool,
+                               publish_share=settings.simulator_publish_share)
     host = ClusterHost(manager, LeaseStore(engine), bus, lease_s=settings.simulator_lease_s,
                        forward_timeout_s=settings.simulator_forward_timeout_s,
                        journal=journal, tail=LogTail(event_log))

@@ -354,6 +354,35 @@ class Settings(BaseSettings):
         "ridecast_quota_usage gauges, the largest users first; the rest are summed under "
         "organisation=\"other\", so the label's cardinality stays bounded.",
     )
+    simulator_engine_processes: int | None = Field(
+        None, ge=0, description="Engine processes a serving process starts (when runs need "
+        "them) to compute its simulator runs, each hosting several runs; unset: one per CPU. "
+        "0 computes runs on the serving event loop itself (tests and debugging only: a big "
+        "run then slows every request of the process)."
+    )
+    simulator_slice_ms: float = Field(
+        20.0, gt=0, le=1000, description="CPU time one step of a run at speed \"max\" may "
+        "take in its engine process; the process serves such steps in turns between "
+        "organisations and runs, real-time runs' steps and operations first."
+    )
+    simulator_engine_recycle_mb: float = Field(
+        32.0, ge=0, description="An engine process left with no run whose resident memory "
+        "grew by more than this many MiB since it started is ended (the next run starts a "
+        "fresh one), so that memory a big run took goes back to the system."
+    )
+    simulator_engine_idle_s: float = Field(
+        10.0, ge=0, description="An engine process with no run for this long is ended (a "
+        "server with no run has no engine process)."
+    )
+    simulator_engine_nice: int = Field(
+        10, ge=0, le=19, description="How much engine processes lower their own CPU priority, "
+        "so that on a busy machine requests, streams and publishing get the CPU first."
+    )
+    simulator_publish_share: float = Field(
+        0.5, gt=0, le=1, description="Most of a serving process's time that publishing the "
+        "events of its runs at speed \"max\" may take (in turns, one batch at a time); the "
+        "rest stays for requests, streams and real-time runs."
+    )
     ws_ping_interval_s: float = Field(
         20.0, gt=0, description="Websocket ping interval; a peer that misses a pong is closed."
     )

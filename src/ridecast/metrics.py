@@ -119,6 +119,19 @@ WS_CLOSED = Counter(
     "ridecast_ws_closed_total", "Websocket streams closed by the server, by reason.", ["reason"],
     registry=REGISTRY,
 )
+SIMULATOR_ENGINE_PROCESSES = Gauge(
+    "ridecast_simulator_engine_processes",
+    "Engine processes this process has running for its simulator runs.", registry=REGISTRY,
+)
+SIMULATOR_ENGINES = Gauge(
+    "ridecast_simulator_engines",
+    "Simulator engines alive in this process's engine processes (a run that finished or "
+    "stopped has none).", registry=REGISTRY,
+)
+SIMULATOR_ENGINES_LOST = Counter(
+    "ridecast_simulator_engine_processes_lost_total",
+    "Engine processes that exited while serving; their runs stopped.", registry=REGISTRY,
+)
 WEBHOOK_ATTEMPTS = Counter(
     "ridecast_webhook_attempts_total", "Webhook delivery attempts, by outcome.", ["outcome"],
     registry=REGISTRY,

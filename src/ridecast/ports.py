@@ -75,8 +75,9 @@ class SimulationDirectory(Protocol):
 class SimulatorHost(Protocol):
     """Runs of the built-in simulator, wherever in the cluster each one lives."""
 
-    async def start(self, simulation_id: int, data: dict[str, Any] | None) -> dict[str, Any]:
-        """Start a run with ``data.simulator``; its status."""
+    async def start(self, simulation_id: int, data: dict[str, Any] | None, *,
+                    org: int | None = None) -> dict[str, Any]:
+        """Start a run with ``data.simulator`` (of organisation ``org``); its status."""
 
     async def pause(self, simulation_id: int) -> dict[str, Any]:
         """Pause the run; its status."""

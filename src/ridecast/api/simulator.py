@@ -111,12 +111,12 @@ async def start_simulator(simulation_id: Id, user: CurrentUser, runtime: Runtime
     record = await runtime.simulations.get(user, simulation_id)
     host = host_of(runtime)
     if runtime.quotas is None:
-        return await host.start(simulation_id, record.data)
+        return await host.start(simulation_id, record.data, org=record.org_id)
     vehicles = read_settings(record.data).vehicles  # a bad setting is its 400 first
     # Held until the run's row says running with its vehicles: the next start of the
     # organisation, on any node, counts this one.
     async with runtime.quotas.run_slot(record.org_id, simulation_id, vehicles):
-        return await host.start(simulation_id, record.data)
+        return await host.start(simulation_id, record.data, org=record.org_id)
 
 
 @router.post(_SIM + "/simulator/pause", **answers(SimulatorStatus))

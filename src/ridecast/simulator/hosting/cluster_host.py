@@ -146,7 +146,7 @@ class ClusterHost:
             task.cancel()
         active = {sim: runner for sim, runner in self.manager.runners.items()
                   if runner.status.value in ACTIVE}
-        statuses = {sim: self.manager.status(sim) for sim in active}
+        statuses = {sim: await self.manager.current(sim) for sim in active}
         progress = {sim: self._progress(sim, runner) for sim, runner in active.items()}
         await self.manager.close()  # settles what is in flight: the progress is exact now
         for sim, runner in active.items():
@@ -166,9 +166,14 @@ class ClusterHost:
 
     # -- the host's API ----------------------------------------------------------------------
 
-    async def start(self, simulation_id: int, data: dict[str, Any] | None) -> dict[str, Any]:
-        """Start a fresh run from ``data.simulator`` on this node (see ``SimulatorManager``)."""
-        return await self.execute(simulation_id, Command("start", {"data": data}))
+    async def start(self, simulation_id: int, data: dict[str, Any] | None, *,
+                    org: int | None = None) -> dict[str, Any]:
+        """Start a fresh run from ``data.simulator`` on this node (see ``SimulatorManager``);
+        ``org``: the simulation's organisation (CPU is shared fairly between them)."""
+        args: dict[str, Any] = {"data": data}
+        if org is not None:
+            args["org"] = org
+        return await self.execute(simulation_id, Command("start", args))
 
     async def pause(self, simulation_id: int) -> dict[str, Any]:
         return await self.execute(simulation_id, Command("pause"))
@@ -187,11 +192,13 @@ class ClusterHost:
         """Live on the owner; elsewhere the owner's snapshot, the run being taken over, or
         ``interrupted``."""
         if self._active_here(simulation_id):
+            await self.manager.refresh(simulation_id)
             return self._live_status(simulation_id)
         record = await self.leases.read(simulation_id)
         if record is None or (record.owner_node == self.node_id
                               and simulation_id in self.manager.runners
                               and not self._lost_here(simulation_id)):
+            await self.manager.refresh(simulation_id)
             return self._live_status(simulation_id)
         if self._given_up(record):
             return {**record.status_json, "owner_node": None, "takeover": TAKEOVER_PENDING}
@@ -328,7 +335,9 @@ class ClusterHost:
     async def _local(self, simulation_id: int, command: Command) -> dict[str, Any]:
         manager = self.manager
         if command.name == "start":
-            return await self._start_here(simulation_id, command.args.get("data"))
+            org = command.args.get("org")
+            return await self._start_here(simulation_id, command.args.get("data"),
+                                          org if isinstance(org, int) else None)
         wait_s = await self._caught_up(simulation_id)
         if command.name == "pause":
             await manager.pause(simulation_id)
@@ -345,10 +354,11 @@ class ClusterHost:
                     await self._drop_lost(simulation_id)
                 raise
         await self._snapshot(simulation_id)
+        await manager.refresh(simulation_id)
         return self._live_status(simulation_id)
 
-    async def _start_here(self, simulation_id: int,
-                          data: dict[str, Any] | None) -> dict[str, Any]:
+    async def _start_here(self, simulation_id: int, data: dict[str, Any] | None,
+                          org: int | None = None) -> dict[str, Any]:
         if self._active_here(simulation_id):
             return await self.manager.start(simulation_id, data)  # 409, as before
         previous = await self.leases.read(simulation_id)
@@ -363,12 +373,13 @@ class ClusterHost:
             after_id = await self.tail.newest_id() if self.tail is not None else None
             if self.journal is not None:  # the previous run's: it is over
                 await self.journal.forget(simulation_id)
-            await self.manager.start(simulation_id, data, after_id=after_id)
+            await self.manager.start(simulation_id, data, after_id=after_id, org=org)
         except BaseException:
             await self.leases.release(simulation_id, self.node_id,
                                       previous.status_json if previous else IDLE_STATUS)
             raise
         await self._snapshot(simulation_id)
+        await self.manager.refresh(simulation_id)
         return self._live_status(simulation_id)
 
     def _progress(self, simulation_id: int, runner: Runner) -> dict[str, Any]:
@@ -382,6 +393,8 @@ class ClusterHost:
     async def _snapshot(self, simulation_id: int) -> None:
         runner = self.manager.runners.get(simulation_id)
         spec = self.manager.specs.get(simulation_id)
+        # In the background: a renewal never waits for an engine (the next one writes them).
+        await self.manager.refresh(simulation_id, wait_s=0)
         status = (self._live_status(simulation_id) if self._active_here(simulation_id)
                   else self.manager.status(simulation_id))
         extra: dict[str, Any] = {}

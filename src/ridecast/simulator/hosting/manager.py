@@ -5,6 +5,10 @@ pause, resume, stop, status with KPIs, and the operations, which need a running 
 simulator (409 ``invalid_state`` otherwise). With a journal store, each run journals the
 operations it accepts (``simulator/hosting/journal.py``), and ``adopt`` rebuilds a run another
 process owned from its spec and journal.
+
+With an ``EnginePool`` (``ridecast serve``), each run's engine computes in one of the pool's
+engine processes; without one (the tests), in this process. A finished or stopped run keeps
+its status and last KPIs only: its engine is freed when it ends.
 """
 
 from __future__ import annotations
@@ -20,7 +24,10 @@ from ..core.engine import Engine
 from ..core.operations import Result
 from ..core.spec import RunSpec
 from .clock import clock_for
+from .engine_handle import EngineHandle
+from .engine_pool import EnginePool
 from .journal import JournalEntry, JournalStore
+from .publish_lane import PublishLane
 from .resume import AlreadyPublished, EventTail, Progress
 from .runner import EventSink, Runner, Status, Throttle
 
@@ -29,6 +36,9 @@ log = logging.getLogger(__name__)
 SimThrottle = Callable[[int, int], Awaitable[None]]
 """Waits until simulation ``[0]`` may publish ``[1]`` more events."""
 
+KPI_WAIT_S = 2.0
+"""Longest a status waits for a run's KPIs from its engine; then it shows the last ones."""
+
 
 class SimulatorManager:
     """Runners by simulation id; ``close()`` stops them all."""
@@ -36,9 +46,13 @@ class SimulatorManager:
     def __init__(
         self, sink: EventSink, *, max_batch: int = 1000, max_finished: int = 100,
         journal: JournalStore | None = None, throttle: SimThrottle | None = None,
-        tail: EventTail | None = None,
+        tail: EventTail | None = None, pool: EnginePool | None = None,
+        publish_share: float | None = None,
     ) -> None:
         self.sink = sink
+        self.pool = pool
+        # Runs at 'max' publish through one lane, at most this share of the loop's time.
+        self.lane = PublishLane(publish_share) if publish_share is not None else None
         self.journal = journal
         # Each run's events per second, by simulation id (its organisation's quota).
         self.throttle = throttle
@@ -53,28 +67,48 @@ class SimulatorManager:
         self.runners: dict[int, Runner] = {}
         self.specs: dict[int, RunSpec] = {}
 
+    @staticmethod
+    def _group(simulation_id: int, org: int | None) -> str:
+        """Runs share CPU and publishing fairly by organisation (one of no known
+        organisation, a run taken over, on its own)."""
+        return f"org-{org}" if org is not None else f"simulation-{simulation_id}"
+
+    async def _engine(self, simulation_id: int, spec: RunSpec,
+                      org: int | None) -> Engine | EngineHandle:
+        if self.pool is None:
+            return spec.engine(simulation_id)
+        return await self.pool.open(simulation_id, spec, group=self._group(simulation_id, org))
+
+    def _slice_s(self) -> float | None:
+        return self.pool.slice_s if self.pool is not None else None
+
     async def start(self, simulation_id: int, data: dict[str, Any] | None, *,
-                    after_id: int | None = None) -> dict[str, Any]:
+                    after_id: int | None = None, org: int | None = None) -> dict[str, Any]:
         """Start a fresh run from ``data.simulator`` (a finished or stopped one is replaced);
-        ``after_id``: the newest event id in the log now (the run's progress starts there)."""
+        ``after_id``: the newest event id in the log now (the run's progress starts there);
+        ``org``: the simulation's organisation (runs share CPU fairly between them)."""
         current = self.runners.get(simulation_id)
         if current is not None and current.status in (Status.RUNNING, Status.PAUSED):
             raise Conflict(f"the simulator is already {current.status.value}; stop it first",
                            code="invalid_state")
         spec = RunSpec.new(data)
         settings = spec.settings
-        runner = Runner(simulation_id, spec.engine(simulation_id),
+        runner = Runner(simulation_id, await self._engine(simulation_id, spec, org),
                         clock_for(settings.realtime_factor), self.sink, self.max_batch,
                         record=self._recorder(simulation_id, spec),
                         published=AlreadyPublished(Progress(0, after_id)),
                         throttle=self._throttle(simulation_id),
+                        slice_s=self._slice_s(), lane=self.lane,
+                        group=self._group(simulation_id, org),
                         **self._retrying(simulation_id))
+        if current is not None:
+            await current.close()  # a finished or stopped run's engine is already freed
         self._install(simulation_id, spec, runner)
         runner.start()
         await self._drop_old_finished()
         log.info("simulator of simulation %s started (%d vehicles, speed %s)", simulation_id,
                  settings.vehicles, settings.speed)
-        return self.status(simulation_id)
+        return await self.current(simulation_id)
 
     async def adopt(self, simulation_id: int, spec: RunSpec, entries: Sequence[JournalEntry],
                     published: AlreadyPublished, *, sim_now: float, paused: bool,
@@ -85,11 +119,16 @@ class SimulatorManager:
         catches up to ``replay_until`` even when ``paused``."""
         settings = spec.settings
         clock = clock_for(settings.realtime_factor, at=sim_now)
-        runner = Runner(simulation_id, spec.engine(simulation_id), clock, self.sink,
-                        self.max_batch, record=self._recorder(simulation_id, spec),
+        runner = Runner(simulation_id, await self._engine(simulation_id, spec, None), clock,
+                        self.sink, self.max_batch, record=self._recorder(simulation_id, spec),
                         replay=entries, published=published, replay_until=replay_until,
                         throttle=self._throttle(simulation_id),
+                        slice_s=self._slice_s(), lane=self.lane,
+                        group=self._group(simulation_id, None),
                         **self._retrying(simulation_id))
+        previous = self.runners.get(simulation_id)
+        if previous is not None:
+            await previous.close()
         self._install(simulation_id, spec, runner)
         runner.start()
         if paused:
@@ -98,7 +137,7 @@ class SimulatorManager:
         log.info("simulator of simulation %s taken over (run %s, %d journal entries, %d "
                  "events already published)", simulation_id, spec.run_id, len(entries),
                  published.count)
-        return self.status(simulation_id)
+        return await self.current(simulation_id)
 
     def _install(self, simulation_id: int, spec: RunSpec, runner: Runner) -> None:
         self.runners.pop(simulation_id, None)  # re-inserted last: the newest run
@@ -133,18 +172,31 @@ class SimulatorManager:
 
     async def pause(self, simulation_id: int) -> dict[str, Any]:
         await self._runner(simulation_id).pause()
-        return self.status(simulation_id)
+        return await self.current(simulation_id)
 
     async def resume(self, simulation_id: int) -> dict[str, Any]:
         await self._runner(simulation_id).resume()
-        return self.status(simulation_id)
+        return await self.current(simulation_id)
 
     async def stop(self, simulation_id: int) -> dict[str, Any]:
         await self._runner(simulation_id).stop()
+        return await self.current(simulation_id)
+
+    async def refresh(self, simulation_id: int, wait_s: float | None = KPI_WAIT_S) -> None:
+        """Bring the run's KPIs up to date (its engine may compute in another process),
+        waiting at most ``wait_s`` (None: until they come; 0: in the background)."""
+        runner = self.runners.get(simulation_id)
+        if runner is not None:
+            await runner.refresh_kpis(wait_s)
+
+    async def current(self, simulation_id: int) -> dict[str, Any]:
+        """``status`` with the KPIs brought up to date first."""
+        await self.refresh(simulation_id)
         return self.status(simulation_id)
 
     def status(self, simulation_id: int) -> dict[str, Any]:
-        """``{"status", "sim_ts", "kpis", ...}``; idle with no KPIs before the first start."""
+        """``{"status", "sim_ts", "kpis", ...}``; idle with no KPIs before the first start.
+        The KPIs are those of the last ``refresh`` (``current`` does both)."""
         runner = self.runners.get(simulation_id)
         if runner is None:
             return {"status": Status.IDLE.value, "sim_ts": None, "kpis": {}}
@@ -158,7 +210,7 @@ class SimulatorManager:
             "kpis": runner.kpis(),
         }
 
-    async def operate(self, simulation_id: int, op: Callable[[Engine], Result],
+    async def operate(self, simulation_id: int, op: Callable[[Engine], Result] | None,
                       command: Command | None = None, *,
                       wait_s: float | None = None) -> dict[str, Any]:
         """Run an operation on the simulation's engine (see ``Runner.operate``)."""
@@ -178,5 +230,8 @@ class SimulatorManager:
             await runner.close()
 
     async def close(self) -> None:
+        """Stop every run, then end the engine processes."""
         for simulation_id in list(self.runners):
             await self.forget(simulation_id)
+        if self.pool is not None:
+            await self.pool.close()

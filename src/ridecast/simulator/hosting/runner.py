@@ -29,6 +29,13 @@ and ``AlreadyPublished`` drops the events the previous owner published. The engi
 advances more than ``MAX_STEP_S`` (``CATCH_UP_STEP_S`` while catching up) in one go, so
 catching up an hour does not hold the event loop (and the events do not depend on the
 steps: tests/simulator/test_steps.py).
+
+The engine is an ``EngineHandle`` (``engine_handle.py``): in an engine process of its own
+under ``ridecast serve``, so this loop only awaits its answers, and in process for the tests.
+A run at ``speed: "max"`` asks for steps of at most ``slice_s`` CPU seconds, which its
+engine process serves in turns with the other runs (``slices.py``), and publishes through
+the process's ``PublishLane`` (``publish_lane.py``). A run that finishes or
+stops frees its engine and keeps its time and last KPIs.
 """
 
 from __future__ import annotations
@@ -39,16 +46,18 @@ import logging
 from collections import deque
 from collections.abc import Awaitable, Callable, Sequence
 from enum import StrEnum
+from itertools import takewhile
 from typing import Any, Protocol
 
 from ...errors import BadRequest, Conflict, RidecastError, ServiceUnavailable
-from ..core.commands import Command, apply
+from ..core.commands import Command
 from ..core.engine import Engine
-from ..core.kpis import KpiCache
 from ..core.operations import Result
 from .backoff import Backoff, transient
 from .clock import Clock, MaxClock
+from .engine_handle import EngineHandle, EngineLost, JournalDiverged, LocalEngine
 from .journal import JournalEntry
+from .publish_lane import PublishLane
 from .resume import AlreadyPublished, EventTail, Progress
 
 log = logging.getLogger(__name__)
@@ -58,6 +67,9 @@ MAX_STEP_S = 60.0
 CATCH_UP_STEP_S = 10.0
 """The same while a taken-over run catches up: a busy run's minute holds the loop for about
 a second, and the node answers its other requests meanwhile."""
+
+LANE_BATCH = 200
+"""Most events of one batch a run at 'max' publishes through the lane."""
 
 
 class Recorder(Protocol):
@@ -81,8 +93,7 @@ class RunLost(ServiceUnavailable):
         super().__init__(message, code="simulator_owner_unreachable", retry_after=1)
 
 
-class JournalDiverged(RuntimeError):
-    """A journaled operation was refused on replay: the rebuilt run is not the run."""
+__all__ = ["EventSink", "JournalDiverged", "Recorder", "RunLost", "Runner", "Status"]
 
 
 class EventSink(Protocol):
@@ -112,15 +123,22 @@ class Status(StrEnum):
 class Runner:
     """One simulation's engine, clock and loop task."""
 
-    def __init__(self, simulation_id: int, engine: Engine, clock: Clock, sink: EventSink,
-                 max_batch: int = 1000, *, record: Recorder | None = None,
+    def __init__(self, simulation_id: int, engine: Engine | EngineHandle, clock: Clock,
+                 sink: EventSink, max_batch: int = 1000, *, record: Recorder | None = None,
                  replay: Sequence[JournalEntry] = (),
                  published: AlreadyPublished | None = None, replay_until: float = 0.0,
                  throttle: Throttle | None = None,
                  holds: Callable[[], bool] | None = None, tail: EventTail | None = None,
-                 backoff: Backoff = DEFAULT_BACKOFF) -> None:
+                 backoff: Backoff = DEFAULT_BACKOFF,
+                 slice_s: float | None = None, lane: PublishLane | None = None,
+                 group: str = "") -> None:
         self.simulation_id = simulation_id
-        self.engine = engine
+        self.engine: EngineHandle = (LocalEngine(engine) if isinstance(engine, Engine)
+                                     else engine)
+        # CPU seconds a step of a run at 'max' may take in its engine process.
+        self.slice_s = slice_s if isinstance(clock, MaxClock) else None
+        self.lane = lane if isinstance(clock, MaxClock) else None
+        self.group = group  # who this run shares the lane with fairly (its organisation)
         self.clock = clock
         self.sink = sink
         self.max_batch = max_batch
@@ -132,7 +150,8 @@ class Runner:
         # The step whose events are being submitted while the engine computes the next.
         self._inflight: asyncio.Task[None] | None = None
         self._operations = 0
-        self._kpis = KpiCache()
+        self._kpis: dict[str, Any] = {}
+        self._kpi_task: asyncio.Task[None] | None = None
         self._record = record
         self._replay: deque[JournalEntry] = deque(replay)
         self._next_seq = (replay[-1].seq + 1) if replay else 1
@@ -175,33 +194,30 @@ class Runner:
             goal = max(goal, self.clock.target(self.engine.now))
         return max(0.0, goal - self.engine.now)
 
-    def _advance(self, until: float) -> list[dict[str, Any]]:
-        """The engine's events up to ``until``, the journal's operations applied on the way."""
-        engine = self.engine
-        events: list[dict[str, Any]] = []
+    async def _advance(self, until: float,
+                       budget_s: float | None = None) -> list[dict[str, Any]]:
+        """The engine's events up to ``until`` (or as far as ``budget_s`` of CPU went), the
+        journal's operations applied on the way."""
         replay = self._replay
-        while replay and replay[0].sim_t <= until:
-            entry = replay.popleft()
-            events += engine.advance(entry.sim_t)
-            try:
-                _, caused = apply(engine, entry.command)
-            except RidecastError as exc:
-                raise JournalDiverged(
-                    f"journal entry {entry.seq} ({entry.command.name}) was refused on "
-                    f"replay: {exc}") from exc
-            self._operations += 1
-            events += caused
-        events += engine.advance(until)
-        return events
+        # The journal is in simulated-time order: only its head is due.
+        due = list(takewhile(lambda entry: entry.sim_t <= until, replay)) if replay else []
+        step = await self.engine.advance(until, due, budget_s=budget_s)
+        for _ in range(step.applied):
+            replay.popleft()
+        self._operations += step.applied
+        return step.events
 
     async def _submit(self, events: list[dict[str, Any]]) -> None:
         published = self._published
         if not published.done:
             events = published.filter(events)
             self.progress = Progress(published.count, published.last_id)
-        # The ingest takes bounded batches; order is kept across them.
-        for i in range(0, len(events), self.max_batch):
-            chunk = events[i : i + self.max_batch]
+        # The ingest takes bounded batches; order is kept across them. Through the lane,
+        # smaller ones: a batch holds the event loop while it is stamped and serialised,
+        # and a request that arrives meanwhile waits for it.
+        size = self.max_batch if self.lane is None else min(self.max_batch, LANE_BATCH)
+        for i in range(0, len(events), size):
+            chunk = events[i : i + size]
             if self.throttle is not None:
                 await self.throttle(len(chunk))
             await self._store(chunk)
@@ -217,7 +233,7 @@ class Runner:
                     chunk = await self._not_yet_stored(chunk)
                     if not chunk:
                         return
-                stored = await self.sink(self.simulation_id, chunk)
+                stored = await self._sink(chunk)
                 break
             except Exception as exc:
                 if not transient(exc) or self._holds is None:
@@ -239,6 +255,14 @@ class Runner:
         self.progress = Progress(self.progress.count + len(chunk),
                                  last_id if isinstance(last_id, int)
                                  else self.progress.last_id)
+
+    async def _sink(self, chunk: list[dict[str, Any]]) -> object:
+        """One attempt at handing ``chunk`` to the sink, in the lane's turn when the run
+        publishes through one."""
+        if self.lane is None:
+            return await self.sink(self.simulation_id, chunk)
+        async with self.lane.turn(self.group):
+            return await self.sink(self.simulation_id, chunk)
 
     async def _not_yet_stored(self, chunk: list[dict[str, Any]]) -> list[dict[str, Any]]:
         """The suffix of ``chunk`` the event log does not hold after the last committed
@@ -275,13 +299,41 @@ class Runner:
             raise
 
     def kpis(self) -> dict[str, Any]:
-        """The run's KPIs; recomputed when the run moved, at most once a second while it
-        runs as fast as it can, and less often when computing them takes long (see
-        ``KpiCache``)."""
-        running = self.status is Status.RUNNING
-        return self._kpis.get(self.engine, self._operations, running=running,
-                              throttle=running and isinstance(self.clock, MaxClock),
-                              settled=not self.catching_up)
+        """The run's KPIs as of the last ``refresh_kpis``."""
+        return self._kpis
+
+    async def refresh_kpis(self, wait_s: float | None = None) -> dict[str, Any]:
+        """Ask the engine for the run's KPIs; recomputed when the run moved, at most once a
+        second while it runs as fast as it can, and less often when computing them takes
+        long (see ``KpiCache``). Waits at most ``wait_s`` (None: until they come): an
+        engine process busy elsewhere must not hold a lease renewal or a status request;
+        the answer still lands in the cache when it comes. A freed engine's are the last."""
+        task = self._kpi_task
+        if task is None or task.done():
+            task = self._kpi_task = asyncio.create_task(
+                self._fetch_kpis(), name=f"simulator-{self.simulation_id}-kpis")
+        if wait_s is None:
+            await asyncio.shield(task)
+        elif wait_s > 0:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(asyncio.shield(task), wait_s)
+        return self._kpis
+
+    async def _fetch_kpis(self, final: bool = False) -> None:
+        running = self.status is Status.RUNNING and not final
+        # A gone engine keeps the last KPIs; its run's loop reports why it is gone.
+        with contextlib.suppress(EngineLost, JournalDiverged, RuntimeError):
+            self._kpis = await self.engine.kpis(
+                self._operations, running=running,
+                throttle=running and isinstance(self.clock, MaxClock),
+                settled=not self.catching_up)
+
+    async def _free(self) -> None:
+        """Keep the final KPIs and free the engine (the run is over)."""
+        with contextlib.suppress(Exception):
+            await self._fetch_kpis(final=True)
+        with contextlib.suppress(Exception):
+            await self.engine.close()
 
     def start(self) -> None:
         self.status = Status.RUNNING
@@ -303,7 +355,7 @@ class Runner:
                         # 'max' runs always have a step more to go: they lag nothing.
                         self._lagging = (target > reach
                                          and not isinstance(self.clock, MaxClock))
-                        events = self._advance(reach)
+                        events = await self._advance(reach, self.slice_s)
                         await self._settle()
                         if events:
                             self._inflight = asyncio.create_task(
@@ -312,6 +364,7 @@ class Runner:
                         if engine.finished:
                             await self._settle()
                             self.status = Status.FINISHED
+                            await self._free()
                             return
                 if self.catching_up:
                     await asyncio.sleep(0)  # catching up: only let the event loop turn
@@ -326,6 +379,14 @@ class Runner:
                       exc)
             self.error = f"this run cannot be resumed: {exc}"
             self.status = Status.INTERRUPTED
+            await self._free()
+        except EngineLost as exc:
+            log.error("simulator of simulation %s stopped: %s", self.simulation_id, exc)
+            self.error = f"{exc}; start the run again"
+            self.status = Status.STOPPED
+            with contextlib.suppress(Exception):
+                await self._settle()
+            await self._free()
         except Exception as exc:
             if self.lost is not None:
                 return  # the run goes on where it is rebuilt; its status stays as it was
@@ -333,6 +394,7 @@ class Runner:
                 log.exception("simulator of simulation %s failed", self.simulation_id)
                 self.error = f"{type(exc).__name__}: {exc}"
                 self.status = Status.STOPPED
+            await self._free()
 
     async def pause(self) -> None:
         async with self.lock:
@@ -372,14 +434,17 @@ class Runner:
             self._task = None
         with contextlib.suppress(Exception):  # _settle has logged it and set the error
             await self._settle()
+        await self._free()
 
-    async def operate(self, op: Callable[[Engine], Result],
+    async def operate(self, op: Callable[[Engine], Result] | None,
                       command: Command | None = None, *,
                       wait_s: float | None = None) -> dict[str, Any]:
         """Run an operation at the current simulated time; its events, or its error.
 
         ``command``: the operation as data; once the engine accepted it, it is written to
-        the journal before anything is published or answered. ``wait_s``: the longest wait
+        the journal before anything is published or answered. ``op``: the same as a
+        callable, for an engine in this process (an engine process takes only commands).
+        ``wait_s``: the longest wait
         for the run's step in progress before a 503 (the operation then did nothing).
         """
         try:
@@ -394,7 +459,7 @@ class Runner:
         finally:
             self.lock.release()
 
-    async def _operate(self, op: Callable[[Engine], Result],
+    async def _operate(self, op: Callable[[Engine], Result] | None,
                        command: Command | None) -> dict[str, Any]:
         """``operate`` under the run's lock."""
         if self.status not in (Status.RUNNING, Status.PAUSED):
@@ -405,9 +470,9 @@ class Runner:
                           "rebuilt")
         await self._settle()
         self._operations += 1
-        caught_up = self._advance(self.clock.op_time(self.engine.now))
+        caught_up = await self._advance(self.clock.op_time(self.engine.now))
         try:
-            body, events = op(self.engine)
+            body, events = await self.engine.apply(op, command)
         except RidecastError:  # refused before it changed anything
             if caught_up:
                 await self._submit(caught_up)

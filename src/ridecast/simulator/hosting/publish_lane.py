@@ -1,0 +1,82 @@
+"""The serving process's share of work for runs at ``speed: "max"``: one lane, a duty cycle.
+
+A run's engine computes elsewhere (``engine_pool.py``), but its events are published here:
+stamped, serialised, stored and fanned out on the event loop that answers every request and
+stream. A run at 'max' has events as fast as they can be taken, so without a bound its
+publishing alone would fill the loop. Such runs publish through one ``PublishLane``: one
+batch at a time, in turns by organisation (one batch per organisation per round, its runs in
+arrival order, so an organisation with five runs gets the share of one with a single run),
+and after a batch that took ``t`` seconds the lane stays closed for ``t * (1 - share) /
+share``: together they use at most about ``share`` of the process's time, and the rest is
+left to requests, streams and real-time runs (which never wait for the lane).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections import OrderedDict, deque
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+
+class PublishLane:
+    """One publishing batch of the runs at 'max' at a time, at most ``share`` of the time,
+    in turns by group (an organisation), then by run within it."""
+
+    def __init__(self, share: float) -> None:
+        if not 0 < share <= 1:
+            raise ValueError("share must be in (0, 1]")
+        self.share = share
+        self._busy = False
+        # group -> the runs waiting for their turn; a group served goes to the end.
+        self._waiting: OrderedDict[str, deque[asyncio.Future[None]]] = OrderedDict()
+        self._open_at = 0.0
+
+    async def _acquire(self, group: str) -> None:
+        if not self._busy and not self._waiting:
+            self._busy = True
+            return
+        future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._waiting.setdefault(group, deque()).append(future)
+        try:
+            await future
+        except asyncio.CancelledError:
+            if future.done() and not future.cancelled():
+                self._release()  # the turn came as we were cancelled: pass it on
+            else:
+                queue = self._waiting.get(group)
+                if queue is not None and future in queue:
+                    queue.remove(future)
+                    if not queue:
+                        del self._waiting[group]
+            raise
+
+    def _release(self) -> None:
+        while self._waiting:
+            group, queue = next(iter(self._waiting.items()))
+            future = queue.popleft()
+            if queue:
+                self._waiting.move_to_end(group)
+            else:
+                del self._waiting[group]
+            if not future.done():
+                future.set_result(None)  # the lane stays busy: it is this one's
+                return
+        self._busy = False
+
+    @asynccontextmanager
+    async def turn(self, group: str = "") -> AsyncIterator[None]:
+        await self._acquire(group)
+        try:
+            wait = self._open_at - time.monotonic()
+            if wait > 0:
+                await asyncio.sleep(wait)
+            started = time.monotonic()
+            try:
+                yield
+            finally:
+                took = time.monotonic() - started
+                self._open_at = time.monotonic() + took * (1 - self.share) / self.share
+        finally:
+            self._release()

@@ -1,0 +1,172 @@
+"""Engines compute in engine processes that ``ridecast serve`` starts and supervises."""
+
+from __future__ import annotations
+
+import re
+import signal
+import time
+from collections.abc import Callable
+from datetime import datetime
+from typing import Any
+
+import httpx
+import psutil
+import pytest
+
+from tests.conftest import Server, User
+
+CENTRE = {"lat": 52.52, "lon": 13.405, "radius_m": 2000}
+
+
+def busy(seed: int, *, duration_s: float = 6 * 3600) -> dict[str, Any]:
+    """A run at 'max' with enough to compute that it lasts a while."""
+    return {"simulator": {
+        "seed": seed, "vehicles": 150, "speed": "max", "bookings_per_hour": 1500,
+        "duration_s": duration_s, "area": CENTRE, "start_ts": "2024-01-01T08:00:00+00:00",
+    }}
+
+
+def engine_processes(server: Server) -> list[psutil.Process]:
+    """The serving process's engine processes."""
+    return [child for child in psutil.Process(server.process.pid).children(recursive=True)
+            if "engine_process" in " ".join(child.cmdline())]
+
+
+def wait_until(what: Callable[[], Any], timeout: float = 60.0, why: str = "") -> Any:
+    """``what()``'s first truthy value, polled until ``timeout`` (then fail)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = what()
+        if value:
+            return value
+        time.sleep(0.05)
+    pytest.fail(f"timed out waiting: {why}")
+
+
+class Run:
+    """One user's simulation whose simulator a test starts and watches."""
+
+    def __init__(self, server: Server, data: dict[str, Any], user: User | None = None) -> None:
+        self.user = user or server.create_user()
+        self.id = server.create_simulation(self.user, data)
+        self.http = server.client(self.user)
+        self.base = f"/api/v2/simulation/{self.id}/simulator"
+
+    def start(self) -> dict[str, Any]:
+        response = self.http.post(self.base + "/start")
+        assert response.status_code == 200, response.text
+        body: dict[str, Any] = response.json()
+        return body
+
+    def status(self) -> dict[str, Any]:
+        response = self.http.get(self.base)
+        assert response.status_code == 200, response.text
+        body: dict[str, Any] = response.json()
+        return body
+
+    def sim_s(self) -> float:
+        """Simulated seconds the run has reached."""
+        status = self.status()
+        if status["sim_ts"] is None:
+            return 0.0
+        return (datetime.fromisoformat(status["sim_ts"])
+                - datetime.fromisoformat(status["started_sim_ts"])).total_seconds()
+
+    def close(self) -> None:
+        self.http.post(self.base + "/stop")
+        self.http.close()
+
+
+def metric(server: Server, name: str) -> float:
+    text = httpx.get(server.base_url + "/metrics").text
+    found = re.search(rf"^{name} (\S+)$", text, re.MULTILINE)
+    assert found, name
+    return float(found.group(1))
+
+
+def test_engine_computes_in_another_process(start_server: Callable[..., Server]) -> None:
+    """A run's engine lives in a child process of the server, which spends the CPU time of
+    the computation while the run advances."""
+    server = start_server({"RIDECAST_SIMULATOR_ENGINE_PROCESSES": "1"})
+    assert engine_processes(server) == []  # started when a run needs one
+    run = Run(server, busy(1))
+    try:
+        run.start()
+        (child,) = wait_until(lambda: engine_processes(server), why="an engine process")
+        assert child.pid != server.process.pid
+        cpu0 = sum(child.cpu_times()[:2])
+        at0 = run.sim_s()
+        wait_until(lambda: run.sim_s() > at0 + 1800, why="half an hour simulated")
+        assert sum(child.cpu_times()[:2]) > cpu0  # the engine process computed it
+        assert metric(server, "ridecast_simulator_engines") == 1
+        assert metric(server, "ridecast_simulator_engine_processes") == 1
+    finally:
+        run.close()
+
+
+def test_killed_engine_process_stops_its_run_with_a_clear_error(
+        start_server: Callable[..., Server]) -> None:
+    """Killing the engine process mid-run stops the run with an error that says why; the
+    server keeps answering and the next start gets a fresh engine process."""
+    server = start_server({"RIDECAST_SIMULATOR_ENGINE_PROCESSES": "1"})
+    run = Run(server, busy(2))
+    try:
+        run.start()
+        wait_until(lambda: run.sim_s() > 600, why="the run under way")
+        (child,) = engine_processes(server)
+        child.send_signal(signal.SIGKILL)
+        status = wait_until(lambda: (s := run.status())["status"] == "stopped" and s,
+                            why="the run stopped")
+        assert "engine process" in status["error"] and "start the run again" in status[
+            "error"], status
+        assert httpx.get(server.base_url + "/healthz").status_code == 200
+        assert metric(server, "ridecast_simulator_engine_processes_lost_total") == 1
+        assert run.start()["status"] == "running"
+        (fresh,) = wait_until(lambda: engine_processes(server), why="a fresh engine process")
+        assert fresh.pid != child.pid
+        wait_until(lambda: run.sim_s() > 600, why="the new run under way")
+    finally:
+        run.close()
+
+
+def test_finished_run_frees_its_engine_and_the_process_is_recycled(
+        start_server: Callable[..., Server]) -> None:
+    """A finished run keeps its status and KPIs only: its engine is freed, and its engine
+    process, left empty and grown, is ended."""
+    server = start_server({"RIDECAST_SIMULATOR_ENGINE_PROCESSES": "1",
+                           "RIDECAST_SIMULATOR_ENGINE_RECYCLE_MB": "0"})
+    run = Run(server, busy(3, duration_s=1200))
+    try:
+        run.start()
+        status = wait_until(lambda: (s := run.status())["status"] == "finished" and s,
+                            why="the run finished")
+        assert status["kpis"]["bookings"] > 0
+        assert metric(server, "ridecast_simulator_engines") == 0
+        wait_until(lambda: not engine_processes(server), why="the engine process ended")
+        assert metric(server, "ridecast_simulator_engine_processes") == 0
+        assert run.status()["kpis"] == status["kpis"]  # kept after the engine went
+    finally:
+        run.close()
+
+
+def test_max_speed_runs_share_fairly_by_organisation(
+        start_server: Callable[..., Server]) -> None:
+    """Two runs at 'max' of one organisation and one of another, in one engine process:
+    the organisations get comparable shares, so the lone run advances about twice as fast
+    as each of the other two (a share per run would give all three the same)."""
+    server = start_server({"RIDECAST_SIMULATOR_ENGINE_PROCESSES": "1"})
+    many = server.create_user()
+    runs = [Run(server, busy(4), many), Run(server, busy(5), many), Run(server, busy(6))]
+    try:
+        for run in runs:
+            run.start()
+        wait_until(lambda: all(run.sim_s() > 300 for run in runs), why="all under way")
+        before = [run.sim_s() for run in runs]
+        wait_until(lambda: runs[2].sim_s() - before[2] > 3600, timeout=180,
+                   why="an hour simulated by the lone run")
+        gained = [run.sim_s() - b for run, b in zip(runs, before, strict=True)]
+        assert gained[2] > 1.3 * max(gained[:2]), gained
+        assert gained[2] < 3.0 * min(gained[:2]), gained
+    finally:
+        for run in runs:
+            run.close()
