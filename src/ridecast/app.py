@@ -42,12 +42,14 @@ from .simulator.hosting.journal import JournalStore
 from .simulator.hosting.lease import LeaseStore
 from .simulator.hosting.manager import SimulatorManager
 from .simulator.hosting.resume import LogTail
+from .simulator.hosting.snapshots import SnapshotPolicy
 from .store.accounts import AccountStore
 from .store.engine import create_engine, upgrade
 from .store.eventlog import EventLog
 from .store.outbox import outbox_sql
 from .store.revocations import RevocationWatcher
 from .store.simulations import SimulationStore
+from .store.snapshots import SnapshotStore
 from .webhooks.bodies import Bodies
 from .webhooks.claimer import Claimer
 from .webhooks.deliverylog import DeliveryLog
@@ -213,11 +215,18 @@ def _simulator_host(settings: Settings, engine: AsyncEngine, bus: Bus,
                     ingest: Ingest, event_log: EventLog) -> SimulatorHost:
     """Simulator runs publish through ingest; runs are leased in the store, commands are
     forwarded to the owner on the bus, operations journaled, and a run whose node stopped
-    is taken over from its journal (``simulator/hosting/cluster_host.py``)."""
+    is taken over from its newest snapshot and its journal
+    (``simulator/hosting/cluster_host.py``)."""
     journal = JournalStore(engine)
     manager = SimulatorManager(ingest.submit_trusted, max_batch=ingest.max_batch,
                                max_finished=settings.simulator_max_finished_runs,
-                               journal=journal)
+                               journal=journal,
+                               snapshots=SnapshotStore(engine,
+                                                       keep=settings.simulator_snapshot_keep),
+                               snapshot_policy=SnapshotPolicy(
+                                   every_s=settings.simulator_snapshot_every_s,
+                                   every_events=settings.simulator_snapshot_every_events,
+                                   max_bytes=settings.simulator_snapshot_max_bytes))
     host = ClusterHost(manager, LeaseStore(engine), bus, lease_s=settings.simulator_lease_s,
                        forward_timeout_s=settings.simulator_forward_timeout_s,
                        journal=journal, tail=LogTail(event_log))

@@ -47,12 +47,27 @@ class JournalStore:
                 sim_t=entry.sim_t, command=entry.command.name,
                 args_json=entry.command.args_json(), created_at=self._clock()))
 
-    async def read(self, run_id: str) -> list[JournalEntry]:
-        """The run's entries in order."""
+    PAGE = 1000
+    """Entries read per query."""
+
+    async def read(self, run_id: str, *, after_seq: int = 0) -> list[JournalEntry]:
+        """The run's entries after ``after_seq`` in order (a takeover from a snapshot reads
+        only those after it), a page per query."""
+        out: list[JournalEntry] = []
+        while True:
+            page = await self.page(run_id, after_seq=after_seq, limit=self.PAGE)
+            out.extend(page)
+            if len(page) < self.PAGE:
+                return out
+            after_seq = page[-1].seq
+
+    async def page(self, run_id: str, *, after_seq: int, limit: int) -> list[JournalEntry]:
+        """Up to ``limit`` of the run's entries after ``after_seq``, in order."""
         async with self._engine.connect() as conn:
             rows = (await conn.execute(
                 select(journal.c.seq, journal.c.sim_t, journal.c.command, journal.c.args_json)
-                .where(journal.c.run_id == run_id).order_by(journal.c.seq))).all()
+                .where(journal.c.run_id == run_id, journal.c.seq > after_seq)
+                .order_by(journal.c.seq).limit(limit))).all()
         return [JournalEntry(int(seq), float(sim_t), Command(name, json.loads(args)))
                 for seq, sim_t, name, args in rows]
 

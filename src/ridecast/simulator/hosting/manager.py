@@ -4,7 +4,8 @@
 pause, resume, stop, status with KPIs, and the operations, which need a running or paused
 simulator (409 ``invalid_state`` otherwise). With a journal store, each run journals the
 operations it accepts (``simulator/hosting/journal.py``), and ``adopt`` rebuilds a run another
-process owned from its spec and journal.
+process owned from its spec and journal (or from its newest snapshot and the journal after
+it; ``snapshots.py``).
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from functools import partial
 from typing import Any
 
 from ...errors import Conflict
+from ...store.snapshots import SnapshotStore
 from ..core.commands import Command
 from ..core.engine import Engine
 from ..core.operations import Result
@@ -23,6 +25,7 @@ from .clock import clock_for
 from .journal import JournalEntry, JournalStore
 from .resume import AlreadyPublished, Progress
 from .runner import EventSink, Runner, Status
+from .snapshots import Checkpointer, Restored, SnapshotPolicy
 
 log = logging.getLogger(__name__)
 
@@ -32,10 +35,14 @@ class SimulatorManager:
 
     def __init__(
         self, sink: EventSink, *, max_batch: int = 1000, max_finished: int = 100,
-        journal: JournalStore | None = None,
+        journal: JournalStore | None = None, snapshots: SnapshotStore | None = None,
+        snapshot_policy: SnapshotPolicy | None = None,
     ) -> None:
         self.sink = sink
         self.journal = journal
+        # With both, a run's snapshots are taken (``snapshots.py``).
+        self.snapshots = snapshots
+        self.snapshot_policy = snapshot_policy or SnapshotPolicy()
         self.max_batch = max_batch
         # Finished and stopped runs keep their KPIs readable, up to this many (oldest out).
         self.max_finished = max_finished
@@ -55,7 +62,8 @@ class SimulatorManager:
         runner = Runner(simulation_id, spec.engine(simulation_id),
                         clock_for(settings.realtime_factor), self.sink, self.max_batch,
                         record=self._recorder(simulation_id, spec),
-                        published=AlreadyPublished(Progress(0, after_id)))
+                        published=AlreadyPublished(Progress(0, after_id)),
+                        checkpoint=self._checkpointer(simulation_id, spec, 0.0))
         self._install(simulation_id, spec, runner)
         runner.start()
         await self._drop_old_finished()
@@ -65,24 +73,29 @@ class SimulatorManager:
 
     async def adopt(self, simulation_id: int, spec: RunSpec, entries: Sequence[JournalEntry],
                     published: AlreadyPublished, *, sim_now: float, paused: bool,
-                    replay_until: float) -> dict[str, Any]:
-        """Take over a run another process owned: rebuild its engine from ``spec``, replay
-        ``entries`` on the way and publish only what ``published`` lets through; its clock
-        reads ``sim_now`` (the run's own clock, pinned to the wall clock), and its engine
-        catches up to ``replay_until`` even when ``paused``."""
+                    replay_until: float, restored: Restored | None = None) -> dict[str, Any]:
+        """Take over a run another process owned: rebuild its engine from ``spec`` (or start
+        from ``restored``, its snapshot), replay ``entries`` on the way and publish only what
+        ``published`` lets through; its clock reads ``sim_now`` (the run's own clock, pinned
+        to the wall clock), and its engine catches up to ``replay_until`` even when
+        ``paused``."""
         settings = spec.settings
         clock = clock_for(settings.realtime_factor, at=sim_now)
-        runner = Runner(simulation_id, spec.engine(simulation_id), clock, self.sink,
+        engine = restored.engine if restored is not None else spec.engine(simulation_id)
+        runner = Runner(simulation_id, engine, clock, self.sink,
                         self.max_batch, record=self._recorder(simulation_id, spec),
-                        replay=entries, published=published, replay_until=replay_until)
+                        replay=entries, published=published, replay_until=replay_until,
+                        next_seq=restored.journal_seq + 1 if restored is not None else None,
+                        checkpoint=self._checkpointer(simulation_id, spec, engine.now))
         self._install(simulation_id, spec, runner)
         runner.start()
         if paused:
             # Paused before its loop runs; it still catches up to ``sim_now``.
             await runner.pause()
-        log.info("simulator of simulation %s taken over (run %s, %d journal entries, %d "
-                 "events already published)", simulation_id, spec.run_id, len(entries),
-                 published.count)
+        log.info("simulator of simulation %s taken over (run %s, from %s, %d journal entries "
+                 "to replay, %d events already published)", simulation_id, spec.run_id,
+                 f"its snapshot at {engine.now:.0f} s" if restored is not None else "its start",
+                 len(entries), published.count)
         return self.status(simulation_id)
 
     def _install(self, simulation_id: int, spec: RunSpec, runner: Runner) -> None:
@@ -94,6 +107,13 @@ class SimulatorManager:
         if self.journal is None:
             return None
         return partial(self.journal.append, simulation_id, spec.run_id)
+
+    def _checkpointer(self, simulation_id: int, spec: RunSpec,
+                      now: float) -> Checkpointer | None:
+        if self.snapshots is None or not self.snapshot_policy.enabled:
+            return None
+        return Checkpointer(self.snapshots, simulation_id, spec.run_id, self.snapshot_policy,
+                            now=now)
 
     def _runner(self, simulation_id: int) -> Runner:
         runner = self.runners.get(simulation_id)

@@ -12,7 +12,10 @@ error: the engine has moved on, and a run with a gap in its events must not go o
 An accepted operation is written to the run's journal (``record``) before its events are
 submitted and before it is answered. A runner that takes a run over is given the journal
 (``replay``): its entries are applied at their simulated times as the engine passes them,
-and ``AlreadyPublished`` drops the events the previous owner published. The engine never
+and ``AlreadyPublished`` drops the events the previous owner published. A run with a
+``Checkpointer`` has its engine's snapshot taken between two steps when one is due
+(``snapshots.py``); a runner that takes over from a snapshot is given the engine it holds
+and only the journal after it. The engine never
 advances more than ``MAX_STEP_S`` (``CATCH_UP_STEP_S`` while catching up) in one go, so
 catching up an hour does not hold the event loop (and the events do not depend on the
 steps: tests/simulator/test_steps.py).
@@ -36,6 +39,7 @@ from ..core.operations import Result
 from .clock import Clock, MaxClock
 from .journal import JournalEntry
 from .resume import AlreadyPublished, Progress
+from .snapshots import Checkpointer
 
 log = logging.getLogger(__name__)
 
@@ -82,7 +86,8 @@ class Runner:
     def __init__(self, simulation_id: int, engine: Engine, clock: Clock, sink: EventSink,
                  max_batch: int = 1000, *, record: Recorder | None = None,
                  replay: Sequence[JournalEntry] = (),
-                 published: AlreadyPublished | None = None, replay_until: float = 0.0) -> None:
+                 published: AlreadyPublished | None = None, replay_until: float = 0.0,
+                 next_seq: int | None = None, checkpoint: Checkpointer | None = None) -> None:
         self.simulation_id = simulation_id
         self.engine = engine
         self.clock = clock
@@ -98,7 +103,10 @@ class Runner:
         self._kpis = KpiCache()
         self._record = record
         self._replay: deque[JournalEntry] = deque(replay)
-        self._next_seq = (replay[-1].seq + 1) if replay else 1
+        # The next journal entry's seq (after a snapshot, the journal may have no entries
+        # left to replay but did have some before it).
+        self._next_seq = (replay[-1].seq + 1) if replay else (next_seq or 1)
+        self._checkpoint = checkpoint
         self._published = published or AlreadyPublished(Progress())
         # Where the previous owner's clock was: the run catches up to there even paused.
         self.replay_until = replay_until
@@ -131,6 +139,8 @@ class Runner:
         return events
 
     async def _submit(self, events: list[dict[str, Any]]) -> None:
+        if self._checkpoint is not None:
+            self._checkpoint.produced(len(events))
         published = self._published
         if not published.done:
             events = published.filter(events)
@@ -162,6 +172,16 @@ class Runner:
                 self.status = Status.STOPPED
             raise
 
+    async def _maybe_checkpoint(self) -> None:
+        """Take the run's snapshot when one is due: between two steps, once every event the
+        engine produced so far is committed (so its progress is exact), and never while
+        catching up (the journal's seq and the progress are not the run's yet)."""
+        checkpoint = self._checkpoint
+        if checkpoint is None or self.catching_up or not checkpoint.due(self.engine.now):
+            return
+        await self._settle()
+        checkpoint.take(self.engine, self._next_seq - 1, self.progress)
+
     def kpis(self) -> dict[str, Any]:
         """The run's KPIs; recomputed when the run moved, at most once a second while it
         runs as fast as it can, and less often when computing them takes long (see
@@ -186,6 +206,7 @@ class Runner:
                     elif engine.now < self.replay_until:
                         target = self.replay_until
                     if target is not None:
+                        await self._maybe_checkpoint()
                         step = CATCH_UP_STEP_S if self.catching_up else MAX_STEP_S
                         events = self._advance(min(target, engine.now + step))
                         await self._settle()
@@ -243,6 +264,8 @@ class Runner:
             self._task = None
         with contextlib.suppress(Exception):  # _settle has logged it and set the error
             await self._settle()
+        if self._checkpoint is not None:
+            await self._checkpoint.close()
 
     async def operate(self, op: Callable[[Engine], Result],
                       command: Command | None = None) -> dict[str, Any]:
