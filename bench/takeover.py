@@ -3,8 +3,8 @@
 Two ``ridecast serve`` nodes share one store (a SQLite file by default, or a new PostgreSQL
 database with ``--postgres``). A run (``--vehicles``, ``--bookings-per-hour``, flat demand,
 speed "max", the bundled Gothenburg network) starts on node A; once its clock has passed
-each of ``--hours`` simulated hours it is paused there, A is killed with SIGKILL and node B
-takes the run over:
+each of ``--hours`` simulated hours it is paused there, node B is started, A is killed with
+SIGKILL and B takes the run over:
 after A's lease (``--lease-s``) runs out, B loads the run's newest snapshot (taken every
 ``--snapshot-every-s`` simulated seconds), replays the journal and the simulated time after
 it, and drops the events A had already published. The takeover time runs from the kill to
@@ -60,10 +60,11 @@ def takeover_at(hours: float, args: argparse.Namespace, database_url: str,
            "RIDECAST_SIMULATOR_SNAPSHOT_EVERY_S": every_s,
            "RIDECAST_SIMULATOR_SNAPSHOT_EVERY_EVENTS": "0"}
     ports = free_port(), free_port()
-    nodes = [_serve(port, env, cwd) for port in ports]
+    # B starts once the run is paused at its age: alone, A keeps the run (with a short lease
+    # on a loaded machine two nodes may pass a "max" run back and forth before that).
+    nodes = [_serve(ports[0], env, cwd)]
     try:
-        for port in ports:
-            wait_http(port, "/healthz", timeout=60)
+        wait_http(ports[0], "/healthz", timeout=60)
         clients = [httpx.Client(base_url=f"http://127.0.0.1:{port}", auth=("bench", key),
                                 timeout=60) for port in ports]
         a, b = clients
@@ -86,6 +87,8 @@ def takeover_at(hours: float, args: argparse.Namespace, database_url: str,
         a.post(f"{path}/pause").raise_for_status()
         reached = time.monotonic() - began
         owner = a.get(path).json()["owner_node"]
+        nodes.append(_serve(ports[1], env, cwd))
+        wait_http(ports[1], "/healthz", timeout=60)
         time.sleep(args.lease_s / 2)  # a renewal: the progress A recorded is current
         nodes[0].send_signal(signal.SIGKILL)
         nodes[0].wait(30)

@@ -93,9 +93,11 @@ class SimulatorManager:
             # Paused before its loop runs; it still catches up to ``sim_now``.
             await runner.pause()
         log.info("simulator of simulation %s taken over (run %s, from %s, %d journal entries "
-                 "to replay, %d events already published)", simulation_id, spec.run_id,
+                 "to replay, %d events already published, %d of them after that point)",
+                 simulation_id, spec.run_id,
                  f"its snapshot at {engine.now:.0f} s" if restored is not None else "its start",
-                 len(entries), published.count)
+                 len(entries), published.count,
+                 published.count - (restored.progress.count if restored is not None else 0))
         return self.status(simulation_id)
 
     def _install(self, simulation_id: int, spec: RunSpec, runner: Runner) -> None:
