@@ -110,7 +110,11 @@ def takeover_at(hours: float, args: argparse.Namespace, database_url: str,
         for node in nodes:
             if node.poll() is None:
                 node.terminate()
-                node.wait(30)
+                try:
+                    node.wait(60)
+                except subprocess.TimeoutExpired:
+                    node.kill()
+                    node.wait(30)
     assert taken is not None
     return {"hours": hours, "reached_s": reached, "takeover_s": done - killed,
             "rebuild_s": done - taken, "sim_s": _sim_s(status)}
