@@ -72,6 +72,8 @@ CASES = [
     # Both orders of the two schemes; it stops with an error if either loses a success.
     ("lease_units.py", ["--deliveries", "600", "--rounds", "2", "--unordered"],
      "units / rows: median"),
+    # Two nodes, the owner killed at two simulated ages, the other taking over.
+    ("takeover.py", ["--quick"], "ratio 0.3 h / 0.1 h: takeover"),
 ]
 # A case's name: its script's, with the case's index when the script runs more than once.
 IDS = [script if sum(case[0] == script for case in CASES) == 1 else f"{script}-{index}"

@@ -46,6 +46,7 @@ from .simulator.hosting.journal import JournalStore
 from .simulator.hosting.lease import LeaseStore
 from .simulator.hosting.manager import SimThrottle, SimulatorManager
 from .simulator.hosting.resume import LogTail
+from .simulator.hosting.snapshots import SnapshotPolicy
 from .store.accounts import AccountStore
 from .store.engine import create_engine, upgrade
 from .store.eventlog import EventLog
@@ -54,6 +55,7 @@ from .store.outbox import OutboxSql, outbox_sql
 from .store.quota_usage import QuotaUsageStore
 from .store.revocations import RevocationWatcher
 from .store.simulations import SimulationStore
+from .store.snapshots import SnapshotStore
 from .webhooks.bodies import Bodies
 from .webhooks.claimer import Claimer
 from .webhooks.deliverylog import DeliveryLog
@@ -242,7 +244,8 @@ def _simulator_host(settings: Settings, engine: AsyncEngine, bus: Bus,
                     throttle: SimThrottle | None = None) -> SimulatorHost:
     """Simulator runs publish through ingest; runs are leased in the store, commands are
     forwarded to the owner on the bus, operations journaled, and a run whose node stopped
-    is taken over from its journal (``simulator/hosting/cluster_host.py``)."""
+    is taken over from its newest snapshot and its journal
+    (``simulator/hosting/cluster_host.py``)."""
     journal = JournalStore(engine)
     processes = settings.simulator_engine_processes
     pool = None if processes == 0 else EnginePool(
@@ -254,7 +257,13 @@ def _simulator_host(settings: Settings, engine: AsyncEngine, bus: Bus,
                                max_finished=settings.simulator_max_finished_runs,
                                journal=journal, throttle=throttle,
                                tail=LogTail(event_log), pool=pool,
-                               publish_share=settings.simulator_publish_share)
+                               publish_share=settings.simulator_publish_share,
+                               snapshots=SnapshotStore(engine,
+                                                       keep=settings.simulator_snapshot_keep),
+                               snapshot_policy=SnapshotPolicy(
+                                   every_s=settings.simulator_snapshot_every_s,
+                                   every_events=settings.simulator_snapshot_every_events,
+                                   max_bytes=settings.simulator_snapshot_max_bytes))
     host = ClusterHost(manager, LeaseStore(engine), bus, lease_s=settings.simulator_lease_s,
                        forward_timeout_s=settings.simulator_forward_timeout_s,
                        journal=journal, tail=LogTail(event_log))

@@ -383,6 +383,24 @@ class Settings(BaseSettings):
         "events of its runs at speed \"max\" may take (in turns, one batch at a time); the "
         "rest stays for requests, streams and real-time runs."
     )
+    simulator_snapshot_every_s: float = Field(
+        900.0, ge=0, le=86_400, description="Simulated seconds between two snapshots of a "
+        "running simulator run's engine (0: never by time); a takeover or restart loads the "
+        "newest and replays only the journal after it."
+    )
+    simulator_snapshot_every_events: int = Field(
+        200_000, ge=0, le=100_000_000, description="Also take a snapshot once a run has "
+        "produced this many events since its last one (0: never by count)."
+    )
+    simulator_snapshot_max_bytes: int = Field(
+        64 * 1024 * 1024, ge=1024, le=1024 * 1024 * 1024, description="Largest snapshot "
+        "stored, in bytes (compressed); a bigger one is skipped with a warning, and a "
+        "takeover replays from the previous snapshot or the run's start."
+    )
+    simulator_snapshot_keep: int = Field(
+        2, ge=1, le=100, description="Snapshots kept per run (the newest); older ones are "
+        "deleted when a new one is stored."
+    )
     ws_ping_interval_s: float = Field(
         20.0, gt=0, description="Websocket ping interval; a peer that misses a pong is closed."
     )

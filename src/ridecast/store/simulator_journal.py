@@ -51,12 +51,13 @@ class JournalRows:
             if stored is None or tuple(stored) != (row.sim_t, row.command, row.args_json):
                 raise
 
-    async def read(self, run_id: str) -> list[JournalRow]:
-        """The run's rows in order."""
+    async def page(self, run_id: str, *, after_seq: int, limit: int) -> list[JournalRow]:
+        """Up to ``limit`` of the run's rows after ``after_seq``, in order."""
         async with self._engine.connect() as conn:
             rows = (await conn.execute(
                 select(journal.c.seq, journal.c.sim_t, journal.c.command, journal.c.args_json)
-                .where(journal.c.run_id == run_id).order_by(journal.c.seq))).all()
+                .where(journal.c.run_id == run_id, journal.c.seq > after_seq)
+                .order_by(journal.c.seq).limit(limit))).all()
         return [JournalRow(int(seq), float(sim_t), str(name), str(args))
                 for seq, sim_t, name, args in rows]
 

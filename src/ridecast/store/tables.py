@@ -265,6 +265,24 @@ simulator_journal = Table(
     Index("ix_simulator_journal_simulation", "simulation_id"),
 )
 
+simulator_snapshots = Table(
+    "simulator_snapshots",
+    metadata,
+    # A run's engine state at simulated time ``sim_t`` (simulator/core/snapshot.py), with
+    # the journal entries applied by then and the run's events committed by then: a
+    # takeover loads the newest and replays only what came after (store/snapshots.py).
+    Column("run_id", String(32), primary_key=True),
+    Column("sim_t", Float(precision=53), primary_key=True),
+    Column("simulation_id", Integer, nullable=False),
+    Column("format_version", Integer, nullable=False),
+    Column("journal_seq", Integer, nullable=False),
+    Column("event_count", BigInteger, nullable=False),
+    Column("last_event_id", BigInteger, nullable=True),
+    Column("body", LargeBinary, nullable=False),
+    Column("created_at", Float, nullable=False),
+    Index("ix_simulator_snapshots_simulation", "simulation_id"),
+)
+
 webhook_endpoints = Table(
     "webhook_endpoints",
     metadata,

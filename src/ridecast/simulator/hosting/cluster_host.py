@@ -16,8 +16,9 @@ A run outlives its node. The owner journals every operation it accepts (``journa
 keeps the run's spec and progress (events published, simulated clock) in its row; on a clean
 shutdown it hands its runs over at once (lease ended, exact progress). Every node looks for
 runs whose owner's lease has passed (every ``TAKEOVER_POLL_S``) and takes one over with a
-conditional UPDATE: it rebuilds the engine from the spec, replays the journal, drops the
-events already published (``resume.py``) and goes on from there. Commands for a run being
+conditional UPDATE: it rebuilds the engine from the run's newest snapshot (or from the spec
+when there is none, ``snapshots.py``), replays the journal after it, drops the events already
+published (``resume.py``) and goes on from there. Commands for a run being
 taken over wait for it (up to the forward timeout) or get a 503 with ``Retry-After``.
 
 The owner renews its leases every third of the lease (sooner, with back-off, after a
@@ -49,7 +50,7 @@ from ...errors import Conflict, RidecastError, ServiceUnavailable
 from ..core.commands import Command, apply
 from ..core.spec import ClockState, RunSpec
 from .backoff import Backoff
-from .journal import JournalStore
+from .journal import JournalEntry, JournalStore
 from .lease import (
     ACTIVE,
     CLAIMED_STATUS,
@@ -64,6 +65,7 @@ from .lease import (
 from .manager import SimulatorManager
 from .resume import AlreadyPublished, EventTail, Progress
 from .runner import Runner, Status
+from .snapshots import Restored, restore
 
 log = logging.getLogger(__name__)
 
@@ -229,6 +231,8 @@ class ClusterHost:
             await self.leases.delete(simulation_id)
         if self.journal is not None:  # on every node: its run may be in no node's memory
             await self.journal.forget(simulation_id)
+        if self.manager.snapshots is not None:
+            await self.manager.snapshots.forget(simulation_id)
 
     async def execute(self, simulation_id: int, command: Command) -> dict[str, Any]:
         """Run ``command`` here when this node owns the run (or nobody live does), else
@@ -373,6 +377,8 @@ class ClusterHost:
             after_id = await self.tail.newest_id() if self.tail is not None else None
             if self.journal is not None:  # the previous run's: it is over
                 await self.journal.forget(simulation_id)
+            if self.manager.snapshots is not None:
+                await self.manager.snapshots.forget(simulation_id)
             await self.manager.start(simulation_id, data, after_id=after_id, org=org)
         except BaseException:
             await self.leases.release(simulation_id, self.node_id,
@@ -443,20 +449,20 @@ class ClusterHost:
         sim = record.simulation_id
         try:
             spec = RunSpec.from_json(record.spec_json or {})
-            entries = await self.journal.read(spec.run_id)
             progress_json = record.progress_json or {}
-            progress = Progress.from_json(progress_json)
+            restored, entries, published = await self._resume_point(
+                sim, spec, Progress.from_json(progress_json))
             clock = ClockState.from_json(progress_json.get("clock"))
             paused = record.status == Status.PAUSED.value
             sim_now = clock.now(self.leases.now(), spec.settings.realtime_factor,
                                 paused) if clock else 0.0
             engine_t = float(progress_json.get("engine_t", sim_now))
-            tail = await self.tail.after(sim, progress.last_id or 0)
-            self._adopted[sim] = (time.monotonic(), 0.0)
+            self._adopted[sim] = (time.monotonic(), restored.engine.now if restored else 0.0)
             self._last_seen[sim] = dict(record.status_json)
-            await self.manager.adopt(sim, spec, entries, AlreadyPublished(progress, tail),
+            await self.manager.adopt(sim, spec, entries, published,
                                      sim_now=sim_now, paused=paused,
-                                     replay_until=engine_t if paused else sim_now)
+                                     replay_until=engine_t if paused else sim_now,
+                                     restored=restored)
             self._spec_written.add(sim)
             await self._snapshot(sim)
         except ServiceUnavailable as exc:
@@ -477,6 +483,26 @@ class ClusterHost:
         log.info("simulator of simulation %s: run %s taken over by node %s (was %s)", sim,
                  spec.run_id, self.node_id, record.owner_node)
         return True
+
+    async def _resume_point(
+        self, sim: int, spec: RunSpec, progress: Progress,
+    ) -> tuple[Restored | None, list[JournalEntry], AlreadyPublished]:
+        """Where a takeover starts: the run's newest snapshot (when there is one this code
+        can load) and the journal after it, or its start and the whole journal; and what of
+        the run's events the previous owner published, from ``progress`` (its last record)
+        or the snapshot's, whichever is further on."""
+        assert self.journal is not None and self.tail is not None
+        snapshots = self.manager.snapshots
+        restored = await restore(snapshots, spec) if snapshots is not None else None
+        base = 0
+        if restored is not None:
+            base = restored.progress.count
+            if restored.progress.count >= progress.count:
+                progress = restored.progress
+        entries = await self.journal.read(
+            spec.run_id, after_seq=restored.journal_seq if restored is not None else 0)
+        tail = await self.tail.after(sim, progress.last_id or 0)
+        return restored, entries, AlreadyPublished(progress, tail, base=base)
 
     async def _renew_loop(self) -> None:
         delays = None

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from ...errors import RidecastError
+from ..core import snapshot as codec
 from ..core.commands import Command, apply
 from ..core.emit import Emitter, Event
 from ..core.engine import Engine
@@ -70,6 +71,11 @@ class EngineHandle(Protocol):
     async def kpis(self, operations: int, *, running: bool, throttle: bool,
                    settled: bool) -> dict[str, Any]:
         """The run's KPIs (see ``KpiCache``)."""
+        ...
+
+    async def snapshot(self) -> bytes:
+        """The engine's state as a snapshot (``core/snapshot.py``), encoded where it
+        computes."""
         ...
 
     async def close(self) -> None:
@@ -154,6 +160,9 @@ class LocalEngine(HandleState):
                    settled: bool) -> dict[str, Any]:
         return self._kpis.get(self._live(), operations, running=running, throttle=throttle,
                               settled=settled)
+
+    async def snapshot(self) -> bytes:
+        return codec.dumps(self._live())
 
     async def close(self) -> None:
         self._engine = None

@@ -188,8 +188,9 @@ class EnginePool:
             return chosen
 
     async def open(self, simulation_id: int, spec: RunSpec, *,
-                   group: str = "") -> RemoteEngine:
-        """A fresh engine for ``spec`` in one of the processes."""
+                   group: str = "", snapshot: bytes | None = None) -> RemoteEngine:
+        """A fresh engine for ``spec`` in one of the processes (or one restored from
+        ``snapshot``, a run's snapshot: ``core/snapshot.py``)."""
         settings = spec.settings
         fast = settings.realtime_factor is None
         client = await self._pick(group or f"simulation-{simulation_id}")
@@ -201,7 +202,8 @@ class EnginePool:
                               urgent=not fast)
         try:
             answer = await client.request(key, "create", {
-                "simulation_id": simulation_id, "spec": spec.to_json()})
+                "simulation_id": simulation_id, "spec": spec.to_json(),
+                "snapshot": snapshot})
         except BaseException:
             await handle.close()
             raise
@@ -310,6 +312,11 @@ class RemoteEngine(HandleState):
         answer = await self._request("apply", {"name": command.name, "args": command.args})
         self._update(answer)
         return answer["body"], answer["events"]
+
+    async def snapshot(self) -> bytes:
+        answer = await self._request("snapshot", {})
+        body: bytes = answer["body"]
+        return body
 
     async def kpis(self, operations: int, *, running: bool, throttle: bool,
                    settled: bool) -> dict[str, Any]:

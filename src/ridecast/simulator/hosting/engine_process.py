@@ -36,6 +36,7 @@ import time
 from typing import Any
 
 from ...errors import RidecastError
+from ..core import snapshot as codec
 from ..core.commands import Command, apply
 from ..core.engine import Engine
 from ..core.kpis import KpiCache
@@ -174,7 +175,10 @@ class EngineProcess:
         args = request.args
         if request.op == "create":
             spec = RunSpec.from_json(args["spec"])
-            hosted = Hosted(spec.engine(args["simulation_id"]))
+            # A run taken over starts from its newest snapshot, decoded here.
+            snapshot = args.get("snapshot")
+            hosted = Hosted(codec.loads(snapshot, spec.settings) if snapshot is not None
+                            else spec.engine(args["simulation_id"]))
             self.engines[request.key] = hosted
             return {"pid": os.getpid(), **hosted.state()}
         if request.op == "drop":
@@ -189,6 +193,8 @@ class EngineProcess:
         if request.op == "apply":
             body, events = apply(hosted.engine, Command(args["name"], args["args"]))
             return {"body": body, "events": events, **hosted.state()}
+        if request.op == "snapshot":
+            return {"body": codec.dumps(hosted.engine)}
         if request.op == "kpis":
             kpis = hosted.kpis.get(hosted.engine, args["operations"],
                                    running=args["running"], throttle=args["throttle"],

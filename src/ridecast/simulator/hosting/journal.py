@@ -41,10 +41,24 @@ class JournalStore:
         await self._rows.append(simulation_id, run_id, JournalRow(
             entry.seq, entry.sim_t, entry.command.name, entry.command.args_json()))
 
-    async def read(self, run_id: str) -> list[JournalEntry]:
-        """The run's entries in order."""
+    PAGE = 1000
+    """Entries read per query."""
+
+    async def read(self, run_id: str, *, after_seq: int = 0) -> list[JournalEntry]:
+        """The run's entries after ``after_seq`` in order (a takeover from a snapshot reads
+        only those after it), a page per query."""
+        out: list[JournalEntry] = []
+        while True:
+            page = await self.page(run_id, after_seq=after_seq, limit=self.PAGE)
+            out.extend(page)
+            if len(page) < self.PAGE:
+                return out
+            after_seq = page[-1].seq
+
+    async def page(self, run_id: str, *, after_seq: int, limit: int) -> list[JournalEntry]:
+        """Up to ``limit`` of the run's entries after ``after_seq``, in order."""
         return [JournalEntry(row.seq, row.sim_t, Command(row.command, json.loads(row.args_json)))
-                for row in await self._rows.read(run_id)]
+                for row in await self._rows.page(run_id, after_seq=after_seq, limit=limit)]
 
     async def forget(self, simulation_id: int, keep_run: str | None = None) -> None:
         """Drop the journals of the simulation's runs (all, or all but ``keep_run``)."""

@@ -4,7 +4,8 @@
 pause, resume, stop, status with KPIs, and the operations, which need a running or paused
 simulator (409 ``invalid_state`` otherwise). With a journal store, each run journals the
 operations it accepts (``simulator/hosting/journal.py``), and ``adopt`` rebuilds a run another
-process owned from its spec and journal.
+process owned from its spec and journal (or from its newest snapshot and the journal after
+it; ``snapshots.py``).
 
 With an ``EnginePool`` (``ridecast serve``), each run's engine computes in one of the pool's
 engine processes; without one (the tests), in this process. A finished or stopped run keeps
@@ -19,6 +20,7 @@ from functools import partial
 from typing import Any
 
 from ...errors import Conflict
+from ...store.snapshots import SnapshotStore
 from ..core.commands import Command
 from ..core.engine import Engine
 from ..core.operations import Result
@@ -30,6 +32,7 @@ from .journal import JournalEntry, JournalStore
 from .publish_lane import PublishLane
 from .resume import AlreadyPublished, EventTail, Progress
 from .runner import EventSink, Runner, Status, Throttle
+from .snapshots import Checkpointer, Restored, SnapshotPolicy
 
 log = logging.getLogger(__name__)
 
@@ -47,7 +50,8 @@ class SimulatorManager:
         self, sink: EventSink, *, max_batch: int = 1000, max_finished: int = 100,
         journal: JournalStore | None = None, throttle: SimThrottle | None = None,
         tail: EventTail | None = None, pool: EnginePool | None = None,
-        publish_share: float | None = None,
+        publish_share: float | None = None, snapshots: SnapshotStore | None = None,
+        snapshot_policy: SnapshotPolicy | None = None,
     ) -> None:
         self.sink = sink
         self.pool = pool
@@ -61,6 +65,9 @@ class SimulatorManager:
         # Whether this process's lease on a run still holds: its store writes are retried
         # while it does (the cluster host sets it; None: never retried).
         self.holds: Callable[[int], bool] | None = None
+        # With both, a run's snapshots are taken (``snapshots.py``).
+        self.snapshots = snapshots
+        self.snapshot_policy = snapshot_policy or SnapshotPolicy()
         self.max_batch = max_batch
         # Finished and stopped runs keep their KPIs readable, up to this many (oldest out).
         self.max_finished = max_finished
@@ -73,11 +80,14 @@ class SimulatorManager:
         organisation, a run taken over, on its own)."""
         return f"org-{org}" if org is not None else f"simulation-{simulation_id}"
 
-    async def _engine(self, simulation_id: int, spec: RunSpec,
-                      org: int | None) -> Engine | EngineHandle:
+    async def _engine(self, simulation_id: int, spec: RunSpec, org: int | None,
+                      restored: Restored | None = None) -> Engine | EngineHandle:
+        """The run's engine: fresh from ``spec``, or ``restored`` from its snapshot; in an
+        engine process of the pool when there is one."""
         if self.pool is None:
-            return spec.engine(simulation_id)
-        return await self.pool.open(simulation_id, spec, group=self._group(simulation_id, org))
+            return restored.engine if restored is not None else spec.engine(simulation_id)
+        return await self.pool.open(simulation_id, spec, group=self._group(simulation_id, org),
+                                    snapshot=restored.body if restored is not None else None)
 
     def _slice_s(self) -> float | None:
         return self.pool.slice_s if self.pool is not None else None
@@ -100,6 +110,7 @@ class SimulatorManager:
                         throttle=self._throttle(simulation_id),
                         slice_s=self._slice_s(), lane=self.lane,
                         group=self._group(simulation_id, org),
+                        checkpoint=self._checkpointer(simulation_id, spec, 0.0),
                         **self._retrying(simulation_id))
         if current is not None:
             await current.close()  # a finished or stopped run's engine is already freed
@@ -112,19 +123,23 @@ class SimulatorManager:
 
     async def adopt(self, simulation_id: int, spec: RunSpec, entries: Sequence[JournalEntry],
                     published: AlreadyPublished, *, sim_now: float, paused: bool,
-                    replay_until: float) -> dict[str, Any]:
-        """Take over a run another process owned: rebuild its engine from ``spec``, replay
-        ``entries`` on the way and publish only what ``published`` lets through; its clock
-        reads ``sim_now`` (the run's own clock, pinned to the wall clock), and its engine
-        catches up to ``replay_until`` even when ``paused``."""
+                    replay_until: float, restored: Restored | None = None) -> dict[str, Any]:
+        """Take over a run another process owned: rebuild its engine from ``spec`` (or start
+        from ``restored``, its snapshot), replay ``entries`` on the way and publish only what
+        ``published`` lets through; its clock reads ``sim_now`` (the run's own clock, pinned
+        to the wall clock), and its engine catches up to ``replay_until`` even when
+        ``paused``."""
         settings = spec.settings
         clock = clock_for(settings.realtime_factor, at=sim_now)
-        runner = Runner(simulation_id, await self._engine(simulation_id, spec, None), clock,
+        engine = await self._engine(simulation_id, spec, None, restored)
+        runner = Runner(simulation_id, engine, clock,
                         self.sink, self.max_batch, record=self._recorder(simulation_id, spec),
                         replay=entries, published=published, replay_until=replay_until,
                         throttle=self._throttle(simulation_id),
                         slice_s=self._slice_s(), lane=self.lane,
                         group=self._group(simulation_id, None),
+                        next_seq=restored.journal_seq + 1 if restored is not None else None,
+                        checkpoint=self._checkpointer(simulation_id, spec, engine.now),
                         **self._retrying(simulation_id))
         previous = self.runners.get(simulation_id)
         if previous is not None:
@@ -134,9 +149,12 @@ class SimulatorManager:
         if paused:
             # Paused before its loop runs; it still catches up to ``sim_now``.
             await runner.pause()
-        log.info("simulator of simulation %s taken over (run %s, %d journal entries, %d "
-                 "events already published)", simulation_id, spec.run_id, len(entries),
-                 published.count)
+        log.info("simulator of simulation %s taken over (run %s, from %s, %d journal entries "
+                 "to replay, %d events already published, %d of them after that point)",
+                 simulation_id, spec.run_id,
+                 f"its snapshot at {engine.now:.0f} s" if restored is not None else "its start",
+                 len(entries), published.count,
+                 published.count - (restored.progress.count if restored is not None else 0))
         return await self.current(simulation_id)
 
     def _install(self, simulation_id: int, spec: RunSpec, runner: Runner) -> None:
@@ -163,6 +181,13 @@ class SimulatorManager:
             await throttle(simulation_id, count)
 
         return wait
+
+    def _checkpointer(self, simulation_id: int, spec: RunSpec,
+                      now: float) -> Checkpointer | None:
+        if self.snapshots is None or not self.snapshot_policy.enabled:
+            return None
+        return Checkpointer(self.snapshots, simulation_id, spec.run_id, self.snapshot_policy,
+                            now=now)
 
     def _runner(self, simulation_id: int) -> Runner:
         runner = self.runners.get(simulation_id)

@@ -52,16 +52,22 @@ def as_produced(body: dict[str, Any]) -> dict[str, Any]:
 class AlreadyPublished:
     """Filters a rebuilt run's events: the first ``progress.count`` are dropped, then those
     found in ``tail`` (the simulation's logged events after ``progress.last_id``, as
-    ``(id, body)``), until the first event that is not there: from it on all are new."""
+    ``(id, body)``), until the first event that is not there: from it on all are new.
+
+    ``base``: the engine starts from a snapshot taken after the run's first ``base`` events
+    (they are not produced again), so only ``progress.count - base`` are dropped by count.
+    """
 
     def __init__(self, progress: Progress,
-                 tail: Sequence[tuple[int, dict[str, Any]]] = ()) -> None:
-        self._skip = progress.count
+                 tail: Sequence[tuple[int, dict[str, Any]]] = (), *, base: int = 0) -> None:
+        self._skip = max(0, progress.count - base)
         self._tail = [(event_id, as_produced(body)) for event_id, body in tail]
         self._next = 0
         self.count = progress.count
         self.last_id = progress.last_id
-        self.done = progress.count == 0 and not self._tail
+        #: Events produced again and dropped (by count and by content).
+        self.dropped = 0
+        self.done = self._skip == 0 and not self._tail
 
     def filter(self, events: list[Event]) -> list[Event]:
         """The events of ``events`` not yet published (a suffix of it)."""
@@ -72,6 +78,7 @@ class AlreadyPublished:
         if self._skip:
             k = min(self._skip, n)
             self._skip -= k
+            self.dropped += k
             if self._skip:
                 return []
         while k < n:
@@ -79,6 +86,7 @@ class AlreadyPublished:
             if found is None:
                 self.done = True
                 return events[k:]
+            self.dropped += 1
             k += 1
         if not self._tail[self._next:]:
             self.done = True

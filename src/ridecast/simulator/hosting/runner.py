@@ -25,7 +25,10 @@ the operation is not. The client gets an error, and nothing of the operation is 
 An accepted operation is written to the run's journal (``record``) before its events are
 submitted and before it is answered. A runner that takes a run over is given the journal
 (``replay``): its entries are applied at their simulated times as the engine passes them,
-and ``AlreadyPublished`` drops the events the previous owner published. The engine never
+and ``AlreadyPublished`` drops the events the previous owner published. A run with a
+``Checkpointer`` has its engine's snapshot taken between two steps when one is due
+(``snapshots.py``); a runner that takes over from a snapshot is given the engine it holds
+and only the journal after it. The engine never
 advances more than ``MAX_STEP_S`` (``CATCH_UP_STEP_S`` while catching up) in one go, so
 catching up an hour does not hold the event loop (and the events do not depend on the
 steps: tests/simulator/test_steps.py).
@@ -59,6 +62,7 @@ from .engine_handle import EngineHandle, EngineLost, JournalDiverged, LocalEngin
 from .journal import JournalEntry
 from .publish_lane import PublishLane
 from .resume import AlreadyPublished, EventTail, Progress
+from .snapshots import Checkpointer
 
 log = logging.getLogger(__name__)
 
@@ -131,7 +135,8 @@ class Runner:
                  holds: Callable[[], bool] | None = None, tail: EventTail | None = None,
                  backoff: Backoff = DEFAULT_BACKOFF,
                  slice_s: float | None = None, lane: PublishLane | None = None,
-                 group: str = "") -> None:
+                 group: str = "", next_seq: int | None = None,
+                 checkpoint: Checkpointer | None = None) -> None:
         self.simulation_id = simulation_id
         self.engine: EngineHandle = (LocalEngine(engine) if isinstance(engine, Engine)
                                      else engine)
@@ -154,7 +159,10 @@ class Runner:
         self._kpi_task: asyncio.Task[None] | None = None
         self._record = record
         self._replay: deque[JournalEntry] = deque(replay)
-        self._next_seq = (replay[-1].seq + 1) if replay else 1
+        # The next journal entry's seq (after a snapshot, the journal may have no entries
+        # left to replay but did have some before it).
+        self._next_seq = (replay[-1].seq + 1) if replay else (next_seq or 1)
+        self._checkpoint = checkpoint
         self._published = published or AlreadyPublished(Progress())
         # Where the previous owner's clock was: the run catches up to there even paused.
         self.replay_until = replay_until
@@ -208,6 +216,8 @@ class Runner:
         return step.events
 
     async def _submit(self, events: list[dict[str, Any]]) -> None:
+        if self._checkpoint is not None:
+            self._checkpoint.produced(len(events))
         published = self._published
         if not published.done:
             events = published.filter(events)
@@ -298,6 +308,16 @@ class Runner:
                 self.status = Status.STOPPED
             raise
 
+    async def _maybe_checkpoint(self) -> None:
+        """Take the run's snapshot when one is due: between two steps, once every event the
+        engine produced so far is committed (so its progress is exact), and never while
+        catching up (the journal's seq and the progress are not the run's yet)."""
+        checkpoint = self._checkpoint
+        if checkpoint is None or self.catching_up or not checkpoint.due(self.engine.now):
+            return
+        await self._settle()
+        await checkpoint.take(self.engine, self._next_seq - 1, self.progress)
+
     def kpis(self) -> dict[str, Any]:
         """The run's KPIs as of the last ``refresh_kpis``."""
         return self._kpis
@@ -350,6 +370,7 @@ class Runner:
                     elif engine.now < self.replay_until:
                         target = self.replay_until
                     if target is not None:
+                        await self._maybe_checkpoint()
                         step = CATCH_UP_STEP_S if self.catching_up else MAX_STEP_S
                         reach = min(target, engine.now + step)
                         # 'max' runs always have a step more to go: they lag nothing.
@@ -434,6 +455,8 @@ class Runner:
             self._task = None
         with contextlib.suppress(Exception):  # _settle has logged it and set the error
             await self._settle()
+        if self._checkpoint is not None:
+            await self._checkpoint.close()
         await self._free()
 
     async def operate(self, op: Callable[[Engine], Result] | None,
