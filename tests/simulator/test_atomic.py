@@ -25,11 +25,20 @@ from ridecast.simulator.core.commands import Command
 from ridecast.simulator.core.engine import Engine
 from ridecast.simulator.core.operations import Result
 from ridecast.simulator.hosting.cluster_host import ClusterHost
+from ridecast.simulator.hosting.engine_handle import LocalEngine
 from ridecast.simulator.hosting.journal import JournalEntry, JournalStore
 from ridecast.simulator.hosting.lease import LeaseStore
 from ridecast.simulator.hosting.manager import SimulatorManager
-from ridecast.simulator.hosting.runner import CATCH_UP_STEP_S
+from ridecast.simulator.hosting.runner import CATCH_UP_STEP_S, Runner
 from ridecast.store.engine import create_engine, upgrade
+
+
+def _local(runner: Runner) -> Engine:
+    """The engine of a runner whose engine computes in this process (no engine pool)."""
+    handle = runner.engine
+    assert isinstance(handle, LocalEngine)
+    return handle.engine
+
 
 SIM = 11
 DATA = {"simulator": {"seed": 3, "vehicles": 3, "speed": 1, "bookings_per_hour": 0,
@@ -135,7 +144,7 @@ async def test_an_operation_that_fails_half_way_leaves_the_run_as_it_was(
                 and status.get("takeover") is None)
 
     await _until(rebuilt)
-    engine = a.manager.runners[SIM].engine
+    engine = _local(a.manager.runners[SIM])
     assert engine.vehicles[1].enabled
     assert booked["booking"]["id"] in engine.bookings
     assert [e.command.name for e in await journal.read(run_id)] == ["create_booking"]
@@ -206,7 +215,7 @@ async def test_a_journal_write_that_fails_answers_503_and_changes_nothing(
                 and (await a.status(SIM)).get("takeover") is None)
 
     await _until(rebuilt)
-    assert a.manager.runners[SIM].engine.vehicles[1].enabled
+    assert _local(a.manager.runners[SIM]).vehicles[1].enabled
     await a.operate(SIM, Command("set_vehicle_enabled", {"vehicle_id": 1, "enabled": False}))
     assert [e.seq for e in await journal.read(run_id)] == [1]
     assert log.types()[published:].count("vehicle_use") == 1

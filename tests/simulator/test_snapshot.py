@@ -28,6 +28,7 @@ from ridecast.simulator.core.commands import Command, apply
 from ridecast.simulator.core.network import NetworkTravel, load_bundled
 from ridecast.simulator.core.spec import RunSpec
 from ridecast.simulator.hosting.clock import MaxClock
+from ridecast.simulator.hosting.engine_handle import LocalEngine
 from ridecast.simulator.hosting.journal import JournalStore
 from ridecast.simulator.hosting.resume import AlreadyPublished, Progress
 from ridecast.simulator.hosting.runner import Runner, Status
@@ -193,7 +194,7 @@ async def test_a_snapshot_over_the_size_limit_is_skipped(tmp_path: Path) -> None
         engine = spec.engine(3)
         engine.advance(300.0)
         assert checkpoint.due(engine.now)
-        checkpoint.take(engine, 0, Progress(10, 10))
+        await checkpoint.take(LocalEngine(engine), 0, Progress(10, 10))
         await checkpoint.close()
         assert (checkpoint.taken, checkpoint.skipped) == (0, 1)
         assert await snapshots.newest(spec.run_id) is None

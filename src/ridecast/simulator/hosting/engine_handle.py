@@ -123,6 +123,11 @@ class LocalEngine(HandleState):
             raise EngineLost("the engine of this run has been freed")
         return self._engine
 
+    @property
+    def engine(self) -> Engine:
+        """The engine itself (it computes in this process); for the tests that look in."""
+        return self._live()
+
     async def advance(self, until: float, entries: Sequence[JournalEntry] = (), *,
                       budget_s: float | None = None) -> Step:
         engine = self._live()
