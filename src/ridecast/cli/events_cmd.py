@@ -17,6 +17,7 @@ import typer
 from ..client import Client
 from ..client.errors import APIError
 from ..events import ALL_TYPES
+from .lazy import QuietGroup
 from .listen import event_line
 from .remote import (
     DEFAULT,
@@ -32,7 +33,8 @@ from .remote import (
 from .suggest import did_you_mean, unknown_types
 
 app = typer.Typer(help="Publish events to a simulation, and read its event log.",
-                  no_args_is_help=True)
+                  no_args_is_help=True,
+                  cls=QuietGroup)
 
 SimId = Annotated[int, typer.Argument(help="Simulation id.", show_default=False)]
 MAX_SHOWN_ERRORS = 5

@@ -9,6 +9,7 @@ import typer
 from rich.table import Table
 
 from ..client import Simulation
+from .lazy import QuietGroup
 from .output import print_table
 from .remote import (
     DEFAULT,
@@ -22,7 +23,8 @@ from .remote import (
     print_json,
 )
 
-app = typer.Typer(help="Simulations on a running server.", no_args_is_help=True)
+app = typer.Typer(help="Simulations on a running server.", no_args_is_help=True,
+                  cls=QuietGroup)
 
 
 def simulation_dict(sim: Simulation) -> dict[str, Any]:

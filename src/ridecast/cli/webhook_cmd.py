@@ -17,6 +17,7 @@ from rich.table import Table
 
 from ..client import Client, Simulation
 from ..client.protocol import split_types
+from .lazy import QuietGroup
 from .output import print_table
 from .remote import (
     DEFAULT,
@@ -34,7 +35,8 @@ from .remote import (
 from .suggest import unknown_types
 
 app = typer.Typer(help="A simulation's webhook: settings, test, delivery log and replay.",
-                  no_args_is_help=True)
+                  no_args_is_help=True,
+                  cls=QuietGroup)
 
 SimArgument = Annotated[int, typer.Argument(help="Simulation id.")]
 
