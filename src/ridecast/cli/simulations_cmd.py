@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import json
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.table import Table
 
-from ..client import Simulation
+if TYPE_CHECKING:  # the SDK is for the commands to import, not for their --help
+    from ..client import Simulation
 from .lazy import QuietGroup
 from .output import print_table
 from .remote import (
