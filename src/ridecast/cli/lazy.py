@@ -78,7 +78,7 @@ class DeferredCoercion:
     Typer builds a parameter's coercion (a pydantic ``TypeAdapter``) the first time it
     processes the parameter, even for an option not given, whose value stays None: a group
     processes its own options (``--help`` included) before its subcommand prints its help, so
-    ``ridecast listen --help`` imported pydantic for the root's unset ``--help``.
+    ``ridecast listen --help`` would import pydantic for the root's unset ``--help``.
     """
 
     def coerce(self, value: Any, param: Any, ctx: Any) -> Any:
