@@ -17,9 +17,9 @@ SERVER = ("ridecast.app", "ridecast.api", "ridecast.hub", "ridecast.store", "rid
           "ridecast.simulator", "uvicorn", "fastapi", "starlette", "sqlalchemy")
 """The server's packages and the libraries only the server needs."""
 
-SDK_AND_MODELS = ("ridecast.client", "ridecast.events", "ridecast.config", "pydantic", "httpx",
-                  "websockets")
-"""What --version and the command list need neither."""
+SDK_AND_MODELS = ("ridecast.client", "ridecast.events", "ridecast.config", "pydantic",
+                  "pydantic_core", "pydantic_settings", "httpx", "websockets")
+"""The SDK, the event models and the settings: no help, nor --version, needs any of them."""
 
 
 def imported(*args: str) -> set[str]:
@@ -47,10 +47,30 @@ def test_version_and_help_import_no_server_no_sdk(args: list[str]) -> None:
 
 
 @pytest.mark.parametrize("command", sorted(COMMANDS))
-def test_each_commands_help_imports_no_server(command: str) -> None:
-    """``ridecast COMMAND --help`` imports that command's module, never the server."""
+def test_each_commands_help_imports_no_server_no_sdk(command: str) -> None:
+    """``ridecast COMMAND --help`` imports that command's module, never the server, the SDK,
+    pydantic or the settings."""
     modules = imported(command, "--help")
-    assert under(modules, SERVER) == set()
+    assert under(modules, SERVER + SDK_AND_MODELS) == set()
+
+
+def subcommands() -> list[tuple[str, str]]:
+    """Every (group, subcommand) pair of the CLI."""
+    return [(name, sub) for name in sorted(COMMANDS)
+            for sub in sorted(getattr(load(name), "commands", {}))]
+
+
+def test_the_cli_has_subcommands() -> None:
+    """The next test covers something: the groups have their subcommands."""
+    assert {"events", "simulations", "users", "webhook"} <= {g for g, _ in subcommands()}
+
+
+@pytest.mark.parametrize(("group", "command"), subcommands())
+def test_each_subcommands_help_imports_no_server_no_sdk(group: str, command: str) -> None:
+    """``ridecast GROUP COMMAND --help`` too: the group's own options, not given, build no
+    pydantic coercion (lazy.DeferredCoercion)."""
+    modules = imported(group, command, "--help")
+    assert under(modules, SERVER + SDK_AND_MODELS) == set()
 
 
 @pytest.mark.parametrize("command", sorted(COMMANDS))

@@ -7,7 +7,6 @@ import os
 import subprocess
 import sys
 import threading
-import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -15,6 +14,7 @@ from typing import Any
 import httpx
 
 from ridecast.cli.receiver import Reply, Request
+from tests.waiting import eventually
 
 NOW = "2026-11-22T03:00:00+00:00"
 
@@ -80,13 +80,7 @@ def worker_running(log: Path, starts: int) -> bool:
 def wait_for(predicate: Callable[[], bool], timeout: float = 20.0, step: float = 0.05,
              why: Callable[[], str] | None = None) -> None:
     """Wait until ``predicate()``; fail after ``timeout`` s, with ``why()`` in the message."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return
-        time.sleep(step)
-    raise AssertionError(f"condition not met within {timeout} s"
-                         + (f": {why()}" if why is not None else ""))
+    eventually(predicate, timeout=timeout, step=step, why=why)
 
 
 def post_events(http: httpx.Client, sim: int, events: list[dict[str, Any]]) -> list[str]:

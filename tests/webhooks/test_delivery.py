@@ -30,6 +30,8 @@ def test_only_filtered_types_arrive_signed_with_exact_envelope(server: Server) -
                                           offer_accepted(6)])
             wait_for(lambda: len(recorder.requests) >= 2)
             history = http.get(f"/api/v2/simulation/{sim}/events").json()["objects"]
+            # The receiver has both requests before their results are recorded.
+            wait_for(lambda: {d["status"] for d in deliveries(http, sim)} == {"succeeded"})
             log = deliveries(http, sim)
     assert len(recorder.requests) == 2
     stored = {e["event_id"]: e for e in history}

@@ -9,9 +9,11 @@ from typing import Annotated
 import typer
 from rich.table import Table
 
+from .lazy import QuietGroup
 from .output import console, print_table
 
-app = typer.Typer(help="Configuration (RIDECAST_* environment variables).", no_args_is_help=True)
+app = typer.Typer(help="Configuration (RIDECAST_* environment variables).", no_args_is_help=True,
+                  cls=QuietGroup)
 
 
 @app.command("show")

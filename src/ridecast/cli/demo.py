@@ -27,21 +27,25 @@ import sys
 from dataclasses import dataclass, replace
 from pathlib import Path
 from types import FrameType
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 from urllib.parse import quote
 
-import httpx
 import typer
 from rich.console import Console
 from rich.panel import Panel
 from rich.table import Table
 
-from ..auth.credentials import BasicCredentials
-from ..config import Settings, get_settings
 from ..errors import RidecastError, Unauthorized
 from .netcheck import port_free
 from .output import styling
 from .simulations_cmd import run_identity
+
+# The settings, their validation and the HTTP client are imported where they are used, so
+# ``demo --help`` needs none of them.
+if TYPE_CHECKING:
+    import httpx
+
+    from ..config import Settings
 
 DEMO_ORG = "demo"
 DEMO_USER = "demo"
@@ -200,6 +204,8 @@ class DemoError(Exception):
 def embedded_settings(data_dir: Path) -> Settings:
     """The settings of the demo: embedded store and bus in ``data_dir``, whatever the
     environment says about those; other ``RIDECAST_*`` variables still apply."""
+    from ..config import get_settings
+
     os.environ.update({
         "RIDECAST_DATABASE_URL": f"sqlite+aiosqlite:///{data_dir / DATABASE_FILE}",
         "RIDECAST_BUS_URL": "memory://",
@@ -213,6 +219,7 @@ def embedded_settings(data_dir: Path) -> Settings:
 
 async def ensure_user(database_url: str, path: Path) -> DemoCredentials:
     """The demo user with a working API key: the saved one, else a new key (or user)."""
+    from ..auth.credentials import BasicCredentials
     from ..store.accounts import AccountStore
     from ..store.engine import create_engine, upgrade
 
@@ -249,6 +256,8 @@ async def prepare_simulation(base_url: str, creds: DemoCredentials,
     """Through the public API: reuse or create the demo simulation, set its speed, start or
     resume its simulator, and get a token. Returns the credentials with the simulation id,
     the token and the simulator's status."""
+    import httpx
+
     async with httpx.AsyncClient(base_url=base_url, auth=(creds.user, creds.api_key),
                                  timeout=30) as http:
         record: dict[str, Any] | None = None

@@ -10,13 +10,15 @@ from __future__ import annotations
 
 import json
 import sys
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from ..client import Client
-from ..client.errors import APIError
-from ..events import ALL_TYPES
+# The SDK and the event models are imported where they are used, so ``--help`` needs neither.
+if TYPE_CHECKING:
+    from ..client import Client
+    from ..client.errors import APIError
+from .lazy import QuietGroup
 from .listen import event_line
 from .remote import (
     DEFAULT,
@@ -32,7 +34,8 @@ from .remote import (
 from .suggest import did_you_mean, unknown_types
 
 app = typer.Typer(help="Publish events to a simulation, and read its event log.",
-                  no_args_is_help=True)
+                  no_args_is_help=True,
+                  cls=QuietGroup)
 
 SimId = Annotated[int, typer.Argument(help="Simulation id.", show_default=False)]
 MAX_SHOWN_ERRORS = 5
@@ -77,6 +80,8 @@ def _sent_type(events: Any, index: Any) -> str | None:
 
 def describe_refusal(exc: APIError, events: Any) -> str:
     """One line for a refused batch: each error's event index, field and reason."""
+    from ..events import ALL_TYPES
+
     parts: list[str] = []
     for detail in exc.details[:MAX_SHOWN_ERRORS]:
         if not isinstance(detail, dict):
@@ -105,6 +110,8 @@ class _Refused(Exception):
 
 
 def _post(client: Client, simulation_id: int, events: Any) -> list[str]:
+    from ..client.errors import APIError
+
     try:
         return client.post_events(simulation_id, events)
     except APIError as exc:

@@ -72,7 +72,36 @@ def load(name: str) -> Any:
     return command
 
 
-class LazyGroup(TyperGroup):
+class DeferredCoercion:
+    """Stands for a parameter's coercion until the parameter has a value to coerce.
+
+    Typer builds a parameter's coercion (a pydantic ``TypeAdapter``) the first time it
+    processes the parameter, even for an option not given, whose value stays None: a group
+    processes its own options (``--help`` included) before its subcommand prints its help, so
+    ``ridecast listen --help`` would import pydantic for the root's unset ``--help``.
+    """
+
+    def coerce(self, value: Any, param: Any, ctx: Any) -> Any:
+        if value is None:  # what Typer's coercion answers for an option not given
+            return () if param.multiple or param.nargs == -1 else None
+        param._runtime_param = None
+        return param.get_runtime_param().coerce(value, param=param, ctx=ctx)
+
+
+class QuietGroup(TyperGroup):
+    """A group whose options not given import nothing (``DeferredCoercion``): every group of
+    the CLI, so that each subcommand's ``--help`` stays light too."""
+
+    def parse_args(self, ctx: Any, args: list[str]) -> list[str]:
+        for param in self.get_params(ctx):
+            # Only on Typer versions that build a coercion per parameter.
+            if getattr(param, "_runtime_param", False) is None:
+                setattr(param, "_runtime_param", DeferredCoercion())  # noqa: B010
+        result: list[str] = super().parse_args(ctx, args)
+        return result
+
+
+class LazyGroup(QuietGroup):
     """The root group: its commands are ``COMMANDS``, each imported on first use; its own
     help lists them from their one-line help without importing any."""
 

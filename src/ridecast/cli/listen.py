@@ -9,16 +9,16 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from ..client import AsyncClient, StreamStatus
-from ..client.errors import NotFoundError, TransportError
-from ..client.models import ENV_URL
-from ..client.protocol import read_frame, split_types
+# The SDK is imported where it is used, so ``listen --help`` needs none of it.
+if TYPE_CHECKING:
+    from ..client import AsyncClient, StreamStatus
 from .remote import (
     DEFAULT,
+    ENV_URL,
     JsonOption,
     KeyOption,
     UrlOption,
@@ -43,6 +43,8 @@ COLOURS: dict[str, str] = {
 
 def parse_target(args: list[str]) -> tuple[int | None, list[str]]:
     """SIM and TYPE in either order (as the paths allow); TYPE may be a comma list."""
+    from ..client.protocol import split_types
+
     simulation_id: int | None = None
     types: list[str] = []
     for arg in args:
@@ -134,6 +136,8 @@ def show_status(status: StreamStatus) -> None:
 async def follow(client: AsyncClient, simulation_id: int | None, types: list[str],
                  since: str | None, as_json: bool, count: int | None, quiet: bool) -> int:
     """Print events until ``count`` have arrived (forever without it); returns how many."""
+    from ..client.protocol import read_frame
+
     stream = client.stream(simulation_id, types or None, since,
                            on_status=None if quiet else show_status)
     seen = 0
@@ -155,6 +159,8 @@ async def preflight(client: AsyncClient, url: str, simulation_id: int | None) ->
     """Fail at once, in one line, when there is no server at ``url``, the credentials are
     refused, or the simulation is missing or invisible: the stream itself would only retry
     (or say "connected" to a path that never delivers)."""
+    from ..client.errors import NotFoundError, TransportError
+
     try:
         if simulation_id is None:
             await client.list_simulations(limit=1)
@@ -191,6 +197,8 @@ def listen(
         simulation_id, types = parse_target(target or [])
     except ValueError as exc:
         raise fail(str(exc)) from None
+
+    from ..client import AsyncClient
 
     async def run() -> int:
         async with AsyncClient(url, user=user, key=key) as client:

@@ -17,7 +17,10 @@ from typing import Annotated
 
 import typer
 
-app = typer.Typer(help="Road networks for the simulator.", no_args_is_help=True)
+from .lazy import QuietGroup
+
+app = typer.Typer(help="Road networks for the simulator.", no_args_is_help=True,
+                  cls=QuietGroup)
 
 
 def _fail(message: str) -> typer.Exit:

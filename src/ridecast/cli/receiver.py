@@ -32,10 +32,10 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Annotated
 
-import httpx
 import typer
 
-from ..events.signing import SignatureError, secret_key, verify
+# httpx and the event package (pydantic models) are imported where they are used, so
+# ``receiver --help`` needs neither.
 from .netcheck import port_free
 
 MAX_HEADER_BYTES = 64 * 1024
@@ -299,6 +299,8 @@ def check_signature(secret: str | None, request: Request) -> str | None:
     """None when the request is correctly signed (or no secret is set), else the reason."""
     if secret is None:
         return None
+    from ..events.signing import SignatureError, verify
+
     try:
         verify(secret, request.headers, request.body)
     except SignatureError as exc:
@@ -318,6 +320,8 @@ HOP_HEADERS = frozenset({"host", "content-length", "connection", "keep-alive",
 def check_forward_url(value: str | None) -> str | None:
     if value is None:
         return None
+    import httpx
+
     try:
         host = httpx.URL(value).host if value.startswith(("http://", "https://")) else ""
     except httpx.InvalidURL:
@@ -330,6 +334,8 @@ def check_forward_url(value: str | None) -> str | None:
 def check_secret(value: str | None) -> str | None:
     if value is None:
         return None
+    from ..events.signing import secret_key
+
     try:
         secret_key(value)
     except ValueError as exc:
@@ -362,6 +368,8 @@ def receiver(
     With --secret it checks each request's webhook-signature; with --forward it relays the
     requests to your own endpoint, so you can watch them on the way.
     """
+    import httpx
+
     rng = random.Random(seed)
     client = httpx.AsyncClient(timeout=FORWARD_TIMEOUT_S) if forward else None
 

@@ -14,7 +14,6 @@ if TYPE_CHECKING:
 
     from ..config import Settings
 
-from .datadir import prepare_store
 from .netcheck import port_free
 from .process import exit_despite_lingering_threads
 
@@ -81,6 +80,7 @@ def run_server(
     """Serve ``create_app()`` with uvicorn until SIGINT/SIGTERM (blocking)."""
     from ..app import create_app
     from ..config import get_settings
+    from .datadir import prepare_store
 
     settings = get_settings()
     if no_workers:  # an API node: `ridecast worker` processes deliver the webhooks

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import json
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.table import Table
 
-from ..client import Simulation
+if TYPE_CHECKING:  # the SDK is for the commands to import, not for their --help
+    from ..client import Simulation
+from .lazy import QuietGroup
 from .output import print_table
 from .remote import (
     DEFAULT,
@@ -22,7 +24,8 @@ from .remote import (
     print_json,
 )
 
-app = typer.Typer(help="Simulations on a running server.", no_args_is_help=True)
+app = typer.Typer(help="Simulations on a running server.", no_args_is_help=True,
+                  cls=QuietGroup)
 
 
 def simulation_dict(sim: Simulation) -> dict[str, Any]:

@@ -11,12 +11,14 @@ from typing import TYPE_CHECKING, Annotated, TypeVar
 import typer
 from rich.table import Table
 
+from .lazy import QuietGroup
 from .output import console, print_table
 
 if TYPE_CHECKING:
     from ..store.accounts import AccountStore
 
-app = typer.Typer(help="Users, organisations and API keys.", no_args_is_help=True)
+app = typer.Typer(help="Users, organisations and API keys.", no_args_is_help=True,
+                  cls=QuietGroup)
 err = console(stderr=True)
 T = TypeVar("T")
 

@@ -9,14 +9,15 @@ from __future__ import annotations
 import base64
 import secrets
 import time
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from ..client import Client, Simulation
-from ..client.protocol import split_types
+if TYPE_CHECKING:  # the SDK is for the commands to import, not for their --help
+    from ..client import Client, Simulation
+from .lazy import QuietGroup
 from .output import print_table
 from .remote import (
     DEFAULT,
@@ -34,7 +35,8 @@ from .remote import (
 from .suggest import unknown_types
 
 app = typer.Typer(help="A simulation's webhook: settings, test, delivery log and replay.",
-                  no_args_is_help=True)
+                  no_args_is_help=True,
+                  cls=QuietGroup)
 
 SimArgument = Annotated[int, typer.Argument(help="Simulation id.")]
 
@@ -90,6 +92,8 @@ def set_webhook(
 
     The server's address is --server / $RIDECAST_URL here, since --url names the receiver.
     """
+    from ..client.protocol import split_types
+
     if secret and generate_secret:
         raise fail("--secret and --generate-secret exclude each other")
     chosen = new_secret() if generate_secret else secret
