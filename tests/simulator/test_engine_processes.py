@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import re
 import signal
 import time
@@ -104,27 +105,45 @@ def test_engine_computes_in_another_process(start_server: Callable[..., Server])
         run.close()
 
 
-def test_killed_engine_process_stops_its_run_with_a_clear_error(
+def test_a_killed_engine_process_costs_its_run_a_takeover_not_the_run(
         start_server: Callable[..., Server]) -> None:
-    """Killing the engine process mid-run stops the run with an error that says why; the
-    server keeps answering and the next start gets a fresh engine process."""
-    server = start_server({"RIDECAST_SIMULATOR_ENGINE_PROCESSES": "1"})
-    run = Run(server, busy(2))
+    """Killing the engine process mid-run does not end the run: its node gives it up and
+    takes it over at once from its newest snapshot and journal, in a fresh engine process,
+    and the run's events hold no event twice; the server keeps answering throughout."""
+    server = start_server({"RIDECAST_SIMULATOR_ENGINE_PROCESSES": "1",
+                           "RIDECAST_SIMULATOR_SNAPSHOT_EVERY_S": "300",
+                           "RIDECAST_LOG_LEVEL": "info"})
+    run = Run(server, busy(2, duration_s=3 * 3600))
     try:
         run.start()
-        wait_until(lambda: run.sim_s() > 600, why="the run under way")
+        wait_until(lambda: run.sim_s() > 900, why="the run under way, past a snapshot")
         (child,) = engine_processes(server)
         child.send_signal(signal.SIGKILL)
-        status = wait_until(lambda: (s := run.status())["status"] == "stopped" and s,
-                            why="the run stopped")
-        assert "engine process" in status["error"] and "start the run again" in status[
-            "error"], status
+        killed_at = run.sim_s()
         assert httpx.get(server.base_url + "/healthz").status_code == 200
+        wait_until(lambda: [p for p in engine_processes(server) if p.pid != child.pid],
+                   why="a fresh engine process")
+        wait_until(lambda: (s := run.status())["status"] == "running"
+                   and s.get("takeover") is None and run.sim_s() > killed_at + 600,
+                   timeout=120, why="the run going on past where its engine died")
         assert metric(server, "ridecast_simulator_engine_processes_lost_total") == 1
-        assert run.start()["status"] == "running"
-        (fresh,) = wait_until(lambda: engine_processes(server), why="a fresh engine process")
-        assert fresh.pid != child.pid
-        wait_until(lambda: run.sim_s() > 600, why="the new run under way")
+        assert "taken over" in server.logs() and "its snapshot at" in server.logs()
+        run.http.post(run.base + "/stop")
+        seen: set[bytes] = set()
+        after = 0
+        while True:
+            page = run.http.get(f"/api/v2/simulation/{run.id}/events",
+                                params={"after": after, "limit": 1000}).json()["objects"]
+            if not page:
+                break
+            for event in page:
+                body = json.dumps({k: v for k, v in event.items()
+                                   if k not in ("server_ts", "event_id")},
+                                  sort_keys=True).encode()
+                assert body not in seen, f"published twice: {body[:200]!r}"
+                seen.add(body)
+            after = page[-1]["event_id"]
+        assert len(seen) > 1000
     finally:
         run.close()
 

@@ -402,12 +402,11 @@ class Runner:
             self.status = Status.INTERRUPTED
             await self._free()
         except EngineLost as exc:
-            log.error("simulator of simulation %s stopped: %s", self.simulation_id, exc)
-            self.error = f"{exc}; start the run again"
-            self.status = Status.STOPPED
+            # The engine's process died: the run goes on where it is rebuilt from its newest
+            # snapshot and journal (the cluster host hands it over and takes it again).
             with contextlib.suppress(Exception):
                 await self._settle()
-            await self._free()
+            self.give_up(str(exc))
         except Exception as exc:
             if self.lost is not None:
                 return  # the run goes on where it is rebuilt; its status stays as it was
@@ -493,13 +492,20 @@ class Runner:
                           "rebuilt")
         await self._settle()
         self._operations += 1
-        caught_up = await self._advance(self.clock.op_time(self.engine.now))
+        try:
+            caught_up = await self._advance(self.clock.op_time(self.engine.now))
+        except EngineLost as exc:
+            self.give_up(str(exc))
+            raise RunLost(f"{exc}; the run is being rebuilt") from exc
         try:
             body, events = await self.engine.apply(op, command)
         except RidecastError:  # refused before it changed anything
             if caught_up:
                 await self._submit(caught_up)
             raise
+        except EngineLost as exc:  # nothing of the operation is kept: it was not journaled
+            await self._abandon(str(exc), caught_up)
+            raise RunLost(f"{exc}; the run is being rebuilt") from exc
         except Exception as exc:
             # Not a refusal: the engine may be half changed. Nothing of it is journaled
             # or published; the run is rebuilt from its journal, without it.
