@@ -101,7 +101,7 @@ def test_openapi_typescript_types_the_readmes_event(documents: dict[str, Any],
                           timeout=TIMEOUT_S, check=False)
     assert done.returncode == 0, done.stderr
     readme = (ROOT / "README.md").read_text()
-    body = re.search(r"/events -d '(\{.*?\})'", readme, re.S)
+    body = re.search(r"/events (?:-H '[^']*' )?-d '(\{.*?\})'", readme, re.S)
     assert body is not None, "the README's ingest example moved"
     event = json.loads(body.group(1))
     assert "agent_id" not in event
