@@ -346,8 +346,8 @@ class Settings(BaseSettings):
         300.0, gt=0, le=86_400, description="How often the stored event bytes of every "
         "organisation are recounted from the store (by one node of a cluster; also at "
         "start-up), correcting the running count for retention and for writes that failed "
-        "after being counted. A recount reads every event's size: about 0.6 s per 500,000 "
-        "events on SQLite.",
+        "after being counted. A recount reads every event's size, so a longer interval "
+        "costs a busy store less.",
     )
     quota_metrics_orgs: int = Field(
         50, ge=1, le=10_000, description="Organisations shown by name (their id) in the "
