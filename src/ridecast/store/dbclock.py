@@ -26,10 +26,16 @@ class db_epoch(FunctionElement[float]):
     name = "db_epoch"
 
 
+# Julian day 2440587.5 is the Unix epoch. julianday('now') counts whole milliseconds, so it
+# reads up to 1 ms behind the process's clock: a row written "due now" by that clock would
+# not yet be due to a claim in the same millisecond. The end of the millisecond is never
+# behind it (and a lease dated by it ends no sooner than one dated by the process's clock).
+SQLITE_EPOCH = "((julianday('now') - 2440587.5) * 86400.0 + 0.001)"
+
+
 @compiles(db_epoch)
 def _sqlite_epoch(_element: db_epoch, _compiler: Any, **_kw: Any) -> str:
-    # Julian day 2440587.5 is the Unix epoch; julianday keeps milliseconds.
-    return "((julianday('now') - 2440587.5) * 86400.0)"
+    return SQLITE_EPOCH
 
 
 @compiles(db_epoch, "postgresql")

@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any, TypeVar
 
+from .dbclock import SQLITE_EPOCH
 from .txsteps import Query, Steps
 
 T = TypeVar("T")
@@ -138,7 +139,7 @@ class OutboxBase:
                          f" AS a{n}")
         return " UNION ALL ".join(reads)
 
-    clock_sql = "SELECT (julianday('now') - 2440587.5) * 86400.0"
+    clock_sql = f"SELECT {SQLITE_EPOCH}"
     """The database's clock, in seconds since the epoch: every lease is dated and compared
     by it, so that nodes whose clocks disagree agree on when a lease runs out."""
 
