@@ -66,6 +66,14 @@ CANDIDATE_PARTS = 64
 # reads only the rows due now, however many of the URL's rows wait for a retry (a receiver
 # down for hours leaves every delivery of those hours waiting).
 DUE_ORDER = "next_attempt_at, event_id"
+# The order a claim chooses its lanes and URLs in, by their head ``d`` (a lane's first active
+# row, a URL's first due row): the one due the longest first, as ``claims.plan_units`` hands
+# out units, so that a claim reading only a few keys reads those the plan would take first.
+KEY_ORDER = "d.next_attempt_at, d.event_id, d.id"
+# A lane's head ``d`` that may be sent now (``claims.is_due``): a lane whose head waits for
+# a retry gives no unit, and is not read.
+_HEAD_DUE = ("((d.status = 'pending' AND d.next_attempt_at <= :now) "
+             "OR (d.status = 'delivering' AND d.lease_until < :now))")
 
 
 class ClaimSql(OutboxBase):
@@ -113,15 +121,10 @@ class ClaimSql(OutboxBase):
         yield from self.lease(now, lease_until, units)
         return {delivery_id for _token, ids in units for delivery_id in ids}
 
-    def keys(self, column: str, where: str, index: str) -> Steps[list[Any]]:
-        """The distinct values of ``column`` among the rows of the partial ``index`` (whose
-        predicate is ``where``), by a skip scan: one index seek per value."""
-        sql = (f"WITH RECURSIVE {self.keys_cte('k', column, where, index)} "
-               "SELECT v FROM k WHERE v IS NOT NULL")
-        return [r[0] for r in (yield Query(sql))]
-
     def keys_cte(self, name: str, column: str, where: str, index: str) -> str:
-        """``keys``' skip scan as a recursive CTE ``name(v)`` (its last row is NULL)."""
+        """The distinct values of ``column`` among the rows of the partial ``index`` (whose
+        predicate is ``where``), by a skip scan (one index seek per value), as a recursive
+        CTE ``name(v)`` (its last row is NULL)."""
         table = "webhook_deliveries" + self.hint(index)
         return (f"{name}(v) AS (SELECT MIN({column}) FROM {table} WHERE {where} UNION ALL "
                 f"SELECT (SELECT MIN({column}) FROM {table} WHERE {where} AND {column} > "
@@ -159,29 +162,54 @@ class ClaimSql(OutboxBase):
         return found
 
     def heads(self, now: float, lane_rows: int, chunk_rows: Mapping[str, int],
-              default_chunk_rows: int, busy_lanes: Set[int], *, stale: bool,
+              default_chunk_rows: int, busy_lanes: Set[int], *, stale: bool, keys: int,
+              skip_urls: Set[str] = frozenset(), closed_urls: Set[str] = frozenset(),
               ) -> Steps[list[tuple[Any, ...]]]:
         """The rows a claim plans with (``_CANDIDATE_COLUMNS``), read through the partial
-        indexes rather than every active row: the first ``lane_rows`` of each ordered lane
-        not in ``busy_lanes``, the first unordered rows of each URL to have come due
-        (``chunk_rows`` of it, or ``default_chunk_rows``; ``DUE_ORDER``), and with ``stale``
-        the unordered rows whose lease ran out. Here the lanes and URLs are read first, then
-        their heads."""
+        indexes rather than every active row, for at most ``keys`` lanes and URLs: those
+        whose head (a lane's first active row, a URL's first due row) came due first
+        (``KEY_ORDER``). Of each, the first ``lane_rows`` of an ordered lane, or the first
+        unordered rows of a URL to have come due (``chunk_rows`` of it, or
+        ``default_chunk_rows``; ``DUE_ORDER``); with ``stale`` the unordered rows whose lease
+        ran out too. Left out: the lanes in ``busy_lanes``, lanes whose head is not due, the
+        URLs in ``skip_urls`` (as URLs; their lanes stay), and every lane and URL of a URL in
+        ``closed_urls`` or with no rows to read in ``chunk_rows``. A lane or URL read
+        without its head being read first would cost ``lane_rows`` rows for nothing, so
+        the choice reads one head per key (one index seek), the rows only of those chosen.
+        Here the keys are chosen by one statement, their rows read by the next ones."""
+        closed = sorted({*closed_urls, *(url for url, n in chunk_rows.items() if n <= 0)})
+        params: dict[str, Any] = {
+            "now": now, "keys": int(keys), "skip_lanes": json.dumps(sorted(busy_lanes)),
+            "skip_urls": json.dumps(sorted(skip_urls)), "closed": json.dumps(closed)}
+        lanes_cte = self.keys_cte("lanes", "simulation_id", self.lane_where,
+                                  "ix_deliveries_lanes")
+        urls_cte = self.keys_cte("urls", "url", self.loose_where, "ix_deliveries_loose")
+        chosen = yield Query(
+            f"WITH RECURSIVE {lanes_cte}, {urls_cte} "
+            "SELECT k.sim, k.url FROM (SELECT lanes.v AS sim, NULL AS url, (SELECT id FROM "
+            f"webhook_deliveries{self.hint('ix_deliveries_lanes')} WHERE {self.lane_where} "
+            "AND simulation_id = lanes.v ORDER BY event_id LIMIT 1) AS head FROM lanes "
+            "WHERE lanes.v IS NOT NULL AND lanes.v NOT IN (SELECT value FROM "
+            "json_each(:skip_lanes)) UNION ALL SELECT NULL, urls.v, (SELECT id FROM "
+            f"webhook_deliveries{self.hint('ix_deliveries_loose')} WHERE {self.loose_where} "
+            f"AND url = urls.v AND next_attempt_at <= :now ORDER BY {DUE_ORDER} LIMIT 1) "
+            "FROM urls WHERE urls.v IS NOT NULL AND urls.v NOT IN (SELECT value FROM "
+            "json_each(:skip_urls)) AND urls.v NOT IN (SELECT value FROM json_each(:closed))"
+            ") AS k CROSS JOIN webhook_deliveries AS d WHERE d.id = k.head "
+            f"AND {_HEAD_DUE} AND d.url NOT IN (SELECT value FROM json_each(:closed)) "
+            f"ORDER BY {KEY_ORDER} LIMIT :keys", params)
         parts: list[str] = []
-        params: dict[str, Any] = {"now": now}
-        lanes = yield from self.keys("simulation_id", self.lane_where, "ix_deliveries_lanes")
-        for n, sim in enumerate(s for s in lanes if s not in busy_lanes):
-            params[f"s{n}"] = sim
-            parts.append(self.lane_head(n, lane_rows))
-        urls = yield from self.keys("url", self.loose_where, "ix_deliveries_loose")
-        for n, url in enumerate(urls):
-            rows = chunk_rows.get(url, default_chunk_rows)
-            if rows > 0:
-                params[f"u{n}"] = url
-                parts.append(self.url_head(n, rows))
+        reads: dict[str, Any] = {"now": now}
+        for n, (sim, url) in enumerate(chosen):
+            if sim is not None:
+                reads[f"s{n}"] = sim
+                parts.append(self.lane_head(n, lane_rows))
+            else:
+                reads[f"u{n}"] = url
+                parts.append(self.url_head(n, chunk_rows.get(url, default_chunk_rows)))
         if stale:
             parts.append(self.stale_rows(default_chunk_rows))
-        return (yield from self.candidates(parts, params))
+        return (yield from self.candidates(parts, reads))
 
     def free_url_rows(self, url: str, now: float, rows: int) -> Steps[list[tuple[Any, ...]]]:
         """The first due unordered rows of ``url`` (``DUE_ORDER``; to extend a running
@@ -252,22 +280,40 @@ class PostgresClaimSql(ClaimSql, PostgresOutboxBase):
         return {row[0] for row in found}
 
     def heads(self, now: float, lane_rows: int, chunk_rows: Mapping[str, int],
-              default_chunk_rows: int, busy_lanes: Set[int], *, stale: bool,
+              default_chunk_rows: int, busy_lanes: Set[int], *, stale: bool, keys: int,
+              skip_urls: Set[str] = frozenset(), closed_urls: Set[str] = frozenset(),
               ) -> Steps[list[tuple[Any, ...]]]:
         # One statement, one round trip: the skip scans of the lanes and the URLs as CTEs,
-        # each head a LATERAL read of its partial index (a URL's LIMIT from the arrays).
+        # each key's head a LATERAL read of one entry of its partial index, the oldest
+        # ``keys`` of them chosen, then each chosen key's rows a LATERAL read of the same
+        # index (a URL's LIMIT from the arrays).
         urls = sorted(chunk_rows)
+        closed = sorted({*closed_urls, *(url for url, n in chunk_rows.items() if n <= 0)})
         sql = (
             f"WITH RECURSIVE {self.keys_cte('lanes', 'simulation_id', self.lane_where, '')}, "
-            f"{self.keys_cte('urls', 'url', self.loose_where, '')} "
-            f"SELECT h.* FROM lanes CROSS JOIN LATERAL (SELECT {_CANDIDATE_COLUMNS} "
-            f"FROM webhook_deliveries WHERE {self.lane_where} AND simulation_id = lanes.v "
-            "ORDER BY event_id LIMIT CAST(:lane_rows AS integer)) AS h "
+            f"{self.keys_cte('urls', 'url', self.loose_where, '')}, "
+            "k AS (SELECT * FROM (SELECT lanes.v AS sim, CAST(NULL AS text) AS url, "
+            "d.next_attempt_at, "
+            "d.event_id, d.id FROM lanes CROSS JOIN LATERAL (SELECT id, url, status, "
+            f"next_attempt_at, lease_until, event_id FROM webhook_deliveries WHERE "
+            f"{self.lane_where} AND simulation_id = lanes.v ORDER BY event_id LIMIT 1) AS d "
             "WHERE lanes.v IS NOT NULL AND lanes.v <> ALL(CAST(:busy AS integer[])) "
-            "UNION ALL SELECT h.* FROM (SELECT urls.v, "
-            "coalesce(x.n, CAST(:default_rows AS integer)) AS n FROM urls "
+            f"AND {_HEAD_DUE} AND d.url <> ALL(CAST(:closed AS text[])) "
+            "UNION ALL SELECT NULL, urls.v, d.next_attempt_at, d.event_id, d.id FROM urls "
+            "CROSS JOIN LATERAL (SELECT id, next_attempt_at, event_id FROM webhook_deliveries "
+            f"WHERE {self.loose_where} AND url = urls.v AND next_attempt_at <= :now "
+            f"ORDER BY {DUE_ORDER} LIMIT 1) AS d WHERE urls.v IS NOT NULL "
+            "AND urls.v <> ALL(CAST(:skip_urls AS text[])) "
+            "AND urls.v <> ALL(CAST(:closed AS text[]))) AS d "
+            f"ORDER BY {KEY_ORDER} LIMIT CAST(:keys AS integer)) "
+            f"SELECT h.* FROM k CROSS JOIN LATERAL (SELECT {_CANDIDATE_COLUMNS} "
+            f"FROM webhook_deliveries WHERE {self.lane_where} AND simulation_id = k.sim "
+            "ORDER BY event_id LIMIT CAST(:lane_rows AS integer)) AS h "
+            "WHERE k.sim IS NOT NULL "
+            "UNION ALL SELECT h.* FROM (SELECT k.url AS v, "
+            "coalesce(x.n, CAST(:default_rows AS integer)) AS n FROM k "
             "LEFT JOIN unnest(CAST(:urls AS text[]), CAST(:rows AS integer[])) AS x(url, n) "
-            "ON x.url = urls.v WHERE urls.v IS NOT NULL) AS u CROSS JOIN LATERAL "
+            "ON x.url = k.url WHERE k.url IS NOT NULL) AS u CROSS JOIN LATERAL "
             f"(SELECT {_CANDIDATE_COLUMNS} FROM webhook_deliveries WHERE {self.loose_where} "
             f"AND url = u.v AND next_attempt_at <= :now ORDER BY {DUE_ORDER} LIMIT u.n) AS h "
             "WHERE u.n > 0")
@@ -276,7 +322,8 @@ class PostgresClaimSql(ClaimSql, PostgresOutboxBase):
         found: list[tuple[Any, ...]] = yield Query(sql, {
             "now": now, "lane_rows": lane_rows, "busy": sorted(busy_lanes),
             "default_rows": default_chunk_rows, "urls": urls,
-            "rows": [chunk_rows[url] for url in urls]})
+            "rows": [chunk_rows[url] for url in urls], "keys": int(keys),
+            "skip_urls": sorted(skip_urls), "closed": closed})
         return found
 
     def in_flight_after_lock(self, now: float) -> Steps[list[tuple[Any, ...]] | None]:

@@ -2,7 +2,8 @@
 
 A claim is one transaction (``store.txsteps``): record the results gathered since the last
 one (``recorder``), count the units in flight, extend running chunks, read the heads of the
-free lanes and URLs, plan units (``claims.plan_units``), lock, lease. No claim waits for
+free lanes and URLs whose head came due first (no more of them than its free units need),
+plan units (``claims.plan_units``), lock, lease. No claim waits for
 another, and a stalled worker holds only what it leased:
 
 * SQLite has one writer: the transaction holds the write lock from its first statement, so
@@ -41,6 +42,11 @@ T = TypeVar("T")
 # SQLite's clock counts whole milliseconds: a node's reading of the lease is taken that much
 # earlier, so that it never ends after the store's.
 CLOCK_RESOLUTION_S = 0.001
+# The lanes and URLs a claim reads beyond one per unit it may plan (a page of them; see
+# ``_claim_steps``): a few give no unit (their URL held by another claim, or filled by older
+# units of the plan), and a short plan reads another page, at most ``KEY_PAGES`` in all.
+KEY_SLACK = 4
+KEY_PAGES = 4
 
 
 def in_flight_of(rows: Sequence[tuple[Any, ...]]) -> InFlight:
@@ -68,6 +74,14 @@ def _kept(unit: list[Row], leased: Sequence[int], got: set[int]) -> list[Row]:
         if row.id not in got:
             return unit[:index]
     return unit
+
+
+def _filled(plan: Sequence[list[Row]], busy: InFlight, per_endpoint: int) -> set[str]:
+    """The URLs with no slot left once ``plan``'s units are in flight too."""
+    count = dict(busy.per_url)
+    for unit in plan:
+        count[unit[0].url] = count.get(unit[0].url, 0) + 1
+    return {url for url, n in count.items() if n >= per_endpoint}
 
 
 class Claimer:
@@ -135,22 +149,43 @@ class Claimer:
         room = min(per_endpoint, max_units)
         chunk_rows = {url: min(room, max(0, per_endpoint - count)) * chunk_max
                       for url, count in busy.per_url.items()}
-        active, extra = yield from self._candidates(now, unit_rows, chunk_rows,
-                                                    room * chunk_max, busy.lanes, stale=stale)
-        # Plan, and hold the URLs of the plan; a URL another claim holds is left out and
-        # the plan made again without it (its units go to the next URLs in line).
+        # The lanes and URLs are read a page of ``keys`` at a time, the oldest heads first:
+        # each gives at least one unit, so one page is enough unless some give none (their
+        # URL held by another claim, or filled by the plan's older units); then the next
+        # page, without them.
+        keys = max_units + KEY_SLACK
+        active: list[Row] = []
+        extra: dict[int, tuple[str, int]] = {}
+        read_lanes: set[int] = set()
+        read_urls: set[str] = set()
         locked: set[str] = set()
         elsewhere: set[str] = set()
-        while True:
-            plan = plan_units([row for row in active if row.url not in elsewhere], busy,
-                              now=now, per_endpoint=per_endpoint, unit_rows=unit_rows,
-                              max_units=max_units, chunk_rows=chunk_max)
-            wanted = {unit[0].url for unit in plan} - locked
-            if not wanted:
-                break
-            got = yield from sql.lock_urls(sorted(wanted))
-            locked |= got
-            elsewhere |= wanted - got
+        plan: list[list[Row]] = []
+        for page in range(KEY_PAGES):
+            rows, more = yield from self._candidates(
+                now, unit_rows, chunk_rows, room * chunk_max, busy.lanes | read_lanes,
+                stale=stale and page == 0, keys=keys, skip_urls=read_urls,
+                closed_urls=elsewhere | _filled(plan, busy, per_endpoint))
+            active += rows
+            extra |= more
+            lanes = {row.simulation_id for row in rows if row.ordered}
+            urls = {row.url for row in rows if not row.ordered and row.status == "pending"}
+            read_lanes |= lanes
+            read_urls |= urls
+            # Plan, and hold the URLs of the plan; a URL another claim holds is left out and
+            # the plan made again without it (its units go to the next URLs in line).
+            while True:
+                plan = plan_units([row for row in active if row.url not in elsewhere], busy,
+                                  now=now, per_endpoint=per_endpoint, unit_rows=unit_rows,
+                                  max_units=max_units, chunk_rows=chunk_max)
+                wanted = {unit[0].url for unit in plan} - locked
+                if not wanted:
+                    break
+                got = yield from sql.lock_urls(sorted(wanted))
+                locked |= got
+                elsewhere |= wanted - got
+            if len(plan) >= max_units or len(lanes) + len(urls) < keys:
+                break  # the plan is full, or every lane and URL due has been read
         if not plan:
             return units
         recount = yield from sql.in_flight_after_lock(now)
@@ -227,17 +262,22 @@ class Claimer:
 
     def _candidates(
         self, now: float, lane_rows: int, chunk_rows: dict[str, int],
-        default_chunk_rows: int, busy_lanes: set[int], *, stale: bool,
+        default_chunk_rows: int, busy_lanes: set[int], *, stale: bool, keys: int,
+        skip_urls: set[str], closed_urls: set[str],
     ) -> Steps[tuple[list[Row], dict[int, tuple[str, int]]]]:
         """The rows a plan can use, read through the partial indexes rather than every active
-        row: the first ``lane_rows`` of each free simulation's ordered queue, and the first
-        unordered rows of each URL to have come due (``chunk_rows`` of it, or
-        ``default_chunk_rows``); with each row's message type and attempt count.
-        ``plan_units`` gives the same plan on these as on all active rows. Unordered rows
-        whose lease ran out are read only when ``stale`` (the poll asks: they have waited a
-        whole lease already)."""
+        row, of at most ``keys`` lanes and URLs, those whose head came due first
+        (``OutboxSql.heads``): the first ``lane_rows`` of each free simulation's ordered
+        queue, and the first unordered rows of each URL to have come due (``chunk_rows`` of
+        it, or ``default_chunk_rows``); with each row's message type and attempt count.
+        ``plan_units`` hands out units by their earliest row, keys are chosen by their head:
+        the two differ only where a retry at a lane's head came due after rows behind it,
+        and then that lane waits for a later page or claim. Unordered rows whose lease ran
+        out are read only when ``stale`` (the poll asks: they have waited a whole lease
+        already)."""
         rows = yield from self._sql.heads(now, lane_rows, chunk_rows, default_chunk_rows,
-                                          busy_lanes, stale=stale)
+                                          busy_lanes, stale=stale, keys=keys,
+                                          skip_urls=skip_urls, closed_urls=closed_urls)
         found: list[Row] = []
         extra: dict[int, tuple[str, int]] = {}
         for (id_, sim, url, event_id, ordered, status, next_at, lease, token, message_type,
