@@ -32,6 +32,7 @@ from ridecast.webhooks.jobs import Unit
 from ridecast.webhooks.policy import DeliveryPolicy
 from ridecast.webhooks.recorder import Recorder
 from ridecast.webhooks.sender import Attempt, Sender
+from ridecast.webhooks.units import UnitRunner
 
 from .test_outbox import Outbox
 
@@ -134,13 +135,13 @@ async def test_an_unordered_backlog_keeps_its_slot_in_one_unit(
     dispatcher, sender, _sim = await _setup(engine, receiver.url, count, ordered=False,
                                             per_endpoint=1)
     started: list[int] = []
-    start_unit = Dispatcher._start_unit
+    start_unit = UnitRunner.start
 
-    async def counted(self: Dispatcher, unit: Unit) -> None:
+    async def counted(self: UnitRunner, unit: Unit) -> None:
         started.append(len(unit.jobs))
         await start_unit(self, unit)
 
-    monkeypatch.setattr(Dispatcher, "_start_unit", counted)
+    monkeypatch.setattr(UnitRunner, "start", counted)
     await _deliver_all(engine, dispatcher, sender, receiver)
     assert started == [POLICY.chunk_rows]
     assert sorted(received) == received and len(received) == count
