@@ -262,3 +262,21 @@ def test_sqlite_reads_a_urls_due_rows_by_due_time(tmp_path: Path) -> None:
             f"EXPLAIN QUERY PLAN {sql.active_rows((0, 1, 2), of_simulation=True)}", {"sim": 1}))
         assert "INDEX ix_deliveries_loose_sim (simulation_id=?)" in plan, plan
         assert "INDEX ix_deliveries_lanes (simulation_id=?)" in plan, plan
+
+
+def test_sqlite_chooses_a_claims_lanes_and_urls_from_the_indexes(tmp_path: Path) -> None:
+    """A claim's choice of the lanes and URLs due first (``heads`` with a key budget) reads
+    one entry of ``ix_deliveries_lanes`` or ``ix_deliveries_loose`` per key and each chosen
+    head by its primary key, never the table."""
+    path = tmp_path / "keys.db"
+    asyncio.run(upgrade(f"sqlite+aiosqlite:///{path}"))
+    choice = next(outbox_sql("sqlite").heads(time.time(), 64, {}, 64, set(), stale=False,
+                                             keys=8))
+    assert isinstance(choice, Query)
+    with contextlib.closing(sqlite3.connect(path)) as conn:
+        plan = " | ".join(row[3] for row in conn.execute(
+            f"EXPLAIN QUERY PLAN {choice.sql}", choice.params))
+    assert "INDEX ix_deliveries_lanes (simulation_id=?)" in plan, plan
+    assert "INDEX ix_deliveries_loose (url=? AND next_attempt_at<?)" in plan, plan
+    assert "SEARCH d USING INTEGER PRIMARY KEY" in plan, plan
+    assert "SCAN webhook_deliveries" not in plan and "SCAN d" not in plan, plan

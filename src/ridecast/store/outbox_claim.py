@@ -70,8 +70,8 @@ DUE_ORDER = "next_attempt_at, event_id"
 # row, a URL's first due row): the one due the longest first, as ``claims.plan_units`` hands
 # out units, so that a claim reading only a few keys reads those the plan would take first.
 KEY_ORDER = "d.next_attempt_at, d.event_id, d.id"
-# A lane's head ``d`` that may be sent now (``claims.is_due``): a lane whose head waits for
-# a retry gives no unit, and is not read.
+# A head ``d`` that may be sent now (``claims.is_due``): a lane whose head waits for a retry
+# gives no unit, and is not read.
 _HEAD_DUE = ("((d.status = 'pending' AND d.next_attempt_at <= :now) "
              "OR (d.status = 'delivering' AND d.lease_until < :now))")
 
@@ -173,10 +173,9 @@ class ClaimSql(OutboxBase):
         ``default_chunk_rows``; ``DUE_ORDER``); with ``stale`` the unordered rows whose lease
         ran out too. Left out: the lanes in ``busy_lanes``, lanes whose head is not due, the
         URLs in ``skip_urls`` (as URLs; their lanes stay), and every lane and URL of a URL in
-        ``closed_urls`` or with no rows to read in ``chunk_rows``. A lane or URL read
-        without its head being read first would cost ``lane_rows`` rows for nothing, so
-        the choice reads one head per key (one index seek), the rows only of those chosen.
-        Here the keys are chosen by one statement, their rows read by the next ones."""
+        ``closed_urls`` or with no rows to read in ``chunk_rows``. The choice costs one index
+        seek per lane and URL waiting (its head); rows are read only of those chosen. Here
+        the keys are chosen by one statement, their rows read by the next ones."""
         closed = sorted({*closed_urls, *(url for url, n in chunk_rows.items() if n <= 0)})
         params: dict[str, Any] = {
             "now": now, "keys": int(keys), "skip_lanes": json.dumps(sorted(busy_lanes)),
