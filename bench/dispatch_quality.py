@@ -135,26 +135,18 @@ def solve_offline(engine: Engine, starts: list[Any], seed_routes: list[list[tupl
                                            list(range(n_veh, 2 * n_veh)))
     routing = pywrapcp.RoutingModel(manager)
 
-    def drive(i: int, j: int) -> int:
-        a, c = manager.IndexToNode(i), manager.IndexToNode(j)
-        return ticks[a][c]
-
-    def timed(i: int, j: int) -> int:
-        a, c = manager.IndexToNode(i), manager.IndexToNode(j)
-        return ticks[a][c] + (dwell if a >= first_req and points[c] is not None else 0)
-
-    def load(i: int) -> int:
-        node = manager.IndexToNode(i)
-        if node < first_req:
-            return 0
-        b = bookings[(node - first_req) // 2]
-        return b.passengers if (node - first_req) % 2 == 0 else -b.passengers
-
-    routing.SetArcCostEvaluatorOfAllVehicles(routing.RegisterTransitCallback(drive))
+    # The arc costs and times as matrices and the loads as a vector: evaluated inside the
+    # solver, not by a Python callback per arc (the search is the same, several times faster).
+    timed = [[t + (dwell if a >= first_req and points[c] is not None else 0)
+              for c, t in enumerate(row)] for a, row in enumerate(ticks)]
+    loads = [0] * first_req
+    for b in bookings:
+        loads += [b.passengers, -b.passengers]
+    routing.SetArcCostEvaluatorOfAllVehicles(routing.RegisterTransitMatrix(ticks))
     horizon = round((s.duration_s + 4 * 3600.0) / TICK_S)
-    routing.AddDimension(routing.RegisterTransitCallback(timed), horizon, horizon, False, "t")
+    routing.AddDimension(routing.RegisterTransitMatrix(timed), horizon, horizon, False, "t")
     time_dim = routing.GetDimensionOrDie("t")
-    routing.AddDimensionWithVehicleCapacity(routing.RegisterUnaryTransitCallback(load), 0,
+    routing.AddDimensionWithVehicleCapacity(routing.RegisterUnaryTransitVector(loads), 0,
                                             [s.capacity] * n_veh, True, "seats")
     solver = routing.solver()
     slack = round(SLACK_S / TICK_S)

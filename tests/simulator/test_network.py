@@ -336,3 +336,30 @@ def test_status_requests_and_the_scheduler_never_change_a_later_drive(
 
     monkeypatch.setattr(network, "SCRATCH_POINTS", 16)
     assert run(300, poll=True, prune=True) == run(1_000_000, poll=False, prune=False)
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.integers(0, 10_000), st.integers(0, 10_000),
+       st.lists(st.floats(0.05, 0.95), min_size=1, max_size=4))
+def test_a_leg_cut_into_pieces_counts_its_own_length(a: int, b: int,
+                                                     cuts: list[float]) -> None:
+    """A vehicle re-anchored on its way (a route change, the hour's congestion) counts the
+    metres along its street to where it is, then drives on from there: the pieces add up to
+    the leg. (Counted as the distance to the point, each cut routed to the node nearest it
+    and back, and a vehicle re-anchored often drove kilometres it never did.)"""
+    import math
+
+    travel = _travel()
+    net = travel.net
+    s, t = a % net.size, b % net.size
+    start, end = net.node_pos(s), net.node_pos(t)
+    whole = travel.leg(start, end).metres
+    pos, counted = start, 0.0
+    for f in cuts:
+        left = travel.duration_s(pos, end)
+        elapsed = f * left
+        counted += travel.travelled_m(pos, end, elapsed)
+        pos, _ = travel.position(pos, end, elapsed, keep=True)
+    counted += travel.distance_m(pos, end)
+    # Within float noise: edge lengths are stored rounded, points are not.
+    assert math.isclose(counted, whole, rel_tol=1e-3, abs_tol=1e-3)

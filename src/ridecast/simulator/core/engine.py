@@ -276,7 +276,7 @@ class Engine(Operations):
         for vehicle in moving:
             if self.now > vehicle.anchor_t:
                 pos, _, _ = self.position(vehicle, keep=True)
-                self.drive(vehicle, pos)
+                self.drive(vehicle, pos, self.leg_m(vehicle, pos))
                 vehicle.anchor, vehicle.anchor_t = pos, self.now
         travel.factor = factor
         for vehicle in moving:

@@ -500,6 +500,27 @@ class NetworkTravel:
             return 0.0
         return _metres(pts[i - 1], pts[i]) / (span * self.factor)
 
+    def travelled_m(self, a: LatLon, b: LatLon, elapsed_s: float) -> float:
+        """Metres driven along the leg from a to b after ``elapsed_s``: the share of the
+        leg's length up to ``position``. (``distance_m`` to that point would route to the
+        node nearest it, which may lie ahead, and count the way there and back.)"""
+        elapsed_s /= self.factor
+        leg = self._legs.get((a, b))
+        if leg is None:
+            leg = self.leg(a, b)
+        pts, times = leg.points, leg.times
+        if elapsed_s >= times[-1]:
+            return leg.metres
+        i = max(1, bisect_right(times, max(0.0, elapsed_s)))
+        span = times[i] - times[i - 1]
+        f = (elapsed_s - times[i - 1]) / span if span > 0 else 1.0
+        f = min(1.0, max(0.0, f))
+        done = sum(_metres(p, q) for p, q in itertools.pairwise(pts[:i]))
+        done += f * _metres(pts[i - 1], pts[i])
+        total = done + sum(_metres(p, q) for p, q in itertools.pairwise(pts[i - 1:]))
+        total -= f * _metres(pts[i - 1], pts[i])
+        return leg.metres * done / total if total > 0 else 0.0
+
     def point(self, a: LatLon, b: LatLon, elapsed_s: float) -> LatLon:
         """The position of ``position`` without its bearing (the scheduler's use)."""
         return self._locate(a, b, elapsed_s, False)[0]

@@ -122,9 +122,11 @@ class World:
             speed = travel.speed_mps
         return pos, heading, speed
 
-    def drive(self, vehicle: Vehicle, to: LatLon) -> None:
-        """Count the distance from the anchor to ``to`` (empty and passenger km too)."""
-        metres = self.travel.distance_m(vehicle.anchor, to)
+    def drive(self, vehicle: Vehicle, to: LatLon, metres: float | None = None) -> None:
+        """Count the distance from the anchor to ``to`` (empty and passenger km too);
+        ``metres``: the distance when it is known (part of a leg, ``leg_m``)."""
+        if metres is None:
+            metres = self.travel.distance_m(vehicle.anchor, to)
         load = vehicle.load
         vehicle.vehicle_m += metres
         vehicle.passenger_m += metres * load
@@ -133,12 +135,20 @@ class World:
         if vehicle.target is not None and not vehicle.route:
             vehicle.rebalance_m += metres
 
+    def leg_m(self, vehicle: Vehicle, pos: LatLon) -> float:
+        """Metres a moving vehicle has driven from its anchor to ``pos``, where it is now:
+        along its street on a network (see ``NetworkTravel.travelled_m``)."""
+        travel, target = self.travel, vehicle.heading_to
+        if isinstance(travel, NetworkTravel) and target is not None:
+            return travel.travelled_m(vehicle.anchor, target, self.now - vehicle.anchor_t)
+        return travel.distance_m(vehicle.anchor, pos)
+
     def driven_m(self, vehicle: Vehicle) -> tuple[float, float, float]:
         """(vehicle m, empty m, passenger m) so far, the leg in progress included."""
         vm, em, pm = vehicle.vehicle_m, vehicle.empty_m, vehicle.passenger_m
         if vehicle.heading_to is not None and self.now > vehicle.anchor_t:
             pos, _, _ = self.position(vehicle)
-            metres = self.travel.distance_m(vehicle.anchor, pos)
+            metres = self.leg_m(vehicle, pos)
             load = vehicle.load
             vm += metres
             pm += metres * load
@@ -149,7 +159,7 @@ class World:
         """Make the vehicle's current position its anchor, so that its route can change."""
         if vehicle.heading_to is not None and self.now > vehicle.anchor_t:
             pos, _, _ = self.position(vehicle, keep=True)
-            self.drive(vehicle, pos)
+            self.drive(vehicle, pos, self.leg_m(vehicle, pos))
             vehicle.anchor = pos
         vehicle.target = None  # a rebalancing drive ends wherever the vehicle is
         vehicle.anchor_t = max(vehicle.anchor_t, self.now)
