@@ -11,6 +11,7 @@ from where it was, and the stream on the API node goes on too.
 from __future__ import annotations
 
 import asyncio
+import os
 import re
 import signal
 import subprocess
@@ -167,3 +168,20 @@ def test_runs_go_to_simulator_processes_and_survive_one(
         first.stop()
         if second is not None:
             second.stop()
+
+
+def test_the_role_needs_a_shared_bus(tmp_path: Path) -> None:
+    """On the in-process bus no API node could reach a simulator process, nor a simulator
+    process an API node: both refuse to start, saying why, rather than leave starts
+    unanswered."""
+    env = {**os.environ, "RIDECAST_DATABASE_URL": f"sqlite+aiosqlite:///{tmp_path / 'db'}",
+           "RIDECAST_BUS_URL": "memory://"}
+    role = subprocess.run([sys.executable, "-m", "ridecast.cli.main", "simulator"], env=env,
+                          capture_output=True, text=True, timeout=60, check=False)
+    assert role.returncode == 2
+    assert "RIDECAST_BUS_URL=redis://" in role.stderr
+    api = subprocess.run([sys.executable, "-m", "ridecast.cli.main", "serve", "--port", "0",
+                          "--no-simulator"], env=env, capture_output=True, text=True,
+                         timeout=60, check=False)
+    assert api.returncode != 0
+    assert "RIDECAST_SIMULATOR_HOST=false" in api.stdout + api.stderr
