@@ -74,11 +74,14 @@ log = logging.getLogger(__name__)
 async def open_runtime(
     settings: Settings, *, serve_streams: bool = True, run_simulator: bool = True,
     run_dispatcher: bool | None = None, watch_outbox: bool = False,
+    host_runs: bool | None = None,
 ) -> Runtime:
     """Migrate the store, then build, wire and start every part of one process.
 
     ``serve_streams``: build the websocket hub (and its dedicated listener when
-    ``RIDECAST_WS_PORT`` is set). ``run_simulator``: host simulator runs.
+    ``RIDECAST_WS_PORT`` is set). ``run_simulator``: answer simulator commands;
+    ``host_runs``: run them in this process (default ``RIDECAST_SIMULATOR_HOST``), else
+    hand them to the ``ridecast simulator`` processes of the cluster.
     ``run_dispatcher``: deliver webhooks here (default ``RIDECAST_WEBHOOK_WORKERS``).
     ``watch_outbox``: this process appends no events, so its dispatcher watches the outbox
     for other processes' rows when the bus does not bring them (the in-process bus).
@@ -91,7 +94,9 @@ async def open_runtime(
     try:
         return await _start(stack, settings, serve_streams=serve_streams,
                             run_simulator=run_simulator, run_dispatcher=run_dispatcher,
-                            watch_outbox=watch_outbox)
+                            watch_outbox=watch_outbox,
+                            host_runs=settings.simulator_host if host_runs is None
+                            else host_runs)
     except BaseException:
         await stack.aclose()
         raise
@@ -99,7 +104,7 @@ async def open_runtime(
 
 async def _start(
     stack: AsyncExitStack, settings: Settings, *, serve_streams: bool, run_simulator: bool,
-    run_dispatcher: bool | None, watch_outbox: bool,
+    run_dispatcher: bool | None, watch_outbox: bool, host_runs: bool,
 ) -> Runtime:
     await upgrade(settings.database_url)
     engine = create_engine(settings.database_url,
@@ -157,7 +162,7 @@ async def _start(
     simulator: SimulatorHost | None = None
     if run_simulator:
         simulator = _simulator_host(settings, engine, bus, ingest, event_log,
-                                    throttle=quotas.throttle)
+                                    throttle=quotas.throttle, host_runs=host_runs)
         stack.push_async_callback(_logging_failure, "simulator", simulator.close)
         simulations_service.add_data_check(_check_simulator_settings)
 
@@ -241,14 +246,20 @@ def _quotas(settings: Settings, engine: AsyncEngine, catalog: SimulationCatalog)
 
 def _simulator_host(settings: Settings, engine: AsyncEngine, bus: Bus,
                     ingest: Ingest, event_log: EventLog, *,
-                    throttle: SimThrottle | None = None) -> SimulatorHost:
+                    throttle: SimThrottle | None = None,
+                    host_runs: bool = True) -> SimulatorHost:
     """Simulator runs publish through ingest; runs are leased in the store, commands are
     forwarded to the owner on the bus, operations journaled, and a run whose node stopped
     is taken over from its newest snapshot and its journal
-    (``simulator/hosting/cluster_host.py``)."""
+    (``simulator/hosting/cluster_host.py``). Without ``host_runs`` this process runs none:
+    starts go to the hosting processes of the cluster, over the bus."""
+    if not host_runs and isinstance(bus, MemoryBus):
+        raise ValueError("RIDECAST_SIMULATOR_HOST=false leaves simulator runs to `ridecast "
+                         "simulator` processes, which only a shared bus reaches: set "
+                         "RIDECAST_BUS_URL=redis://...")
     journal = JournalStore(engine)
     processes = settings.simulator_engine_processes
-    pool = None if processes == 0 else EnginePool(
+    pool = None if processes == 0 or not host_runs else EnginePool(
         default_size() if processes is None else processes,
         slice_s=settings.simulator_slice_ms / 1000.0,
         recycle_bytes=int(settings.simulator_engine_recycle_mb * (1 << 20)),
@@ -266,7 +277,7 @@ def _simulator_host(settings: Settings, engine: AsyncEngine, bus: Bus,
                                    max_bytes=settings.simulator_snapshot_max_bytes))
     host = ClusterHost(manager, LeaseStore(engine), bus, lease_s=settings.simulator_lease_s,
                        forward_timeout_s=settings.simulator_forward_timeout_s,
-                       journal=journal, tail=LogTail(event_log))
+                       journal=journal, tail=LogTail(event_log), hosts_runs=host_runs)
     host.start_renewing()
     return host
 

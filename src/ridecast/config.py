@@ -354,6 +354,13 @@ class Settings(BaseSettings):
         "ridecast_quota_usage gauges, the largest users first; the rest are summed under "
         "organisation=\"other\", so the label's cardinality stays bounded.",
     )
+    simulator_host: bool = Field(
+        True, description="Run simulator runs in this `ridecast serve` process (its engine "
+        "processes compute them). false: this node runs none; it hands each start to a "
+        "`ridecast simulator` process of the cluster and forwards every command to the "
+        "process that owns the run, so that API nodes compute no engine (needs the Redis "
+        "bus)."
+    )
     simulator_engine_processes: int | None = Field(
         None, ge=0, description="Engine processes a serving process starts (when runs need "
         "them) to compute its simulator runs, each hosting several runs; unset: one per CPU. "

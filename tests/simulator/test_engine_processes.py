@@ -168,10 +168,6 @@ def test_finished_run_frees_its_engine_and_the_process_is_recycled(
         run.close()
 
 
-# A known defect, open in issue 48: under the full suite's load the organisation with one run
-# was seen to gain no more than each run of the organisation with two.
-@pytest.mark.xfail(reason="fairness by organisation does not hold on a loaded machine "
-                   "(issue 48)", strict=False)
 def test_max_speed_runs_share_fairly_by_organisation(
         start_server: Callable[..., Server]) -> None:
     """Two runs at 'max' of one organisation and one of another, in one engine process:

@@ -73,4 +73,62 @@ async def test_the_publish_lane_takes_turns_by_organisation() -> None:
     await asyncio.sleep(0)
     release.set()
     await asyncio.gather(first, *waiting)
-    assert order == ["a0", "a1", "b1", "a2", "a3"]
+    assert order == ["a0", "b1", "a1", "a2", "a3"]
+
+
+def test_a_group_keeps_its_turn_while_its_next_step_is_on_the_way() -> None:
+    """A run's next step reaches the queue only after its last one was answered. Two runs
+    of one organisation and one of another, each stepping again one request late: the lone
+    run still gets half the turns (a plain round-robin of the groups present gave it a
+    third: a share per run)."""
+    queue = SliceQueue()
+    runs = {1: "many", 2: "many", 3: "one"}
+    for key, group in runs.items():
+        queue.push(Request(key, "advance", key, urgent=False, group=group))
+    served = {"many": 0, "one": 0}
+    late: Request | None = None
+    for req_id in range(10, 610):
+        request = queue.pop()
+        queue.served(request, 0.02)
+        served[request.group] += 1
+        if late is not None:  # the step answered before this one comes back now
+            queue.push(late)
+        late = Request(req_id, "advance", request.key, urgent=False, group=request.group)
+    assert abs(served["one"] - served["many"]) <= 2, served
+
+
+def test_groups_are_charged_the_cpu_their_steps_took() -> None:
+    """An organisation whose steps cost twice as much CPU gets half as many of them."""
+    queue = SliceQueue()
+    cost = {"heavy": 0.04, "light": 0.02}
+    for key, group in enumerate(cost):
+        queue.push(Request(key, "advance", key, urgent=False, group=group))
+    served = {"heavy": 0, "light": 0}
+    for req_id in range(10, 310):
+        request = queue.pop()
+        queue.served(request, cost[request.group])
+        served[request.group] += 1
+        queue.push(Request(req_id, "advance", request.key, urgent=False,
+                           group=request.group))
+    assert abs(served["light"] - 2 * served["heavy"]) <= 3, served
+
+
+async def test_the_publish_lane_is_fair_by_organisation_when_runs_come_back_late() -> None:
+    """Runs that publish batch after batch, each coming back to the lane a moment after its
+    turn (as a run does between two batches): the lone run of one organisation publishes
+    as much as the two runs of the other together."""
+    lane = PublishLane(1.0)
+    done: dict[str, int] = {"many": 0, "one": 0}
+    stop = asyncio.Event()
+
+    async def publish(group: str) -> None:
+        while not stop.is_set():
+            async with lane.turn(group):
+                await asyncio.sleep(0.001)
+                done[group] += 1
+            await asyncio.sleep(0)  # back a moment later
+            if sum(done.values()) >= 300:
+                stop.set()
+
+    await asyncio.gather(publish("many"), publish("many"), publish("one"))
+    assert abs(done["one"] - done["many"]) <= 0.15 * done["many"], done

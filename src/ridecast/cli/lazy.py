@@ -36,6 +36,8 @@ COMMANDS: dict[str, LazyCommand] = {
                             "request (method, URL, headers, body)."),
     "worker": LazyCommand("worker:worker", "Run only the webhook dispatcher against "
                           "RIDECAST_DATABASE_URL (no HTTP API)."),
+    "simulator": LazyCommand("simulator:simulator", "Run only simulator runs against "
+                             "RIDECAST_DATABASE_URL and the Redis bus (no HTTP API)."),
     "migrate": LazyCommand("serve:migrate", "Bring the database of RIDECAST_DATABASE_URL to "
                            "the current schema, then exit."),
     "schema": LazyCommand("schema_cmd:schema", "Print the JSON Schema of the events (or the "

@@ -75,7 +75,7 @@ def uvicorn_config(app: Any, settings: Settings, host: str, port: int,
 
 def run_server(
     host: str, port: int, *, tls_cert: Path | None = None, tls_key: Path | None = None,
-    no_workers: bool = False,
+    no_workers: bool = False, no_simulator: bool = False,
 ) -> None:
     """Serve ``create_app()`` with uvicorn until SIGINT/SIGTERM (blocking)."""
     from ..app import create_app
@@ -85,6 +85,8 @@ def run_server(
     settings = get_settings()
     if no_workers:  # an API node: `ridecast worker` processes deliver the webhooks
         settings = settings.model_copy(update={"webhook_workers": False})
+    if no_simulator:  # an API node: `ridecast simulator` processes run the simulations
+        settings = settings.model_copy(update={"simulator_host": False})
     if tls_cert is not None and tls_key is not None:
         # In the settings, so the dedicated websocket listener serves wss too.
         settings = settings.model_copy(
@@ -145,11 +147,16 @@ def serve(
     no_workers: Annotated[bool, typer.Option(
         "--no-workers", help="Deliver no webhooks here (same as RIDECAST_WEBHOOK_WORKERS=false): "
         "an API node of a cluster whose `ridecast worker` processes deliver them.")] = False,
+    no_simulator: Annotated[bool, typer.Option(
+        "--no-simulator", help="Run no simulator run here (same as "
+        "RIDECAST_SIMULATOR_HOST=false): an API node of a cluster whose `ridecast simulator` "
+        "processes run them.")] = False,
 ) -> None:
     """Start the server: HTTP API, websocket streams, webhooks (configure with RIDECAST_*)."""
     if (tls_cert is None) != (tls_key is None):
         raise typer.BadParameter("--tls-cert and --tls-key go together")
-    run_server(host, port, tls_cert=tls_cert, tls_key=tls_key, no_workers=no_workers)
+    run_server(host, port, tls_cert=tls_cert, tls_key=tls_key, no_workers=no_workers,
+               no_simulator=no_simulator)
 
 
 def migrate() -> None:

@@ -12,6 +12,14 @@ Every process has a node id (a uuid per start). ``ClusterHost`` wraps this proce
 * status is live on the owner and the owner's last snapshot elsewhere, with ``owner_node``
   and ``takeover`` (null, ``pending`` or ``replaying``).
 
+A node that does not host runs (``hosts_runs`` false: a ``ridecast serve`` with
+``RIDECAST_SIMULATOR_HOST=false``, whose runs are left to ``ridecast simulator``
+processes) computes no engine and takes no run over. It offers each start on the bus to
+every hosting node (``ANY_HOST``); each waits a moment that grows with the runs it already
+has (so the least busy tends to win) and tries to take the run's lease, and the one that
+gets it starts the run and answers (the others say nothing). Every other command reaches
+the owner as above.
+
 A run outlives its node. The owner journals every operation it accepts (``journal.py``) and
 keeps the run's spec and progress (events published, simulated clock) in its row; on a clean
 shutdown it hands its runs over at once (lease ended, exact progress). Every node looks for
@@ -41,7 +49,7 @@ import logging
 import math
 import time
 import uuid
-from collections.abc import Coroutine, Sequence
+from collections.abc import Callable, Coroutine, Sequence
 from functools import partial
 from typing import Any
 
@@ -71,6 +79,15 @@ log = logging.getLogger(__name__)
 
 TAKEOVER_POLL_S = 1.0
 """How often a node looks for runs to take over (a handed-over run waits at most this)."""
+ANY_HOST = "*"
+"""The node id of a start offered to every hosting node (see the module docstring)."""
+PLACE_DELAY_PER_RUN_S = 0.02
+"""How much later a hosting node answers an offered start per run it already has."""
+PLACE_DELAY_MAX_S = 0.5
+
+
+class _Taken(Conflict):
+    """The run's lease is another node's: the start cannot happen here."""
 
 # What the runner says when a command does not apply (kept word for word, so that a client
 # gets the same message from any node).
@@ -87,8 +104,11 @@ class ClusterHost:
 
     def __init__(self, manager: SimulatorManager, leases: LeaseStore, bus: Bus, *,
                  lease_s: float, forward_timeout_s: float, node_id: str | None = None,
-                 journal: JournalStore | None = None, tail: EventTail | None = None) -> None:
+                 journal: JournalStore | None = None, tail: EventTail | None = None,
+                 hosts_runs: bool = True) -> None:
         self.manager = manager
+        # False: this node runs no run itself (see the module docstring).
+        self.hosts_runs = hosts_runs
         self.leases = leases
         self.bus = bus
         # Without both, runs are not taken over (they read interrupted when their node goes).
@@ -130,6 +150,8 @@ class ClusterHost:
 
     def start_renewing(self) -> None:
         """Start the lease renewal loop, and the takeover loop (call once, from the loop)."""
+        if not self.hosts_runs:
+            return  # no run of its own to renew, none to take over
         self._renewer = asyncio.create_task(self._renew_loop(), name="simulator-leases")
         if self.takes_over:
             self._takeover_task = asyncio.create_task(self._takeover_loop(),
@@ -260,6 +282,8 @@ class ClusterHost:
             status = effective_status(record, now)["status"]
             template = _REFUSALS.get(command.name, _REFUSE_OPERATION)
             raise Conflict(template.format(status=status), code="invalid_state")
+        if command.name == "start" and not self.hosts_runs:
+            return await self._place(simulation_id, command)
         return await self._local(simulation_id, command)
 
     # -- here --------------------------------------------------------------------------------
@@ -368,8 +392,8 @@ class ClusterHost:
         previous = await self.leases.read(simulation_id)
         if not await self.leases.acquire(simulation_id, self.node_id, self.lease_s,
                                          CLAIMED_STATUS):
-            raise Conflict("the simulator is already running on another node; stop it first",
-                           code="invalid_state")
+            raise _Taken("the simulator is already running on another node; stop it first",
+                         code="invalid_state")
         self._spec_written.discard(simulation_id)
         try:
             # The new run's events come after every event logged so far: a takeover looks
@@ -393,8 +417,12 @@ class ClusterHost:
         clock = ClockState(self.leases.now(), runner.clock.target(runner.engine.now))
         # The engine's own time too: a paused run's engine stands behind its clock (it
         # catches up on resume), and its successor must stand where it stood.
-        return {**runner.progress.to_json(), "clock": clock.to_json(),
-                "engine_t": runner.engine.now}
+        progress = {**runner.progress.to_json(), "clock": clock.to_json(),
+                    "engine_t": runner.engine.now}
+        org = self.manager.orgs.get(simulation_id)
+        if org is not None:  # its successor shares CPU fairly by it too
+            progress["org"] = org
+        return progress
 
     async def _snapshot(self, simulation_id: int) -> None:
         runner = self.manager.runners.get(simulation_id)
@@ -457,12 +485,14 @@ class ClusterHost:
             sim_now = clock.now(self.leases.now(), spec.settings.realtime_factor,
                                 paused) if clock else 0.0
             engine_t = float(progress_json.get("engine_t", sim_now))
+            org = progress_json.get("org")
             self._adopted[sim] = (time.monotonic(), restored.engine.now if restored else 0.0)
             self._last_seen[sim] = dict(record.status_json)
             await self.manager.adopt(sim, spec, entries, published,
                                      sim_now=sim_now, paused=paused,
                                      replay_until=engine_t if paused else sim_now,
-                                     restored=restored)
+                                     restored=restored,
+                                     org=org if isinstance(org, int) else None)
             self._spec_written.add(sim)
             await self._snapshot(sim)
         except ServiceUnavailable as exc:
@@ -551,11 +581,6 @@ class ClusterHost:
     # -- forwarding --------------------------------------------------------------------------
 
     async def _forward(self, record: RunRecord, command: Command) -> dict[str, Any]:
-        request_id = uuid.uuid4().hex
-        reply_future: asyncio.Future[SimulatorReply] = asyncio.get_running_loop().create_future()
-        self._pending[request_id] = reply_future
-        message = SimulatorCommand(request_id, record.owner_node, record.simulation_id,
-                                   command.name, command.args_json())
         unreachable = ServiceUnavailable(
             f"node {record.owner_node} runs this simulator and did not answer within "
             f"{self.forward_timeout_s:g}s", code="simulator_owner_unreachable")
@@ -568,12 +593,38 @@ class ClusterHost:
                                                        + TAKEOVER_POLL_S))
             return unreachable
 
+        return await self._ask(record.owner_node, record.simulation_id, command,
+                               owner_unreachable)
+
+    async def _place(self, simulation_id: int, command: Command) -> dict[str, Any]:
+        """Offer a start to every hosting node; the answer of the one that took it."""
+
+        def nobody() -> ServiceUnavailable:
+            return ServiceUnavailable(
+                f"no simulator process took this run within {self.forward_timeout_s:g}s "
+                "(this node runs none: RIDECAST_SIMULATOR_HOST=false; is a `ridecast "
+                "simulator` process running?)", code="simulator_owner_unreachable",
+                retry_after=1)
+
+        return await self._ask(ANY_HOST, simulation_id, command, nobody)
+
+    async def _ask(self, node_id: str, simulation_id: int, command: Command,
+                   unreachable: Callable[[], ServiceUnavailable]) -> dict[str, Any]:
+        """Send ``command`` to ``node_id`` on the bus and return its answer (its error
+        raised here); ``unreachable()`` when none comes within the forward timeout."""
+        request_id = uuid.uuid4().hex
+        reply_future: asyncio.Future[SimulatorReply] = asyncio.get_running_loop().create_future()
+        self._pending[request_id] = reply_future
+        message = SimulatorCommand(request_id, node_id, simulation_id,
+                                   command.name, command.args_json())
+        owner_unreachable = unreachable
+
         try:
             try:
                 await self.bus.publish([message])
             except Exception as exc:  # the bus is down: the owner cannot be reached either
                 log.warning("forwarding %s on simulation %s failed: %s", command.name,
-                            record.simulation_id, exc)
+                            simulation_id, exc)
                 raise owner_unreachable() from exc
             async with asyncio.timeout(self.forward_timeout_s):
                 reply = await reply_future
@@ -594,6 +645,9 @@ class ClusterHost:
                     future.set_result(message)
             elif isinstance(message, SimulatorCommand) and message.node_id == self.node_id:
                 self._spawn(self._serve(message))
+            elif (isinstance(message, SimulatorCommand) and message.node_id == ANY_HOST
+                  and self.hosts_runs and message.command == "start"):
+                self._spawn(self._serve(message, offered=True))
             elif isinstance(message, SimulationChanged) and message.deleted:
                 self._spawn(self.forget(message.simulation_id))
 
@@ -602,12 +656,23 @@ class ClusterHost:
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 
-    async def _serve(self, message: SimulatorCommand) -> None:
+    async def _serve(self, message: SimulatorCommand, *, offered: bool = False) -> None:
+        """Run a command sent to this node and answer it; an ``offered`` start (sent to
+        every hosting node) is tried after a delay that grows with this node's runs, and
+        is not answered when another node has the run."""
         try:
             command = Command.from_json(message.command, message.args_json)
+            if offered:
+                await asyncio.sleep(self._place_delay_s())
+                record = await self.leases.read(message.simulation_id)
+                if (record is not None and record.status in ACTIVE
+                        and record.owner_node != self.node_id and record.live(record.read_at)):
+                    return  # another node took it (or has it): it answers
             body = await self._local(message.simulation_id, command)
             reply = SimulatorReply(message.request_id, True, 200, json.dumps(body, default=str))
         except RidecastError as exc:
+            if offered and isinstance(exc, _Taken):
+                return  # another node took it meanwhile: it answers
             reply = SimulatorReply(message.request_id, False, exc.http_status,
                                    json.dumps(exc.to_body()))
         except Exception:
@@ -616,6 +681,11 @@ class ClusterHost:
             error = RidecastError("internal error; it has been logged")
             reply = SimulatorReply(message.request_id, False, 500, json.dumps(error.to_body()))
         await self.bus.publish([reply])
+
+    def _place_delay_s(self) -> float:
+        runs = sum(1 for runner in self.manager.runners.values()
+                   if runner.status.value in ACTIVE)
+        return min(PLACE_DELAY_MAX_S, PLACE_DELAY_PER_RUN_S * runs)
 
 
 def _pending(status: dict[str, Any]) -> dict[str, Any]:

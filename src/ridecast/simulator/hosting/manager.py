@@ -73,11 +73,13 @@ class SimulatorManager:
         self.max_finished = max_finished
         self.runners: dict[int, Runner] = {}
         self.specs: dict[int, RunSpec] = {}
+        # Each run's organisation, when known (kept in its progress, for a takeover).
+        self.orgs: dict[int, int] = {}
 
     @staticmethod
     def _group(simulation_id: int, org: int | None) -> str:
         """Runs share CPU and publishing fairly by organisation (one of no known
-        organisation, a run taken over, on its own)."""
+        organisation on its own)."""
         return f"org-{org}" if org is not None else f"simulation-{simulation_id}"
 
     async def _engine(self, simulation_id: int, spec: RunSpec, org: int | None,
@@ -114,7 +116,7 @@ class SimulatorManager:
                         **self._retrying(simulation_id))
         if current is not None:
             await current.close()  # a finished or stopped run's engine is already freed
-        self._install(simulation_id, spec, runner)
+        self._install(simulation_id, spec, runner, org)
         runner.start()
         await self._drop_old_finished()
         log.info("simulator of simulation %s started (%d vehicles, speed %s)", simulation_id,
@@ -123,28 +125,29 @@ class SimulatorManager:
 
     async def adopt(self, simulation_id: int, spec: RunSpec, entries: Sequence[JournalEntry],
                     published: AlreadyPublished, *, sim_now: float, paused: bool,
-                    replay_until: float, restored: Restored | None = None) -> dict[str, Any]:
+                    replay_until: float, restored: Restored | None = None,
+                    org: int | None = None) -> dict[str, Any]:
         """Take over a run another process owned: rebuild its engine from ``spec`` (or start
         from ``restored``, its snapshot), replay ``entries`` on the way and publish only what
         ``published`` lets through; its clock reads ``sim_now`` (the run's own clock, pinned
         to the wall clock), and its engine catches up to ``replay_until`` even when
-        ``paused``."""
+        ``paused``; ``org``: its organisation, when its previous owner knew it."""
         settings = spec.settings
         clock = clock_for(settings.realtime_factor, at=sim_now)
-        engine = await self._engine(simulation_id, spec, None, restored)
+        engine = await self._engine(simulation_id, spec, org, restored)
         runner = Runner(simulation_id, engine, clock,
                         self.sink, self.max_batch, record=self._recorder(simulation_id, spec),
                         replay=entries, published=published, replay_until=replay_until,
                         throttle=self._throttle(simulation_id),
                         slice_s=self._slice_s(), lane=self.lane,
-                        group=self._group(simulation_id, None),
+                        group=self._group(simulation_id, org),
                         next_seq=restored.journal_seq + 1 if restored is not None else None,
                         checkpoint=self._checkpointer(simulation_id, spec, engine.now),
                         **self._retrying(simulation_id))
         previous = self.runners.get(simulation_id)
         if previous is not None:
             await previous.close()
-        self._install(simulation_id, spec, runner)
+        self._install(simulation_id, spec, runner, org)
         runner.start()
         if paused:
             # Paused before its loop runs; it still catches up to ``sim_now``.
@@ -157,10 +160,15 @@ class SimulatorManager:
                  published.count - (restored.progress.count if restored is not None else 0))
         return await self.current(simulation_id)
 
-    def _install(self, simulation_id: int, spec: RunSpec, runner: Runner) -> None:
+    def _install(self, simulation_id: int, spec: RunSpec, runner: Runner,
+                 org: int | None) -> None:
         self.runners.pop(simulation_id, None)  # re-inserted last: the newest run
         self.runners[simulation_id] = runner
         self.specs[simulation_id] = spec
+        if org is not None:
+            self.orgs[simulation_id] = org
+        else:
+            self.orgs.pop(simulation_id, None)
 
     def _retrying(self, simulation_id: int) -> dict[str, Any]:
         holds = self.holds
@@ -251,6 +259,7 @@ class SimulatorManager:
         """Stop and drop a simulation's runner (the simulation was deleted)."""
         runner = self.runners.pop(simulation_id, None)
         self.specs.pop(simulation_id, None)
+        self.orgs.pop(simulation_id, None)
         if runner is not None:
             await runner.close()
 
