@@ -8,7 +8,7 @@ from __future__ import annotations
 import asyncio
 import signal
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import AsyncExitStack
 from pathlib import Path
 
@@ -27,13 +27,7 @@ from tests.conftest import (
     launch_server,
 )
 from tests.hub.wsutil import envelope
-
-
-def _wait_for(condition: Callable[[], bool], timeout: float = 30, what: str = "") -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        time.sleep(0.1)
+from tests.waiting import eventually
 
 
 async def _open_replaying(url: str) -> tuple[ClientConnection, int | None]:
@@ -266,7 +260,8 @@ def test_a_node_without_redis_counts_alone_and_says_so(
         assert limits() == "redis"
         assert fallback_metric().endswith(" 0.0")
         private_redis.kill()
-        _wait_for(lambda: limits().startswith("local fallback"), what="the fallback")
+        eventually(lambda: limits().startswith("local fallback"), what="the fallback", timeout=30,
+                   step=0.1)
         assert fallback_metric().endswith(" 1.0")
         url = f"{srv.ws_url}/simulation_events/?token={token}&since=0"
 
@@ -276,7 +271,7 @@ def test_a_node_without_redis_counts_alone_and_says_so(
 
         assert asyncio.run(scenario()) == [None, None, 4102]
         private_redis.start()
-        _wait_for(lambda: limits() == "redis", what="Redis to count again")
+        eventually(lambda: limits() == "redis", what="Redis to count again", timeout=30, step=0.1)
         assert fallback_metric().endswith(" 0.0")
     finally:
         srv.stop()
