@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -32,6 +32,7 @@ from ridecast.webhooks.jobs import Unit
 from ridecast.webhooks.policy import DeliveryPolicy
 from ridecast.webhooks.recorder import Recorder
 from ridecast.webhooks.sender import Attempt, Sender
+from tests.waiting import eventually_async
 
 from .test_outbox import Outbox
 
@@ -96,16 +97,6 @@ async def _statuses(engine: AsyncEngine) -> list[tuple[str, str | None]]:
         return [(r[0], r[1]) for r in rows]
 
 
-async def _until(predicate: Callable[[], Awaitable[bool]]) -> None:
-    """Poll ``predicate`` for up to 20 s."""
-    deadline = time.monotonic() + 20
-    while time.monotonic() < deadline:
-        if await predicate():
-            return
-        await asyncio.sleep(0.05)
-    raise AssertionError("condition not met within 20 s")
-
-
 async def test_finished_units_leave_nothing_held(engine: AsyncEngine) -> None:
     """After 150 deliveries succeed, no unit task is left and no delivery is held in memory."""
     receiver = Receiver(lambda _r: Reply(204))
@@ -155,8 +146,8 @@ async def _deliver_all(engine: AsyncEngine, dispatcher: Dispatcher, sender: Send
         async def done() -> bool:
             return {s for s, _t in await _statuses(engine)} == {"succeeded"}
 
-        await _until(done)
-        await _until(lambda: _idle(dispatcher))
+        await eventually_async(done)
+        await eventually_async(lambda: _idle(dispatcher))
     finally:
         await dispatcher.close()
         await sender.close()
@@ -262,7 +253,7 @@ async def _result_keeps_its_lease(engine: AsyncEngine, claimer: type[_HeldWrites
     other = Outbox(engine)
     dispatcher.start()
     try:
-        await _until(lambda: _true(len(received) == 1))
+        await eventually_async(lambda: len(received) == 1)
         (first_lease,) = _HeldWrites.leases
 
         async def renewed_past_the_first() -> bool:
@@ -270,11 +261,11 @@ async def _result_keeps_its_lease(engine: AsyncEngine, claimer: type[_HeldWrites
             return (time.time() > first_lease and status == "delivering"
                     and lease is not None and lease > time.time())
 
-        await _until(renewed_past_the_first)
+        await eventually_async(renewed_past_the_first)
         assert await other.claim(max_units=10, unit_rows=64, per_endpoint=8, lease_s=30) == []
         _HeldWrites.writes.set()
-        await _until(lambda: _lease_is(engine, "succeeded"))
-        await _until(lambda: _idle(dispatcher))
+        await eventually_async(lambda: _lease_is(engine, "succeeded"))
+        await eventually_async(lambda: _idle(dispatcher))
     finally:
         _HeldWrites.writes.set()
         await dispatcher.close()
@@ -319,10 +310,10 @@ async def test_a_send_whose_lease_ran_out_before_the_write_is_not_written(
         await asyncio.wait_for(_StalledSender.entered.wait(), 20)
         _status, _token, first_lease = await _lease(engine)
         assert first_lease is not None
-        await _until(lambda: _true(time.time() > first_lease))
+        await eventually_async(lambda: time.time() > first_lease)
         (taken,) = await other.claim(max_units=10, unit_rows=64, per_endpoint=8, lease_s=30)
         _StalledSender.go.set()
-        await _until(lambda: _idle(dispatcher))
+        await eventually_async(lambda: _idle(dispatcher))
         assert received == []
         status, token, lease = await _lease(engine)
         assert (status, token) == ("delivering", taken.token)
@@ -333,10 +324,6 @@ async def test_a_send_whose_lease_ran_out_before_the_write_is_not_written(
         await sender.close()
         await receiver.close()
         await asyncio.sleep(0.05)  # let the closed transports finish closing
-
-
-async def _true(value: bool) -> bool:
-    return value
 
 
 async def _lease_is(engine: AsyncEngine, status: str) -> bool:
@@ -373,7 +360,7 @@ async def test_a_crashed_attempt_is_a_recorded_failure_retried_on_the_schedule(
                                            sender_type=_CrashingSender)
     dispatcher.start()
     try:
-        await _until(lambda: _lease_is(engine, "succeeded"))
+        await eventually_async(lambda: _lease_is(engine, "succeeded"))
     finally:
         await dispatcher.close()
         await sender.close()
