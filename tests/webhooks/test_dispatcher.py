@@ -152,7 +152,6 @@ async def _deliver_all(engine: AsyncEngine, dispatcher: Dispatcher, sender: Send
         await dispatcher.close()
         await sender.close()
         await receiver.close()
-        await asyncio.sleep(0.05)  # let the closed transports finish closing
 
 
 async def _idle(dispatcher: Dispatcher) -> bool:
@@ -179,7 +178,6 @@ async def test_close_gives_back_what_was_not_sent(engine: AsyncEngine) -> None:
         await dispatcher.close()
         await sender.close()
         await receiver.close()
-        await asyncio.sleep(0.05)  # let the closed transports finish closing
     assert dispatcher.in_memory == 0 and dispatcher.units_running == 0
     assert sorted(await _statuses(engine)) == [("pending", None)] * 5
 
@@ -271,7 +269,6 @@ async def _result_keeps_its_lease(engine: AsyncEngine, claimer: type[_HeldWrites
         await dispatcher.close()
         await sender.close()
         await receiver.close()
-        await asyncio.sleep(0.05)  # let the closed transports finish closing
     assert received == [received[0]]
 
 
@@ -310,8 +307,10 @@ async def test_a_send_whose_lease_ran_out_before_the_write_is_not_written(
         await asyncio.wait_for(_StalledSender.entered.wait(), 20)
         _status, _token, first_lease = await _lease(engine)
         assert first_lease is not None
-        await eventually_async(lambda: time.time() > first_lease)
-        (taken,) = await other.claim(max_units=10, unit_rows=64, per_endpoint=8, lease_s=30)
+        # Another worker takes the row once its lease has lapsed by the store's clock.
+        (taken,) = await eventually_async(
+            lambda: other.claim(max_units=10, unit_rows=64, per_endpoint=8, lease_s=30),
+            what="the lapsed lease claimed by another worker")
         _StalledSender.go.set()
         await eventually_async(lambda: _idle(dispatcher))
         assert received == []
@@ -323,7 +322,6 @@ async def test_a_send_whose_lease_ran_out_before_the_write_is_not_written(
         await dispatcher.close()
         await sender.close()
         await receiver.close()
-        await asyncio.sleep(0.05)  # let the closed transports finish closing
 
 
 async def _lease_is(engine: AsyncEngine, status: str) -> bool:
