@@ -70,7 +70,10 @@ def test_feed_filter_hides_and_shows_a_type(page: Any, demo: Demo) -> None:
     chip.click()
     eventually(lambda: chip.get_attribute("aria-pressed") == "false", timeout=5,
                what="the chip to switch off")
-    time.sleep(3)  # new gps_data keep arriving meanwhile
+    # New gps_data arrive meanwhile (the chip counts them): none of them is shown.
+    seen = int(chip.locator("b").text_content())
+    eventually(lambda: int(chip.locator("b").text_content()) >= seen + 3, timeout=30,
+               what="more gps_data events while they are hidden")
     assert page.locator("[data-testid=feed-item][data-type=gps_data]").count() == 0
     assert page.get_by_test_id("feed-item").count() > 0
     chip.click()

@@ -254,15 +254,17 @@ async def test_a_takeover_reads_caught_up_only_once_its_clock_is_reached(
             answer["error"] = "no answer within the forward timeout"
 
     held = asyncio.create_task(operate())
-    lags: list[float] = []
-    while True:
+
+    async def caught_up() -> list[float] | None:
         status = await b.status(SIM)
         runner = b.manager.runners[SIM]
         if status.get("takeover") is None:
             # Read in the same turn of the event loop as the status: nothing moved.
-            lags.append(runner.clock.target(runner.engine.now) - runner.engine.now)
-            break
-        await asyncio.sleep(0.01)
+            return [runner.clock.target(runner.engine.now) - runner.engine.now]
+        return None
+
+    lags = await eventually_async(caught_up, timeout=60, step=0.01,
+                                  what="the takeover caught up")
     await held
     assert answer.get("error") in (None, "simulator_owner_unreachable"), answer
     assert lags[0] <= 2 * CATCH_UP_STEP_S, lags
