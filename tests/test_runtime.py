@@ -11,6 +11,7 @@ import socket
 import subprocess
 import sys
 import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -19,6 +20,7 @@ import redis
 
 from ridecast.app import open_runtime
 from ridecast.config import Settings
+from ridecast.store.eventlog import NewEvent
 from tests.cluster.privateredis import PrivateRedis
 from tests.conftest import free_port
 from tests.waiting import eventually
@@ -209,3 +211,26 @@ def test_serve_whose_redis_refuses_exits_with_one_clear_line(tmp_path: Path) -> 
     assert "Traceback" not in done.stderr, done.stderr
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", port))
+
+
+def test_event_retention_goes_by_the_runtimes_clock(tmp_path: Path) -> None:
+    """The retention sweep dates events by ``Runtime.clock``: with the clock moved past
+    ``RIDECAST_EVENT_RETENTION_S`` the events go, without a test waiting that long."""
+    settings = Settings(database_url=f"sqlite+aiosqlite:///{tmp_path / 'r.db'}",
+                        bus_url="memory://", event_retention_s=3600)
+
+    async def run() -> tuple[int, int]:
+        runtime = await asyncio.wait_for(open_runtime(settings), 60)
+        try:
+            now = time.time()
+            runtime.clock = lambda: now
+            await runtime.log.append([NewEvent(
+                simulation_id=1, org_id=1, owner_id=1, message_type="vehicle_use",
+                body=b'{"n":%d}' % n) for n in range(3)])
+            kept = await runtime.apply_retention()
+            runtime.clock = lambda: now + 3600 + 60
+            return kept, await runtime.apply_retention()
+        finally:
+            await asyncio.wait_for(runtime.close(), 30)
+
+    assert asyncio.run(run()) == (0, 3)

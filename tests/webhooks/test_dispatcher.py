@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
 
@@ -51,6 +51,7 @@ async def engine(tmp_path: Path) -> AsyncIterator[AsyncEngine]:
 async def _setup(engine: AsyncEngine, url: str, count: int, *, ordered: bool = True,
                  per_endpoint: int = 8, lease_s: float = 5, poll_interval_s: float = 1,
                  claimer: type[Claimer] = Claimer, sender_type: type[Sender] = Sender,
+                 clock: Callable[[], float] = time.time,
                  ) -> tuple[Dispatcher, Sender, int]:
     principal, _key = await AccountStore(engine).create_user("u", "o")
     store = SimulationStore(engine)
@@ -86,7 +87,7 @@ async def _setup(engine: AsyncEngine, url: str, count: int, *, ordered: bool = T
         deliveries=DeliveryLog(engine, sql), sender=sender,
         simulations=SimulationCatalog(store, bus),
         health=EndpointHealth(engine, quiet_gap_s=policy.quiet_gap_s),
-        bodies=Bodies(policy.body_cache_bytes), bus=bus, disable=disable)
+        bodies=Bodies(policy.body_cache_bytes), bus=bus, disable=disable, clock=clock)
     return dispatcher, sender, sim
 
 
@@ -156,6 +157,24 @@ async def _deliver_all(engine: AsyncEngine, dispatcher: Dispatcher, sender: Send
 
 async def _idle(dispatcher: Dispatcher) -> bool:
     return dispatcher.in_memory == 0 and dispatcher.units_running == 0
+
+
+async def test_retention_removes_finished_deliveries_by_the_injected_clock(
+        engine: AsyncEngine) -> None:
+    """Finished deliveries stay while the dispatcher's clock is within the retention and go
+    once it has passed it: a fake clock stands for the days a real one would take."""
+    async def ok(_request: Request) -> Reply:
+        return Reply(204)
+
+    receiver = Receiver(ok)
+    await receiver.start()
+    clock = [time.time()]
+    dispatcher, sender, _sim = await _setup(engine, receiver.url, 3, clock=lambda: clock[0])
+    await _deliver_all(engine, dispatcher, sender, receiver)
+    assert await dispatcher.apply_retention() == 0
+    clock[0] += POLICY.retention_s + 60
+    assert await dispatcher.apply_retention() == 3
+    assert await _statuses(engine) == []
 
 
 async def test_close_gives_back_what_was_not_sent(engine: AsyncEngine) -> None:

@@ -2,9 +2,10 @@
 
 Why: a statement through SQLAlchemy's ``execute`` costs the server's one event loop several
 times the CPU of the same statement sent with asyncpg's ``fetch`` (an execution context, a
-result, a greenlet switch per driver call), and a webhook claim is half a dozen statements. The steps are plain SQL with ``:name`` binds (``Query``) or ``?``
-placeholders (``Many``); here they are numbered ``$1 ...`` once per text (cached) and
-sent to the connection SQLAlchemy's pool checked out, so the pool still owns it.
+result, a greenlet switch per driver call), and a webhook claim is half a dozen statements.
+The steps are plain SQL with ``:name`` binds (``Query``) or ``?`` placeholders (``Many``);
+here they are numbered ``$1 ...`` once per text (cached) and sent to the connection
+SQLAlchemy's pool checked out, so the pool still owns it.
 
 The SETs a transaction opens with (the worker's settings, ``store.outbox``) travel with its
 ``BEGIN``: ``BEGIN; SET ...; SET ...`` is one round trip in the simple-query protocol,
