@@ -155,14 +155,15 @@ async def test_the_postgres_reader_opens_a_new_connection_after_losing_one(pg_ur
                   "WHERE datname = current_database() AND pid <> pg_backend_pid()")
         async with writer.connect() as conn:  # the server drops every other session
             await conn.execute(text(f"SELECT pg_terminate_backend(pid) {others}"))
-            for _ in range(200):  # and they are gone before the reader reads again
+
+            async def gone() -> bool:
                 left = await conn.scalar(text(f"SELECT count(*) {others}"))
                 await conn.commit()  # the statistics are a snapshot per transaction
-                if not left:
-                    break
-                await asyncio.sleep(0.01)
-            else:
-                raise AssertionError("the terminated sessions did not end")
+                return not left
+
+            # They are gone before the reader reads again.
+            await eventually_async(gone, timeout=10, step=0.01,
+                                   what="the terminated sessions ended")
         # asyncpg's answer to a terminated session varies (a PostgresError, an
         # InterfaceError or an InternalClientError): what matters is the next read.
         with pytest.raises(Exception):  # noqa: B017
