@@ -11,7 +11,6 @@ import os
 import socket
 import subprocess
 import sys
-import time
 import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -24,6 +23,7 @@ from hypothesis import settings as hypothesis_settings
 
 from ridecast.store.accounts import AccountStore
 from ridecast.store.engine import create_engine, upgrade
+from tests.waiting import eventually
 
 # Property tests are deterministic (same examples every run) and have no deadline: on a busy
 # 2-core CI machine a slow example is not a failure.
@@ -143,19 +143,20 @@ def launch_server(tmp: Path, env: dict[str, str] | None = None, *,
             env=full_env, stdout=log_file, stderr=subprocess.STDOUT, cwd=tmp,
         )
     server = Server(port, database_url, full_env, process, log_path)
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
+    health = f"{scheme}://127.0.0.1:{port}/healthz"
+
+    def healthy() -> bool:
         if process.poll() is not None:
             raise RuntimeError(f"server exited with {process.returncode}:\n{server.logs()}")
-        try:
-            health = f"{scheme}://127.0.0.1:{port}/healthz"
-            if httpx.get(health, timeout=1, verify=False).status_code == 200:
-                return server
-        except httpx.HTTPError:
-            pass
-        time.sleep(0.1)
-    server.stop()
-    raise RuntimeError(f"server did not become healthy:\n{server.logs()}")
+        return httpx.get(health, timeout=1, verify=False).status_code == 200
+
+    try:
+        eventually(healthy, timeout=30, step=0.1, ignoring=(httpx.HTTPError,),
+                   what="the server healthy")
+    except AssertionError:
+        server.stop()
+        raise RuntimeError(f"server did not become healthy:\n{server.logs()}") from None
+    return server
 
 
 @pytest.fixture(scope="session")

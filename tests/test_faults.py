@@ -20,6 +20,7 @@ from websockets.protocol import State
 
 from tests.conftest import Server, launch_server
 from tests.hub.wsutil import envelope, open_stream, post
+from tests.waiting import eventually
 
 
 def _raw(port: int, payload: bytes) -> None:
@@ -106,11 +107,12 @@ def test_sigkill_during_ingest_loses_no_acknowledged_event(tmp_path: Path) -> No
     threads = [threading.Thread(target=produce, args=(w,)) for w in range(4)]
     for thread in threads:
         thread.start()
-    deadline = threading.Event()
-    while not deadline.wait(0.05):
+
+    def enough() -> bool:
         with lock:
-            if len(acknowledged) >= 200:
-                break
+            return len(acknowledged) >= 200
+
+    eventually(enough, timeout=60, what="200 events acknowledged")
     srv.stop(signal.SIGKILL)
     stop.set()
     for thread in threads:

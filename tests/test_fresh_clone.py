@@ -131,10 +131,9 @@ def test_fresh_clone_demo_prints_commands_that_work_verbatim(tmp_path: Path) -> 
         assert asyncio.run(one_frame())
     finally:
         os.killpg(demo.pid, signal.SIGINT)
-        deadline = time.monotonic() + COMMAND_S
-        while demo.poll() is None and time.monotonic() < deadline:
-            time.sleep(0.2)
-        if demo.poll() is None:
+        try:
+            demo.wait(COMMAND_S)
+        except subprocess.TimeoutExpired:
             os.killpg(demo.pid, signal.SIGKILL)
             demo.wait()
         reader.join(COMMAND_S)

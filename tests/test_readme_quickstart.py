@@ -27,6 +27,7 @@ import pytest
 
 from tests.conftest import free_port
 from tests.test_fresh_clone import ROOT, plain_env
+from tests.waiting import eventually
 
 INSTALL_AND_RUN_S = 420  # a fresh .venv on a loaded machine (pip fallback included)
 STEP_S = 60
@@ -41,15 +42,6 @@ def quickstart_blocks(readme: str) -> list[str]:
 
 def with_ports(script: str, server: int, receiver: int) -> str:
     return re.sub(r"\b9000\b", str(receiver), re.sub(r"\b8000\b", str(server), script))
-
-
-def wait_for_text(path: Path, text: str, timeout: float) -> bool:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if text in path.read_text(errors="replace"):
-            return True
-        time.sleep(0.2)
-    return False
 
 
 def stop_group(proc: subprocess.Popen[bytes] | subprocess.Popen[str]) -> None:
@@ -138,7 +130,8 @@ def run_quickstart(folder: Path, env: dict[str, str], expected_sim: int) -> None
         assert '"messaging_webhook_url":"http://127.0.0.1:' in text, problem  # PATCH accepted
         assert '"ok":true' in text, problem  # the test delivery reached the receiver
         # The receiver printed the delivery it got.
-        assert wait_for_text(out, "/hook", STEP_S), problem
+        eventually(lambda: "/hook" in out.read_text(errors="replace"), timeout=STEP_S, step=0.2,
+                   what="the receiver logging /hook", why=problem)
         assert "webhook_test" in out.read_text(errors="replace"), problem
     finally:
         stop_group(shell)

@@ -12,7 +12,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -20,8 +20,10 @@ import redis
 
 from ridecast.app import open_runtime
 from ridecast.config import Settings
+from ridecast.store.eventlog import NewEvent
 from tests.cluster.privateredis import PrivateRedis
 from tests.conftest import free_port
+from tests.waiting import eventually
 
 
 def _held_port() -> socket.socket:
@@ -30,15 +32,6 @@ def _held_port() -> socket.socket:
     sock.bind(("127.0.0.1", 0))
     sock.listen()
     return sock
-
-
-def _eventually(condition: Callable[[], bool], timeout: float = 10) -> bool:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        if time.monotonic() > deadline:
-            return False
-        time.sleep(0.05)
-    return True
 
 
 class Backend:
@@ -118,9 +111,11 @@ def test_a_failed_start_stops_everything_it_started(backend: Backend) -> None:
         assert asyncio.run(attempt()) == []
     finally:
         holder.close()
-    assert _eventually(lambda: set(threading.enumerate()) <= threads_before), (
-        set(threading.enumerate()) - threads_before)
-    assert _eventually(lambda: backend.open_connections() == 0)
+    eventually(lambda: set(threading.enumerate()) <= threads_before, timeout=10,
+               what="the runtime's threads ended",
+               why=lambda: set(threading.enumerate()) - threads_before)
+    eventually(lambda: backend.open_connections() == 0, timeout=10,
+               what="no connection left open", why=lambda: backend.open_connections())
 
 
 def test_a_clean_close_leaves_nothing_behind(backend: Backend) -> None:
@@ -138,9 +133,11 @@ def test_a_clean_close_leaves_nothing_behind(backend: Backend) -> None:
     assert asyncio.run(run()) == []
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", port))  # free again
-    assert _eventually(lambda: set(threading.enumerate()) <= threads_before), (
-        set(threading.enumerate()) - threads_before)
-    assert _eventually(lambda: backend.open_connections() == 0)
+    eventually(lambda: set(threading.enumerate()) <= threads_before, timeout=10,
+               what="the runtime's threads ended",
+               why=lambda: set(threading.enumerate()) - threads_before)
+    eventually(lambda: backend.open_connections() == 0, timeout=10,
+               what="no connection left open", why=lambda: backend.open_connections())
 
 
 def test_a_part_that_does_not_stop_is_named_and_the_rest_still_stop(
@@ -170,7 +167,8 @@ def test_a_part_that_does_not_stop_is_named_and_the_rest_still_stop(
         assert asyncio.run(run()) == ["a-part-that-never-stops"]
     assert "RIDECAST_SHUTDOWN_TIMEOUT_S" in caplog.text
     assert "a-part-that-never-stops" in caplog.text
-    assert _eventually(lambda: backend.open_connections() == 0)
+    eventually(lambda: backend.open_connections() == 0, timeout=10,
+               what="no connection left open", why=lambda: backend.open_connections())
 
 
 def test_serve_with_its_websocket_port_taken_exits_with_one_line(tmp_path: Path) -> None:
@@ -213,3 +211,26 @@ def test_serve_whose_redis_refuses_exits_with_one_clear_line(tmp_path: Path) -> 
     assert "Traceback" not in done.stderr, done.stderr
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", port))
+
+
+def test_event_retention_goes_by_the_runtimes_clock(tmp_path: Path) -> None:
+    """The retention sweep dates events by ``Runtime.clock``: with the clock moved past
+    ``RIDECAST_EVENT_RETENTION_S`` the events go, without a test waiting that long."""
+    settings = Settings(database_url=f"sqlite+aiosqlite:///{tmp_path / 'r.db'}",
+                        bus_url="memory://", event_retention_s=3600)
+
+    async def run() -> tuple[int, int]:
+        runtime = await asyncio.wait_for(open_runtime(settings), 60)
+        try:
+            now = time.time()
+            runtime.clock = lambda: now
+            await runtime.log.append([NewEvent(
+                simulation_id=1, org_id=1, owner_id=1, message_type="vehicle_use",
+                body=b'{"n":%d}' % n) for n in range(3)])
+            kept = await runtime.apply_retention()
+            runtime.clock = lambda: now + 3600 + 60
+            return kept, await runtime.apply_retention()
+        finally:
+            await asyncio.wait_for(runtime.close(), 30)
+
+    assert asyncio.run(run()) == (0, 3)

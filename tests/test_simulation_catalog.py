@@ -4,8 +4,7 @@ concurrent misses share one store read, and a used entry is read again before it
 from __future__ import annotations
 
 import asyncio
-import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +16,7 @@ from ridecast.simulations import SimulationCatalog
 from ridecast.store.accounts import AccountStore
 from ridecast.store.engine import create_engine, upgrade
 from ridecast.store.simulations import SimulationRecord, SimulationStore
+from tests.waiting import eventually_async
 
 
 class _Clock:
@@ -96,13 +96,6 @@ class _CountingStore(SimulationStore):
         return await super().get(simulation_id)
 
 
-async def _until(condition: Callable[[], bool]) -> None:
-    deadline = time.monotonic() + 5.0
-    while not condition():
-        assert time.monotonic() < deadline, "condition not met in time"
-        await asyncio.sleep(0.005)
-
-
 async def test_concurrent_misses_share_one_store_read(
     parts: tuple[SimulationStore, AccountStore, Bus], tmp_path: Path,
 ) -> None:
@@ -135,7 +128,8 @@ async def test_an_entry_in_the_second_half_of_its_life_is_read_again_in_the_back
     assert catalog.cached(record.id) is not None
     clock.now += 1.0  # past half its life: still answered, and read again meanwhile
     assert catalog.cached(record.id) is not None
-    await _until(lambda: catalog.cached(record.id) is None)
+    await eventually_async(lambda: catalog.cached(record.id) is None, timeout=5, step=0.005,
+                           what="the cached entry dropped")
     assert await catalog.get(record.id) is None  # the read cached "does not exist"
     catalog.close()
 

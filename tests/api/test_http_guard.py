@@ -16,6 +16,7 @@ import httpx
 import pytest
 
 from tests.conftest import Server
+from tests.waiting import eventually
 
 ENV = {"RIDECAST_MAX_HEADER_BYTES": "16384", "RIDECAST_HTTP_HEADER_TIMEOUT_S": "1",
        "RIDECAST_HTTP_IDLE_TIMEOUT_S": "1", "RIDECAST_HTTP_BODY_TIMEOUT_S": "1"}
@@ -96,22 +97,22 @@ def test_headers_that_never_end_are_closed(guarded: Server) -> None:
         stalled.append(sock)
     with socket.create_connection(("127.0.0.1", guarded.port)) as drip:
         drip.sendall(b"GET /healthz HTTP/1.1\r\nX-Drip: ")
-        deadline = time.monotonic() + 30
-        closed = False
-        while time.monotonic() < deadline and not closed:
-            try:
-                drip.sendall(b"a")
-            except (BrokenPipeError, ConnectionResetError):
-                closed = True
-                break
-            readable = select.select([drip], [], [], 0.2)[0]  # the client's drip interval
-            if readable:
-                closed = _closed_by_server(drip, 5)
-        assert closed, "a dripping head was held past 30 s"
+        # The select's wait is the client's drip interval.
+        eventually(lambda: _sent_into_a_close(drip, b"a"), timeout=30, step=0,
+                   what="the dripping head closed")
     for sock in stalled:
         with sock:
             assert _closed_by_server(sock), "a stalled head was held past 30 s"
     assert httpx.get(f"{guarded.base_url}/healthz").status_code == 200
+
+
+def _sent_into_a_close(sock: socket.socket, data: bytes) -> bool:
+    """Send ``data``, wait up to 0.2 s for an answer: whether the server has closed."""
+    try:
+        sock.sendall(data)
+    except (BrokenPipeError, ConnectionResetError):
+        return True
+    return bool(select.select([sock], [], [], 0.2)[0]) and _closed_by_server(sock, 5)
 
 
 def test_connections_that_send_nothing_are_closed(guarded: Server) -> None:
@@ -123,16 +124,9 @@ def test_connections_that_send_nothing_are_closed(guarded: Server) -> None:
         assert kept.recv(65536).startswith(b"HTTP/1.1 200")
         assert _closed_by_server(kept)
     with socket.create_connection(("127.0.0.1", guarded.port)) as blank:
-        deadline = time.monotonic() + 30
-        closed = False
-        while time.monotonic() < deadline and not closed:
-            try:
-                blank.sendall(b"\r\n")  # empty lines before a request line are skipped
-            except (BrokenPipeError, ConnectionResetError):
-                break
-            if select.select([blank], [], [], 0.2)[0]:
-                closed = _closed_by_server(blank, 5)
-        assert time.monotonic() < deadline, "blank lines kept a connection open"
+        # Empty lines before a request line are skipped: they must not keep it open.
+        eventually(lambda: _sent_into_a_close(blank, b"\r\n"), timeout=30, step=0,
+                   what="the connection sending blank lines closed")
     for sock in silent:
         with sock:
             assert _closed_by_server(sock), "a silent connection was held past 30 s"

@@ -20,6 +20,7 @@ import websockets
 
 from ridecast.api.direct_http import ingest_http_protocol
 from ridecast.api.http_guard import HttpBounds
+from tests.waiting import eventually_async
 
 
 async def _app(scope: dict[str, Any], receive: Any, send: Any) -> None:
@@ -50,10 +51,13 @@ def test_the_http_protocol_is_freed_at_the_upgrade() -> None:
                                 ws="websockets-sansio", log_level="warning", lifespan="on")
         server = uvicorn.Server(config)
         task = asyncio.create_task(server.serve())
-        while not server.started:
+
+        def started() -> bool:
             if task.done():
                 task.result()  # raises what stopped it
-            await asyncio.sleep(0.01)
+            return server.started
+
+        await eventually_async(started, step=0.01, what="uvicorn started")
         port = server.servers[0].sockets[0].getsockname()[1]
         gc.disable()  # only reference counting may free it
         try:

@@ -6,10 +6,11 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from websockets.asyncio.client import connect
+from websockets.asyncio.client import ClientConnection, connect
 from websockets.exceptions import ConnectionClosed
 
 from tests.conftest import Server
+from tests.waiting import eventually_async
 
 
 def test_requests_beyond_the_key_rate_get_429(start_server: Any) -> None:
@@ -43,12 +44,28 @@ def test_streams_beyond_the_token_limit_close_with_4102(start_server: Any) -> No
                 return extra.close_code
         return None
 
+    async def live(ws: ClientConnection) -> bool:
+        """Whether the server kept ``ws`` open (it answers a ping)."""
+        try:
+            await asyncio.wait_for(await ws.ping(), 10)
+        except ConnectionClosed:
+            return False
+        return True
+
+    async def both_free_then_refused() -> int | None:
+        """With both slots taken again (each stream kept open), the next one's close code;
+        None while the server has not yet seen the earlier streams close."""
+        async with connect(url) as one, connect(url) as two:
+            if not (await live(one) and await live(two)):
+                return None
+            return await refused_code()
+
     async def scenario() -> tuple[int | None, int | None]:
         async with connect(url), connect(url) as second:
             code = await refused_code()
             await second.close()
-        await asyncio.sleep(0.2)
-        async with connect(url), connect(url):  # both slots free again
-            return code, await refused_code()
+        again = await eventually_async(both_free_then_refused, timeout=30,
+                                       what="both slots free again")
+        return code, again
 
     assert asyncio.run(scenario()) == (4102, 4102)

@@ -6,8 +6,6 @@ refused run started, the stored bytes recounted from the store after a restart, 
 from __future__ import annotations
 
 import sqlite3
-import time
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -18,13 +16,6 @@ from tests.hub.wsutil import envelope
 
 SLOW = {"seed": 3, "vehicles": 5, "speed": 1, "duration_s": 7200, "network": "straight",
         "bookings_per_hour": 0}
-
-
-def _wait(condition: Callable[[], bool], timeout: float = 30.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        assert time.monotonic() < deadline, "timed out"
-        time.sleep(0.05)
 
 
 def _error(response: httpx.Response) -> dict[str, Any]:

@@ -21,6 +21,7 @@ from ridecast.events.examples import example_event
 from ridecast.events.signing import sign_headers
 from tests.cli.test_first_run import assert_one_line_error, plain_env
 from tests.conftest import Server, User, free_port
+from tests.waiting import eventually
 
 TIMEOUT_S = 60
 SECRET = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
@@ -228,10 +229,9 @@ class ReceiverProcess:
                 if line.startswith("{")]
 
     def wait_for(self, count: int) -> list[dict[str, object]]:
-        deadline = time.monotonic() + 10
-        while len(self.requests()) < count and time.monotonic() < deadline:
-            time.sleep(0.05)
-        return self.requests()
+        """The logged requests once there are at least ``count``."""
+        return eventually(lambda: len(r := self.requests()) >= count and r,
+                          timeout=10, what=f"{count} requests logged", why=self.requests)
 
     def stop(self) -> None:
         self.process.terminate()

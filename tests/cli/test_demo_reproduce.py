@@ -14,7 +14,6 @@ import os
 import re
 import subprocess
 import sys
-import time
 from datetime import UTC, datetime
 from typing import Any
 
@@ -24,6 +23,7 @@ from ridecast.cli.demo import simulation_data
 from ridecast.simulator.core.engine import Engine
 from ridecast.simulator.core.settings import read_settings
 from tests.conftest import Server
+from tests.waiting import eventually
 
 ISO = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?[+-]\d\d:\d\d$")
 RUN_S = 120  # a short run at full speed, on a loaded machine
@@ -57,16 +57,6 @@ def comparable(events: list[dict[str, Any]], start: str) -> list[Any]:
             for e in events]
 
 
-def wait_until(check: Any, timeout: float, what: str) -> Any:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = check()
-        if value:
-            return value
-        time.sleep(0.2)
-    raise AssertionError(f"timed out waiting for {what}")
-
-
 def events_after(http: httpx.Client, sim: int, after: str | None) -> list[dict[str, Any]]:
     got: list[dict[str, Any]] = []
     while True:
@@ -86,9 +76,9 @@ def one_run(http: httpx.Client, sim: int) -> dict[str, Any]:
     """Start a run, wait until it finished; its status."""
     started = http.post(f"/api/v2/simulation/{sim}/simulator/start")
     assert started.status_code == 200, started.text
-    return wait_until(
+    return eventually(
         lambda: (s := http.get(f"/api/v2/simulation/{sim}/simulator").json())["status"]
-        == "finished" and s, RUN_S, "the run to finish")
+        == "finished" and s, timeout=RUN_S, step=0.2, what="the run to finish")
 
 
 def test_two_real_runs_of_one_seed_publish_the_same_events(server: Server) -> None:
@@ -98,8 +88,9 @@ def test_two_real_runs_of_one_seed_publish_the_same_events(server: Server) -> No
         first = one_run(http, sim)
         first_events = events_after(http, sim, None)
         # The default start is the current whole second: make sure the second run's is another.
-        wait_until(lambda: datetime.now(UTC).replace(microsecond=0)
-                   > datetime.fromisoformat(first["started_sim_ts"]), 5, "the next second")
+        eventually(lambda: datetime.now(UTC).replace(microsecond=0)
+                   > datetime.fromisoformat(first["started_sim_ts"]),
+                   timeout=5, what="the next second")
         second = one_run(http, sim)
         second_events = events_after(http, sim, first_events[-1]["event_id"])
     assert first["settings"]["start_ts"] is None  # the default start, both times

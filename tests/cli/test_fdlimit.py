@@ -7,12 +7,12 @@ import re
 import resource
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import httpx
 
 from tests.conftest import free_port
+from tests.waiting import eventually
 
 
 def _low_soft_limit() -> None:
@@ -30,13 +30,9 @@ def test_serve_raises_the_soft_open_file_limit_to_the_hard_one(tmp_path: Path) -
         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
     )
     try:
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline:
-            try:
-                if httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=1).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                time.sleep(0.1)
+        eventually(lambda: httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=1)
+                   .status_code == 200, timeout=30, step=0.1, ignoring=(httpx.HTTPError,),
+                   what="the server healthy")
         limits = Path(f"/proc/{process.pid}/limits").read_text()
         match = re.search(r"Max open files\s+(\d+)\s+(\d+)", limits)
         assert match is not None, limits

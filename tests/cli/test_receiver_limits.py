@@ -13,13 +13,13 @@ import select
 import socket
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 
 import pytest
 
 from ridecast.cli.receiver import MAX_BODY_BYTES, MAX_CHUNKS
 from tests.conftest import free_port
+from tests.waiting import eventually
 
 RSS_GROWTH_BOUND = MAX_BODY_BYTES * 3  # one body at most in flight, with copies
 
@@ -30,15 +30,13 @@ def receiver() -> Iterator[tuple[int, subprocess.Popen[bytes]]]:
     process = subprocess.Popen(
         [sys.executable, "-m", "ridecast.cli.main", "receiver", "--port", str(port),
          "--timeout", "1"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    deadline = time.monotonic() + 30
-    while True:
-        try:
-            socket.create_connection(("127.0.0.1", port), timeout=1).close()
-            break
-        except OSError:
-            assert time.monotonic() < deadline, "the receiver did not start"
-            assert process.poll() is None, "the receiver exited"
-            time.sleep(0.05)
+
+    def listening() -> bool:
+        assert process.poll() is None, "the receiver exited"
+        socket.create_connection(("127.0.0.1", port), timeout=1).close()
+        return True
+
+    eventually(listening, timeout=30, ignoring=(OSError,), what="the receiver started")
     yield port, process
     process.terminate()
     process.wait(15)

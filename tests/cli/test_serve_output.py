@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 from ridecast.cli.serve import ready_line
 from tests.cli.test_first_run import plain_env
 from tests.conftest import free_port
+from tests.waiting import eventually
 
 TIMEOUT_S = 60
 
@@ -24,16 +24,20 @@ def _start_and_read(tmp_path: Path, env: dict[str, str]) -> tuple[str, str]:
             cwd=tmp_path, env=env, stdout=stdout, stderr=stderr,
         )
     try:
-        deadline = time.monotonic() + TIMEOUT_S
-        while "ridecast ready:" not in err.read_text(errors="replace"):
-            assert process.poll() is None, err.read_text(errors="replace")
-            assert time.monotonic() < deadline, err.read_text(errors="replace")
-            time.sleep(0.05)
+        eventually(lambda: _ready(process, err), timeout=TIMEOUT_S, what="ridecast ready",
+                   why=lambda: err.read_text(errors="replace"))
         # Read while it still runs: what it prints on shutdown is not start-up.
         return out.read_text(errors="replace"), err.read_text(errors="replace")
     finally:
         process.terminate()
         process.wait(timeout=TIMEOUT_S)
+
+
+def _ready(process: subprocess.Popen[bytes], err: Path) -> bool:
+    """Whether the server said it is ready; fails at once if it exited instead."""
+    said = err.read_text(errors="replace")
+    assert process.poll() is None, said
+    return "ridecast ready:" in said
 
 
 def test_a_first_start_prints_the_data_directory_and_the_urls_only(tmp_path: Path) -> None:
@@ -70,11 +74,8 @@ def _serve_a_few_requests(tmp_path: Path, env: dict[str, str]) -> str:
             cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=stderr,
         )
     try:
-        deadline = time.monotonic() + TIMEOUT_S
-        while "ridecast ready:" not in err.read_text(errors="replace"):
-            assert process.poll() is None, err.read_text(errors="replace")
-            assert time.monotonic() < deadline, err.read_text(errors="replace")
-            time.sleep(0.05)
+        eventually(lambda: _ready(process, err), timeout=TIMEOUT_S, what="ridecast ready",
+                   why=lambda: err.read_text(errors="replace"))
         base = f"http://127.0.0.1:{port}"
         assert httpx.get(f"{base}/healthz").status_code == 200
         assert httpx.post(f"{base}/api/v2/simulation/1/events", json={}).status_code == 401

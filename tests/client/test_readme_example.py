@@ -2,16 +2,17 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import queue
 import subprocess
 import sys
 import threading
-import time
 from pathlib import Path
 
 from ridecast.events.examples import example_event
 from tests.conftest import Server
+from tests.waiting import eventually
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -55,17 +56,20 @@ def test_example_runs_as_written(server: Server, tmp_path: Path) -> None:
     reader.start()
     printed: list[str] = []
     try:
-        deadline = time.monotonic() + 30
         with server.client(user) as http:
-            # The example streams live (no since=): keep publishing until it has connected.
-            while len(printed) < 3 and time.monotonic() < deadline:
+
+            def published_and_printed() -> bool:
                 events = [example_event(t, sim) for t in ("gps_data", "bookings", "assignment")]
                 http.post(f"/api/v2/simulation/{sim}/events", json=events).raise_for_status()
-                try:
+                with contextlib.suppress(queue.Empty):
                     while True:
                         printed.append(lines.get(timeout=0.3))
-                except queue.Empty:
-                    pass
+                return len(printed) >= 3
+
+            # The example streams live (no since=): keep publishing until it has connected.
+            # Not met in time, the assertion below says so with the example's stderr.
+            with contextlib.suppress(AssertionError):
+                eventually(published_and_printed, timeout=30, step=0)
             data = http.get(f"/api/v2/simulation/{sim}").json()["data"]
     finally:
         process.terminate()

@@ -6,12 +6,12 @@ from __future__ import annotations
 import shutil
 import signal
 import subprocess
-import time
 from pathlib import Path
 
 import redis
 
 from tests.conftest import service_missing
+from tests.waiting import eventually
 
 
 class PrivateRedis:
@@ -35,14 +35,9 @@ class PrivateRedis:
              "--appendonly", "no", "--dir", str(self.folder)],
             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
         )
-        deadline = time.monotonic() + 10
-        while time.monotonic() < deadline:
-            try:
-                if redis.Redis.from_url(self.url, socket_timeout=1).ping():
-                    return
-            except (redis.RedisError, OSError):
-                time.sleep(0.05)
-        raise RuntimeError("the private redis-server did not start")
+        eventually(lambda: redis.Redis.from_url(self.url, socket_timeout=1).ping(), timeout=10,
+                   ignoring=(redis.RedisError, OSError),
+                   what="the private redis-server answering")
 
     def kill(self) -> None:
         if self.process is not None and self.process.poll() is None:

@@ -7,8 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import signal
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import AsyncExitStack
 from pathlib import Path
 
@@ -27,13 +26,7 @@ from tests.conftest import (
     launch_server,
 )
 from tests.hub.wsutil import envelope
-
-
-def _wait_for(condition: Callable[[], bool], timeout: float = 30, what: str = "") -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        time.sleep(0.1)
+from tests.waiting import eventually, eventually_async
 
 
 async def _open_replaying(url: str) -> tuple[ClientConnection, int | None]:
@@ -110,13 +103,13 @@ def test_streams_per_user_and_per_token_count_over_both_nodes(
             assert await _codes([url(a, second)], stack) == [4102]  # the user's 4th
             await held.close()
             # The slot is given back on Redis shortly after the close.
-            for _ in range(100):
+            async def reopened() -> bool:
                 ws, code = await _open_replaying(url(a, second))
                 stack.push_async_callback(ws.close)
-                if code is None:
-                    break
-                await asyncio.sleep(0.1)
-            assert code is None
+                return code is None
+
+            await eventually_async(reopened, timeout=10, step=0.1,
+                                   what="the slot given back on Redis")
 
     asyncio.run(scenario())
 
@@ -161,21 +154,20 @@ def _dead_node_gives_back(a: Server, b: Server) -> None:
 
     assert asyncio.run(fill()) == [None, None, 4102]
 
-    async def reopen() -> float:
-        started = time.monotonic()
+    async def reopen() -> None:
         async with AsyncExitStack() as stack:
-            while True:
+
+            async def opened() -> bool:
                 ws, code = await _open_replaying(url_b)
                 stack.push_async_callback(ws.close)
-                if code is None:
-                    break
-                assert code == 4102
-                assert time.monotonic() - started < 30
-                await asyncio.sleep(0.2)
-            assert await codes_of([url_b], stack) == [None]
-        return time.monotonic() - started
+                assert code in (None, 4102), code
+                return code is None
 
-    assert asyncio.run(reopen()) < 30
+            await eventually_async(opened, timeout=30, step=0.2,
+                                   what="the dead node's streams given back")
+            assert await codes_of([url_b], stack) == [None]
+
+    asyncio.run(reopen())
 
 
 def test_requests_per_key_count_over_both_nodes(nodes: tuple[Server, Server]) -> None:
@@ -266,7 +258,8 @@ def test_a_node_without_redis_counts_alone_and_says_so(
         assert limits() == "redis"
         assert fallback_metric().endswith(" 0.0")
         private_redis.kill()
-        _wait_for(lambda: limits().startswith("local fallback"), what="the fallback")
+        eventually(lambda: limits().startswith("local fallback"), what="the fallback", timeout=30,
+                   step=0.1)
         assert fallback_metric().endswith(" 1.0")
         url = f"{srv.ws_url}/simulation_events/?token={token}&since=0"
 
@@ -276,7 +269,7 @@ def test_a_node_without_redis_counts_alone_and_says_so(
 
         assert asyncio.run(scenario()) == [None, None, 4102]
         private_redis.start()
-        _wait_for(lambda: limits() == "redis", what="Redis to count again")
+        eventually(lambda: limits() == "redis", what="Redis to count again", timeout=30, step=0.1)
         assert fallback_metric().endswith(" 0.0")
     finally:
         srv.stop()

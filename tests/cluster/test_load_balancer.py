@@ -12,12 +12,10 @@ order.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
 import shutil
 import subprocess
 import threading
-import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -27,6 +25,7 @@ import websockets
 
 from ridecast.events.examples import example_event
 from tests.conftest import Server, free_port, launch_server
+from tests.waiting import eventually
 
 TEMPLATE = Path(__file__).resolve().parents[2] / "deploy" / "nginx" / "ridecast.conf.template"
 NGINX = shutil.which("nginx") or "/usr/sbin/nginx"
@@ -66,14 +65,14 @@ def nginx(tmp_path: Path) -> Iterator[Callable[[list[Server]], str]]:
                                     "-g", "daemon off;"])
         started.append(process)
         base = f"http://127.0.0.1:{port}"
-        deadline = time.monotonic() + 30
-        while True:
+
+        def passes_readyz() -> bool:
             assert process.poll() is None, (prefix / "error.log").read_text()
-            with contextlib.suppress(httpx.HTTPError):
-                if httpx.get(f"{base}/readyz", timeout=2).status_code == 200:
-                    return base
-            assert time.monotonic() < deadline, "nginx did not pass /readyz on"
-            time.sleep(0.1)
+            return httpx.get(f"{base}/readyz", timeout=2).status_code == 200
+
+        eventually(passes_readyz, timeout=30, step=0.1, ignoring=(httpx.HTTPError,),
+                   what="nginx passing /readyz on")
+        return base
 
     yield start
     for process in started:
@@ -90,10 +89,8 @@ def written(node: Server) -> float:
 
 
 def wait_until_it_takes_requests(node: Server) -> None:
-    deadline = time.monotonic() + 60
-    while written(node) < 5:
-        assert time.monotonic() < deadline, "nginx did not take the node back"
-        time.sleep(0.1)
+    eventually(lambda: written(node) >= 5, timeout=60, step=0.1,
+               what="nginx taking the node back")
 
 
 def test_a_rolling_restart_behind_nginx_loses_and_fails_nothing(
@@ -144,10 +141,13 @@ def test_a_rolling_restart_behind_nginx_loses_and_fails_nothing(
     try:
         def wait_for_more(count: int) -> None:
             target = len(accepted) + count
-            deadline = time.monotonic() + 60
-            while len(accepted) < target:
-                assert producer.is_alive() and time.monotonic() < deadline, statuses[-5:]
-                time.sleep(0.05)
+
+            def more() -> bool:
+                assert producer.is_alive(), statuses[-5:]
+                return len(accepted) >= target
+
+            eventually(more, timeout=60, what=f"{count} more accepted",
+                       why=lambda: statuses[-5:])
 
         wait_for_more(20)
         for index, node in enumerate(nodes):

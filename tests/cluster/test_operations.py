@@ -2,16 +2,17 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import subprocess
 import sys
-import time
 import uuid
 from pathlib import Path
 
 import httpx
 
 from tests.conftest import REDIS_URL, free_port, redis_answers
+from tests.waiting import eventually
 
 
 def test_two_nodes_started_at_once_on_an_empty_database_both_come_up(
@@ -32,17 +33,16 @@ def test_two_nodes_started_at_once_on_an_empty_database_both_come_up(
             ))
     try:
         ready = set()
-        deadline = time.monotonic() + 60
-        while len(ready) < 2 and time.monotonic() < deadline:
+
+        def both_ready() -> bool:
             for port, proc, log in zip(ports, procs, logs, strict=True):
                 assert proc.poll() is None, log.read_text()
-                try:
+                with contextlib.suppress(httpx.HTTPError):
                     if httpx.get(f"http://127.0.0.1:{port}/readyz", timeout=1).status_code == 200:
                         ready.add(port)
-                except httpx.HTTPError:
-                    pass
-            time.sleep(0.2)
-        assert ready == set(ports)
+            return ready == set(ports)
+
+        eventually(both_ready, timeout=60, step=0.2, what="both nodes ready", why=lambda: ready)
         body = httpx.get(f"http://127.0.0.1:{ports[0]}/readyz").json()
         assert body["status"] == "ready" and body["store"] == "ok"
     finally:

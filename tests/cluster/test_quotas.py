@@ -10,8 +10,7 @@ from __future__ import annotations
 import asyncio
 import re
 import signal
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -29,6 +28,7 @@ from tests.conftest import (
     launch_server,
 )
 from tests.hub.wsutil import envelope
+from tests.waiting import eventually
 
 QUOTAS = {"RIDECAST_QUOTA_RUNS_PER_ORG": "2", "RIDECAST_QUOTA_VEHICLES_PER_RUN": "50",
           "RIDECAST_QUOTA_VEHICLES_PER_ORG": "60", "RIDECAST_QUOTA_SIMULATIONS_PER_ORG": "4",
@@ -43,13 +43,6 @@ SEEDED = {"seed": 21, "vehicles": 6, "bookings_per_hour": 300, "duration_s": 300
           "start_ts": "2024-05-06T08:00:00+00:00", "network": "straight",
           "area": {"lat": 57.705, "lon": 11.963, "radius_m": 3000}, "speed": "max"}
 """A short run at full speed: far more events per second than the quota lets through."""
-
-
-def _wait(condition: Callable[[], bool], timeout: float = 60.0, what: str = "") -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        time.sleep(0.1)
 
 
 def _drop(pair: CrossNodeServer) -> None:
@@ -186,8 +179,10 @@ def test_concurrent_runs_are_counted_over_both_nodes(nodes: tuple[Server, Server
         _refused(_start(srv, user, sims[2]), 429, "quota_runs")
     _nothing_started(b, user, sims[2])
     for srv in (a, b):
-        _wait(lambda srv=srv: _usage(srv, org, "runs") == 2, what="runs usage in /metrics")
-        _wait(lambda srv=srv: _usage(srv, org, "vehicles") == 10, what="vehicles usage")
+        eventually(lambda srv=srv: _usage(srv, org, "runs") == 2, what="runs usage in /metrics",
+                   timeout=60, step=0.1)
+        eventually(lambda srv=srv: _usage(srv, org, "vehicles") == 10, what="vehicles usage",
+                   timeout=60, step=0.1)
     assert _post(b, user, f"/api/v2/simulation/{sims[0]}/simulator/stop").status_code == 200
     assert _start(a, user, sims[2]).status_code == 200
     # A start of a run that is already running is its 409, not a quota refusal.
@@ -217,7 +212,8 @@ def test_vehicles_per_run_and_in_total_are_counted_over_both_nodes(
     assert error["details"][0]["used"] == 40
     _nothing_started(b, user, thirty)
     assert _start(b, user, short).status_code == 200  # 40 + 20: exactly the quota
-    _wait(lambda: _status(a, user, short)["status"] == "finished", what="the short run")
+    eventually(lambda: _status(a, user, short)["status"] == "finished", what="the short run",
+               timeout=60, step=0.1)
     assert _post(b, user, f"/api/v2/simulation/{forty}/simulator/stop").status_code == 200
     assert _start(b, user, thirty).status_code == 200
     assert _post(a, user, f"/api/v2/simulation/{thirty}/simulator/stop").status_code == 200
@@ -261,8 +257,8 @@ def test_events_per_second_throttle_without_dropping(
         ref_user = reference_server.create_user()
         ref_sim = reference_server.create_simulation(ref_user, {"simulator": SEEDED})
         assert _start(reference_server, ref_user, ref_sim).status_code == 200
-        _wait(lambda: _status(reference_server, ref_user, ref_sim)["status"] == "finished",
-              120, "the reference run")
+        eventually(lambda: _status(reference_server, ref_user, ref_sim)["status"] == "finished",
+                   timeout=120, what="the reference run", step=0.1)
         reference = _events(reference_server, ref_user, ref_sim)
     finally:
         reference_server.stop()
@@ -274,8 +270,8 @@ def test_events_per_second_throttle_without_dropping(
     assert _start(a, user, sims[0]).status_code == 200
     assert _start(b, user, sims[1]).status_code == 200
     for sim in sims:
-        _wait(lambda sim=sim: _status(a, user, sim)["status"] == "finished", 180,
-              "the throttled runs")
+        eventually(lambda sim=sim: _status(a, user, sim)["status"] == "finished", timeout=180,
+                   what="the throttled runs", step=0.1)
     after = [_metric(srv, "ridecast_quota_throttled_seconds_total") for srv in (a, b)]
     assert after[0] > before[0] and after[1] > before[1]
 
@@ -308,7 +304,7 @@ def test_a_killed_nodes_run_keeps_one_slot_and_gives_it_back(tmp_path: Path) -> 
             return (status.get("owner_node") not in (None, killed)
                     and status.get("takeover") is None)
 
-        _wait(taken_over, 60, "the takeover")
+        eventually(taken_over, timeout=60, what="the takeover", step=0.1)
         _refused(_start(b, user, second), 429, "quota_runs")
         assert _post(b, user, f"/api/v2/simulation/{run}/simulator/stop").status_code == 200
         assert _start(b, user, second).status_code == 200
@@ -343,14 +339,15 @@ def test_stored_event_bytes_are_counted_over_both_nodes_and_survive_a_restart(
         _refused(response, 403, "quota_event_bytes")
         org = _org(a, user, sim)
         # The first node adds what it appended to the shared total within a second.
-        _wait(lambda: _shared_bytes(pair, org) == _stored_bytes(a.database_url), 10,
-              "the first node's bytes on Redis")
+        eventually(lambda: _shared_bytes(pair, org) == _stored_bytes(a.database_url), timeout=10,
+                   what="the first node's bytes on Redis", step=0.1)
         _refused(_post(b, user, f"/api/v2/simulation/{sim}/events", batch), 403,
                  "quota_event_bytes")
         assert len(_events(b, user, sim)) == stored
         running = a.create_simulation(user, {"simulator": {**SLOW, "speed": "max"}})
         assert _start(b, user, running).status_code == 200
-        _wait(lambda: _status(a, user, running)["status"] == "stopped", 30, "the run to stop")
+        eventually(lambda: _status(a, user, running)["status"] == "stopped", timeout=30,
+                   what="the run to stop", step=0.1)
         assert "RIDECAST_QUOTA_EVENT_BYTES_PER_ORG" in str(_status(a, user, running)["error"])
         pair.stop()
         a = launch_server(tmp_path / "a", a.env, database_url=a.database_url, port=a.port)
@@ -388,7 +385,8 @@ def test_quotas_hold_on_a_node_whose_redis_is_down(
         assert _start(srv, user, first).status_code == 200
         _refused(_start(srv, user, second), 429, "quota_runs")
         _nothing_started(srv, user, second)
-        _wait(lambda: len(_events(srv, user, first)) > 20, 60, "the run's events")
+        eventually(lambda: len(_events(srv, user, first)) > 20, timeout=60, what="the run's events",
+                   step=0.1)
         assert _post(srv, user, f"/api/v2/simulation/{second}/events",
                      [envelope(second, "vehicle_use", 1)]).status_code == 201
         assert _post(srv, user, f"/api/v2/simulation/{first}/simulator/stop").status_code == 200

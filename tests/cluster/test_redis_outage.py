@@ -6,10 +6,8 @@ SIGSTOP or killed), never the machine's Redis."""
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import re
 import time
-from collections.abc import Callable
 from pathlib import Path
 
 import httpx
@@ -21,16 +19,10 @@ from ridecast.errors import ServiceUnavailable
 from tests.cluster.privateredis import PrivateRedis
 from tests.conftest import Server, launch_server
 from tests.hub.wsutil import envelope
+from tests.waiting import eventually, eventually_async
 
 PROBE_TIMEOUT_S = 3.0
 """A load balancer's usual health-probe time-out: /readyz must answer well within it."""
-
-
-def _wait_for(condition: Callable[[], bool], timeout: float = 30, what: str = "") -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        time.sleep(0.1)
 
 
 def _ready(srv: Server) -> httpx.Response:
@@ -62,7 +54,8 @@ def test_readyz_answers_in_time_while_redis_hangs(tmp_path: Path, pg_url: str,
                 assert posted.status_code == 201, posted.text
         finally:
             private_redis.resume()
-        _wait_for(lambda: _ready(srv).status_code == 200, what="/readyz to be 200 again")
+        eventually(lambda: _ready(srv).status_code == 200, what="/readyz to be 200 again",
+                   timeout=30, step=0.1)
     finally:
         srv.stop()
 
@@ -112,8 +105,8 @@ def test_a_redis_outage_is_a_few_log_lines(tmp_path: Path, pg_url: str,
         assert len(records) <= 3 + window_s / interval_s, records
 
         private_redis.start()
-        _wait_for(lambda: any("Redis bus reachable again" in line for line in _log_lines(srv)),
-                  what="the line saying Redis is back")
+        eventually(lambda: any("Redis bus reachable again" in line for line in _log_lines(srv)),
+                   what="the line saying Redis is back", timeout=30, step=0.1)
         assert sum("Redis bus reachable again" in line for line in _log_lines(srv)) == 1
     finally:
         srv.stop()
@@ -143,17 +136,16 @@ def test_a_hung_redis_holds_a_publish_once_not_per_batch(private_redis: PrivateR
                 assert bus.skipped == 5
             finally:
                 private_redis.resume()
-            deadline = time.monotonic() + 30
-            while True:  # the reader reconnects; a publish after the probe interval tries
-                with contextlib.suppress(ServiceUnavailable):
-                    await bus.publish([change])
-                    break
-                assert time.monotonic() < deadline, "publishing never worked again"
-                await asyncio.sleep(0.1)
+            async def published() -> bool:
+                await bus.publish([change])
+                return True
+
+            # The reader reconnects; a publish after the probe interval tries.
+            await eventually_async(published, timeout=30, step=0.1,
+                                   ignoring=(ServiceUnavailable,),
+                                   what="publishing working again")
             assert bus.link.up
-            while not arrived:
-                assert time.monotonic() < deadline, "the message never arrived"
-                await asyncio.sleep(0.05)
+            await eventually_async(lambda: arrived, timeout=30, what="the message arriving")
         finally:
             await bus.close()
 

@@ -11,6 +11,7 @@ import httpx
 from tests.cluster.privateredis import PrivateRedis
 from tests.conftest import Server, launch_server
 from tests.hub.wsutil import envelope, open_stream, post
+from tests.waiting import eventually_async
 
 
 def test_streams_survive_a_redis_restart(tmp_path: Path, pg_url: str,
@@ -48,7 +49,12 @@ def test_streams_survive_a_redis_restart(tmp_path: Path, pg_url: str,
                 await burst(100)  # committed while Redis is down: publishing fails
                 await on_b.wait_for(len(posted), timeout=30)  # filled from the log
                 await asyncio.to_thread(private_redis.start)
-                await asyncio.sleep(1.0)  # the readers reconnect (back-off up to 2 s)
+                # Redis answers each node again; their readers reconnect with a back-off
+                # meanwhile, and what they miss the catch-up fills either way.
+                await eventually_async(
+                    lambda: all(httpx.get(f"{n.base_url}/readyz", timeout=10).status_code
+                                == 200 for n in nodes),
+                    timeout=30, step=0.1, what="both nodes ready again")
                 await burst(200)
             for collector in (on_a, on_b):
                 await collector.wait_for(len(posted), timeout=30)

@@ -18,8 +18,6 @@ from __future__ import annotations
 import asyncio
 import re
 import signal
-import time
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -42,6 +40,7 @@ from tests.conftest import (
     launch_cluster_pair,
     launch_server,
 )
+from tests.waiting import eventually
 
 SETTINGS = {"seed": 8, "vehicles": 8, "bookings_per_hour": 240, "duration_s": 2400,
             "start_ts": "2024-05-06T08:00:00+00:00", "network": "straight",
@@ -54,13 +53,6 @@ STAMPED = ("server_ts", "event_id")
 TAKEN = re.compile(r"taken over \(run \w+, from its snapshot at (\d+) s, (\d+) journal "
                    r"entries to replay, (\d+) events already published, (\d+) of them after "
                    r"that point\)")
-
-
-def _wait(condition: Callable[[], bool], timeout: float = 120.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        assert time.monotonic() < deadline, "timed out"
-        time.sleep(0.05)
 
 
 def _events(server: Server, user: User, sim: int) -> list[dict[str, Any]]:
@@ -153,25 +145,24 @@ def test_a_killed_run_goes_on_from_its_snapshot(nodes: Any) -> None:
     acknowledged: list[int] = []
     # Through both nodes when they share a bus (B forwards to the owner), else the owner.
     senders = [a, b] if bus else [a]
-    deadline = time.monotonic() + 60
-    while asyncio.run(_stored(a.database_url, sim))[0] == 0 or len(acknowledged) < 4:
-        assert time.monotonic() < deadline, "no snapshot stored"
+
+    def snapshot_stored_and_four_booked() -> bool:
+        if asyncio.run(_stored(a.database_url, sim))[0] > 0 and len(acknowledged) >= 4:
+            return True
         booked = _book(senders[len(acknowledged) % len(senders)], user, sim)
         if booked is not None:
             acknowledged.append(booked)
-        time.sleep(0.3)
+        return False
+
+    eventually(snapshot_stored_and_four_booked, timeout=60, step=0.3,
+               what="a stored snapshot and four acknowledged bookings")
     a.process.send_signal(signal.SIGKILL)  # A alone (a pair's stop() stops both)
     a.process.wait(30)
     # Through B while it takes the run over and after.
-    deadline = time.monotonic() + 60
     for _ in range(4):
-        booked = None
-        while booked is None:
-            assert time.monotonic() < deadline, "B did not take the run over"
-            booked = _book(b, user, sim)
-            time.sleep(0.2)
-        acknowledged.append(booked)
-    _wait(lambda: _status(b, user, sim)["status"] == "finished", timeout=180)
+        acknowledged.append(eventually(lambda: _book(b, user, sim), timeout=60, step=0.2,
+                                       what="B taking the run over"))
+    eventually(lambda: _status(b, user, sim)["status"] == "finished", timeout=180)
     taken = TAKEN.search(b.logs())
     assert taken is not None, b.logs()[-3000:]
     _snapshots, spec, entries = asyncio.run(_stored(b.database_url, sim))

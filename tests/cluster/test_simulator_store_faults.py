@@ -20,7 +20,7 @@ import asyncpg
 import httpx
 import pytest
 
-from tests.cluster.test_simulator_takeover import SETTINGS, _events, _produced, _wait
+from tests.cluster.test_simulator_takeover import SETTINGS, _events, _produced
 from tests.conftest import (
     POSTGRES_ADMIN_URL,
     Server,
@@ -29,6 +29,7 @@ from tests.conftest import (
     launch_cluster_pair,
     launch_server,
 )
+from tests.waiting import eventually
 
 ENV = {"RIDECAST_SIMULATOR_LEASE_S": "4", "RIDECAST_SIMULATOR_FORWARD_TIMEOUT_S": "2"}
 RUN = {"simulator": {**SETTINGS, "speed": 15}}
@@ -94,7 +95,8 @@ def test_a_storm_of_dropped_connections_neither_ends_nor_changes_the_run(
         sim = embedded.create_simulation(user, REFERENCE)
         with embedded.client(user) as http:
             assert http.post(f"/api/v2/simulation/{sim}/simulator/start").status_code == 200
-        _wait(lambda: (_status(embedded, user, sim) or {}).get("status") == "finished")
+        eventually(lambda: (_status(embedded, user, sim) or {}).get("status") == "finished",
+                   timeout=120.0)
         reference = [_produced(e) for e in _events(embedded, user, sim)]
     finally:
         embedded.stop()
@@ -109,7 +111,7 @@ def test_a_storm_of_dropped_connections_neither_ends_nor_changes_the_run(
         sim = pair.create_simulation(user, RUN)
         with pair.client(user) as http:
             assert http.post(f"/api/v2/simulation/{sim}/simulator/start").status_code == 200
-        _wait(lambda: len(_events(pair, user, sim)) > 50)
+        eventually(lambda: len(_events(pair, user, sim)) > 50, timeout=120.0)
         storm.start()
         seen: list[str] = []
         deadline = time.monotonic() + 12
@@ -125,8 +127,8 @@ def test_a_storm_of_dropped_connections_neither_ends_nor_changes_the_run(
         storm.stop()
         assert storm.terminated > 10
         assert "stopped" not in seen and "interrupted" not in seen, seen
-        _wait(lambda: (_status(pair, user, sim) or {}).get("status") == "finished",
-              timeout=240)
+        eventually(lambda: (_status(pair, user, sim) or {}).get("status") == "finished",
+                   timeout=240)
         final = _status(pair, user, sim)
         assert final is not None and final["error"] is None
         produced = [_produced(e) for e in _events(pair, user, sim)]

@@ -23,7 +23,6 @@ import subprocess
 import threading
 import time
 import uuid
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -40,6 +39,7 @@ from tests.conftest import (
     redis_answers,
     service_missing,
 )
+from tests.waiting import eventually
 from tests.webhooks.helpers import Recorder, start_worker, worker_running
 
 SETTINGS = {"seed": 21, "vehicles": 6, "bookings_per_hour": 300, "duration_s": 480,
@@ -84,13 +84,6 @@ def _status(server: Server, user: User, sim: int) -> dict[str, Any]:
         return body
 
 
-def _wait(condition: Callable[[], bool], timeout: float = 120.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        assert time.monotonic() < deadline, "timed out"
-        time.sleep(0.05)
-
-
 @pytest.fixture(scope="module")
 def reference(tmp_path_factory: pytest.TempPathFactory) -> list[dict[str, Any]]:
     """The run uninterrupted on one embedded process (SQLite, in-process bus)."""
@@ -100,7 +93,7 @@ def reference(tmp_path_factory: pytest.TempPathFactory) -> list[dict[str, Any]]:
         sim = server.create_simulation(user, REFERENCE)
         with server.client(user) as http:
             assert http.post(f"/api/v2/simulation/{sim}/simulator/start").status_code == 200
-        _wait(lambda: _status(server, user, sim)["status"] == "finished")
+        eventually(lambda: _status(server, user, sim)["status"] == "finished", timeout=120)
         return [_produced(e) for e in _events(server, user, sim)]
     finally:
         server.stop()
@@ -166,7 +159,7 @@ def _restart_worker(workers: list[subprocess.Popen[bytes]], k: int, database_url
     workers[k].send_signal(signal.SIGTERM)
     assert workers[k].wait(20) == 0
     workers[k] = start_worker(database_url, env, log)
-    _wait(lambda: worker_running(log, starts=2), timeout=60)
+    eventually(lambda: worker_running(log, starts=2), timeout=60)
 
 
 def _scenario(reference: list[dict[str, Any]], tmp_path: Path, pg_url: str, sig: int,
@@ -206,15 +199,16 @@ def _scenario(reference: list[dict[str, Any]], tmp_path: Path, pg_url: str, sig:
                         Subscriber([other.base_url, owner.base_url], user, sim)]
         for subscriber in subscribers:
             subscriber.start()
-        _wait(lambda: all(s.connected for s in subscribers))
-        _wait(lambda: all(worker_running(log, starts=1) for log in worker_logs), timeout=60)
+        eventually(lambda: all(s.connected for s in subscribers), timeout=120)
+        eventually(lambda: all(worker_running(log, starts=1) for log in worker_logs), timeout=60)
         with owner.client(user) as http:
             started = http.post(f"/api/v2/simulation/{sim}/simulator/start")
             assert started.status_code == 200, started.text
         owners = [_owner(_status(other, user, sim))]
         takeovers: list[float] = []
         for k in range(restarts):
-            _wait(lambda node=other: _status(node, user, sim)["kpis"].get("bookings", 0) >= 3)
+            eventually(lambda node=other: _status(node, user, sim)["kpis"].get("bookings", 0) >= 3,
+                       timeout=120)
             _restart_worker(workers, k % 2, pg_url, worker_env, worker_logs[k % 2])
             print(f"worker {k % 2} restarted; the run is "
                   f"{_status(other, user, sim)['status']} at {len(recorder.requests)} webhooks")
@@ -223,7 +217,7 @@ def _scenario(reference: list[dict[str, Any]], tmp_path: Path, pg_url: str, sig:
             takeovers.append(seconds)
             owner.stop()
             owner, other = other, launch(owner.port)  # the new version, same address
-        _wait(lambda: _status(other, user, sim)["status"] == "finished")
+        eventually(lambda: _status(other, user, sim)["status"] == "finished", timeout=120)
         logged = _events(other, user, sim)
         got = [_produced(e) for e in logged]
         for k, (a, b) in enumerate(zip(got, reference, strict=False)):
@@ -232,7 +226,7 @@ def _scenario(reference: list[dict[str, Any]], tmp_path: Path, pg_url: str, sig:
         # Each SDK subscriber saw every event once, in order, across its failovers.
         ids = [int(e["event_id"]) for e in logged]
         for subscriber in subscribers:
-            _wait(lambda s=subscriber: len(s.frames) >= len(logged), timeout=60)
+            eventually(lambda s=subscriber: len(s.frames) >= len(logged), timeout=60)
             subscriber.stop()
             assert [int(f["event_id"]) for f in subscriber.frames] == ids
             assert [_produced(f) for f in subscriber.frames] == reference
@@ -240,7 +234,7 @@ def _scenario(reference: list[dict[str, Any]], tmp_path: Path, pg_url: str, sig:
         # Every event reached the webhook receiver (at least once: dedupe on webhook-id).
         wanted = {f"msg_{i}" for i in ids}
         try:
-            _wait(lambda: recorder.ids() >= wanted, timeout=60)
+            eventually(lambda: recorder.ids() >= wanted, timeout=60)
         finally:
             missing = sorted(wanted - recorder.ids())
             arrivals = len(recorder.requests)
@@ -295,7 +289,7 @@ def _hand_over(owner: Server, other: Server, user: User, sim: int,
             time.monotonic() - signalled)
         return _owner(status) not in (None, before) and status.get("takeover") is None
 
-    _wait(taken)
+    eventually(taken, timeout=120)
     caught_up = time.monotonic() - signalled
     new_owner = _owner(seen[-1])
     assert new_owner is not None

@@ -97,7 +97,11 @@ def test_a_change_made_on_one_node_reaches_the_other(cluster: Callable[..., Serv
 
         async def scenario() -> int | None:
             stream = await open_stream(f"{b.ws_url}/simulation_events/{sim}?token={token}")
-            await asyncio.sleep(0.2)
+            # Live on B before the delete: an event posted through A arrives on it.
+            assert http_a.post(f"/api/v2/simulation/{sim}/events",
+                               json=envelope(sim, "vehicle_use")).status_code == 201
+            await stream.wait_for(1, timeout=10)
+            assert len(stream.frames) == 1, "the stream on B is not live"
             assert http_a.delete(f"/api/v2/simulation/{sim}").status_code == 204
             return await stream.wait_closed(timeout=10)
 

@@ -25,6 +25,7 @@ from pathlib import Path
 
 from ridecast.cli.receiver import ReceiverThread, Reply, Request
 from tests.conftest import Server
+from tests.waiting import eventually
 from tests.webhooks.helpers import post_events, vehicle_use, wait_for
 from tests.webhooks.workers import (
     answered_twice,
@@ -186,15 +187,16 @@ def test_two_nodes_two_workers_stopped_killed_and_replayed(
             def burst_until(held: Callable[[], bool]) -> None:
                 # A backlog, again until ``held()``: one worker may take a whole burst
                 # before the other claims any of it.
-                deadline = time.monotonic() + 60
-                while time.monotonic() < deadline:
+                def burst_then_held() -> bool:
                     burst()
-                    pause = time.monotonic() + 3
-                    while time.monotonic() < pause:
-                        if held():
-                            return
-                        time.sleep(0.01)
-                raise AssertionError(f"nothing held after bursts for 60 s: {why()}")
+                    try:
+                        eventually(held, timeout=3, step=0.01)
+                    except AssertionError:
+                        return False
+                    return True
+
+                eventually(burst_then_held, timeout=60, step=0,
+                           what="a lease held after a burst", why=why)
 
             producer = threading.Thread(target=produce)
             producer.start()

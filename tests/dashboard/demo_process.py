@@ -10,13 +10,15 @@ import shlex
 import subprocess
 import sys
 import threading
-import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from tests.conftest import free_port
+from tests.waiting import eventually
 
 READY_TIMEOUT_S = 60.0
+PRINTED_PREFIXES = ("http://", "curl ", "export ", "ridecast listen", "ws://")
+"""How each line of the printed block starts: it is complete once all of them came."""
 
 
 @dataclass
@@ -82,18 +84,17 @@ class DemoProcess:
 
     def wait_ready(self, timeout: float = READY_TIMEOUT_S) -> Printed:
         """Block until the instructions are printed (the server is up by then)."""
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if any(line.startswith("ridecast listen") for line in self.lines):
-                time.sleep(0.2)  # the rest of the block follows at once
-                return parse_printed(self.lines)
-            if self.process.poll() is not None:
-                break
-            time.sleep(0.05)
-        raise AssertionError(
-            f"ridecast demo did not print its instructions (exit {self.process.poll()}):\n"
-            + "\n".join(self.lines) + "\n" + self.stderr()
-        )
+        def block() -> Printed | None:
+            lines = list(self.lines)
+            if all(any(line.strip().startswith(p) for line in lines) for p in PRINTED_PREFIXES):
+                return parse_printed(lines)
+            assert self.process.poll() is None, (
+                f"ridecast demo exited ({self.process.poll()}) before printing its instructions:"
+                "\n" + "\n".join(lines) + "\n" + self.stderr())
+            return None
+
+        return eventually(block, timeout=timeout, what="ridecast demo printing its instructions",
+                          why=lambda: "\n".join(self.lines) + "\n" + self.stderr())
 
     def stderr(self) -> str:
         return self.stderr_path.read_text(errors="replace")

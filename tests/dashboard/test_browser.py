@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import signal
 import time
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -13,21 +12,11 @@ import pytest
 from ridecast.cli.demo import DEMO_SIMULATOR
 from tests.dashboard.conftest import ARTIFACTS, local_only
 from tests.dashboard.demo_process import DemoProcess, Printed, launch_demo
+from tests.waiting import eventually
 
 pytestmark = pytest.mark.browser
 
 Demo = tuple[DemoProcess, Printed]
-
-
-def wait_for(check: Callable[[], Any], timeout: float, what: str | Callable[[], str]) -> Any:
-    """Poll ``check`` until it returns something truthy; ``what`` says what failed."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = check()
-        if value:
-            return value
-        time.sleep(0.25)
-    raise AssertionError(f"timed out waiting for {what if isinstance(what, str) else what()}")
 
 
 def sign_in(page: Any, demo: Demo) -> None:
@@ -37,8 +26,8 @@ def sign_in(page: Any, demo: Demo) -> None:
     page.get_by_test_id("login-user").fill(user)
     page.get_by_test_id("login-key").fill(key)
     page.get_by_test_id("login-submit").click()
-    wait_for(lambda: page.get_by_test_id("connection-status").get_attribute("data-state")
-             == "live", 20, "the stream to be live")
+    eventually(lambda: page.get_by_test_id("connection-status").get_attribute("data-state")
+               == "live", timeout=20, what="the stream to be live")
 
 
 def vehicle_positions(page: Any) -> dict[str, tuple[str, str]]:
@@ -54,17 +43,17 @@ def test_vehicles_appear_and_move_and_the_feed_fills(page: Any, demo: Demo) -> N
     """Signed in, the map shows the whole fleet, vehicles move, the feed and KPIs fill."""
     sign_in(page, demo)
     fleet = DEMO_SIMULATOR["vehicles"]
-    first = wait_for(lambda: (p := vehicle_positions(page)) and len(p) == fleet and p, 30,
-                     f"{fleet} vehicles on the map")
-    wait_for(lambda: any(vehicle_positions(page).get(v) != pos for v, pos in first.items()),
-             30, "a vehicle to move")
-    wait_for(lambda: page.get_by_test_id("feed-item").count() >= 20, 30,
-             lambda: f"the feed to fill ({page.get_by_test_id('feed-item').count()} rows, "
-             f"{page.get_by_test_id('feed-total').text_content()} events)")
-    wait_for(lambda: page.get_by_test_id("sim-status").text_content() == "running", 10,
-             "the simulator status")
-    wait_for(lambda: int(page.get_by_test_id("count-moving").text_content()) > 0, 10,
-             "the legend to count moving vehicles")
+    first = eventually(lambda: (p := vehicle_positions(page)) and len(p) == fleet and p, timeout=30,
+                       what=f"{fleet} vehicles on the map")
+    eventually(lambda: any(vehicle_positions(page).get(v) != pos for v, pos in first.items()),
+               timeout=30, what="a vehicle to move")
+    eventually(lambda: page.get_by_test_id("feed-item").count() >= 20, timeout=30,
+               why=lambda: f"the feed to fill ({page.get_by_test_id('feed-item').count()} rows, "
+               f"{page.get_by_test_id('feed-total').text_content()} events)")
+    eventually(lambda: page.get_by_test_id("sim-status").text_content() == "running", timeout=10,
+               what="the simulator status")
+    eventually(lambda: int(page.get_by_test_id("count-moving").text_content()) > 0, timeout=10,
+               what="the legend to count moving vehicles")
     assert page.get_by_test_id("kpi-bookings").count() == 1
     assert "No webhook set" in page.get_by_test_id("webhook-panel").text_content()
     time.sleep(1.5)  # let the markers glide and routes draw before the picture
@@ -77,15 +66,19 @@ def test_feed_filter_hides_and_shows_a_type(page: Any, demo: Demo) -> None:
     """Clicking a type's chip hides its events from the feed; clicking again brings them back."""
     sign_in(page, demo)
     chip = page.get_by_test_id("feed-filter-gps_data")
-    wait_for(lambda: chip.count() == 1, 30, "gps_data events")
+    eventually(lambda: chip.count() == 1, timeout=30, what="gps_data events")
     chip.click()
-    wait_for(lambda: chip.get_attribute("aria-pressed") == "false", 5, "the chip to switch off")
-    time.sleep(3)  # new gps_data keep arriving meanwhile
+    eventually(lambda: chip.get_attribute("aria-pressed") == "false", timeout=5,
+               what="the chip to switch off")
+    # New gps_data arrive meanwhile (the chip counts them): none of them is shown.
+    seen = int(chip.locator("b").text_content())
+    eventually(lambda: int(chip.locator("b").text_content()) >= seen + 3, timeout=30,
+               what="more gps_data events while they are hidden")
     assert page.locator("[data-testid=feed-item][data-type=gps_data]").count() == 0
     assert page.get_by_test_id("feed-item").count() > 0
     chip.click()
-    wait_for(lambda: page.locator("[data-testid=feed-item][data-type=gps_data]").count() > 0,
-             10, "gps_data rows back")
+    eventually(lambda: page.locator("[data-testid=feed-item][data-type=gps_data]").count() > 0,
+               timeout=10, what="gps_data rows back")
     assert page.errors == []
 
 
@@ -95,7 +88,8 @@ def test_wrong_key_is_refused_with_a_message(page: Any, demo: Demo) -> None:
     page.get_by_test_id("login-user").fill("demo")
     page.get_by_test_id("login-key").fill("rck_wrong")
     page.get_by_test_id("login-submit").click()
-    wait_for(lambda: page.get_by_test_id("login-error").text_content(), 10, "an error")
+    eventually(lambda: page.get_by_test_id("login-error").text_content(), timeout=10,
+               what="an error")
     assert "Unknown user name or API key" in page.get_by_test_id("login-error").text_content()
     assert page.get_by_test_id("login").is_visible()
 
@@ -106,8 +100,8 @@ def sign_in_from_link(page: Any, printed: Printed) -> None:
     assert page.get_by_test_id("login-user").input_value() == "demo"  # filled from the link
     page.get_by_test_id("login-key").fill(printed.export_env()["RIDECAST_API_KEY"])
     page.get_by_test_id("login-submit").click()
-    wait_for(lambda: page.get_by_test_id("connection-status").get_attribute("data-state")
-             == "live", 20, "the stream to be live")
+    eventually(lambda: page.get_by_test_id("connection-status").get_attribute("data-state")
+               == "live", timeout=20, what="the stream to be live")
 
 
 def test_printed_link_carries_no_key_and_the_session_keeps_none(page: Any, demo: Demo) -> None:
@@ -121,8 +115,8 @@ def test_printed_link_carries_no_key_and_the_session_keeps_none(page: Any, demo:
     assert key not in storage and "token" in storage
     # A reload resumes the session from the tab's storage, without asking for the key again.
     page.reload()
-    wait_for(lambda: page.get_by_test_id("connection-status").get_attribute("data-state")
-             == "live", 20, "live again after a reload")
+    eventually(lambda: page.get_by_test_id("connection-status").get_attribute("data-state")
+               == "live", timeout=20, what="live again after a reload")
     assert page.get_by_test_id("login").is_hidden()
     assert page.errors == []
 
@@ -130,8 +124,8 @@ def test_printed_link_carries_no_key_and_the_session_keeps_none(page: Any, demo:
 def test_an_old_link_with_a_key_is_not_used_and_leaves_the_address(page: Any, demo: Demo) -> None:
     key = demo[1].export_env()["RIDECAST_API_KEY"]
     page.goto(f"{demo[0].base_url}/#user=demo&key={key}&sim=1")
-    wait_for(lambda: "no longer carry" in (page.get_by_test_id("login-error").text_content()
-                                           or ""), 10, "the sign-in form to explain")
+    eventually(lambda: "no longer carry" in (page.get_by_test_id("login-error").text_content()
+                                             or ""), timeout=10, what="the sign-in form to explain")
     assert key not in page.url
     assert page.get_by_test_id("login").is_visible()
 
@@ -149,15 +143,16 @@ def test_dashboard_reconnects_when_the_server_comes_back(browser: Any, tmp_path:
         sign_in_from_link(page, printed)
         state = page.get_by_test_id("connection-status")
         assert first.stop(signal.SIGTERM) == 0
-        wait_for(lambda: state.get_attribute("data-state") in ("reconnecting", "connecting"),
-                 10, "the page to notice")
+        eventually(lambda: state.get_attribute("data-state") in ("reconnecting", "connecting"),
+                   timeout=10, what="the page to notice")
         second = launch_demo(data, port=first.port)
         try:
             second.wait_ready()
-            wait_for(lambda: state.get_attribute("data-state") == "live", 30, "live again")
+            eventually(lambda: state.get_attribute("data-state") == "live", timeout=30,
+                       what="live again")
             seen = int(page.get_by_test_id("feed-total").text_content().replace(",", ""))
-            wait_for(lambda: int(page.get_by_test_id("feed-total").text_content()
-                                 .replace(",", "")) > seen, 20, "new events")
+            eventually(lambda: int(page.get_by_test_id("feed-total").text_content()
+                                   .replace(",", "")) > seen, timeout=20, what="new events")
         finally:
             second.stop()
     finally:

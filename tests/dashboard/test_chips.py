@@ -10,7 +10,8 @@ from typing import Any
 import pytest
 
 from ridecast.events import MessageType
-from tests.dashboard.test_browser import Demo, sign_in, wait_for
+from tests.dashboard.test_browser import Demo, sign_in
+from tests.waiting import eventually
 
 pytestmark = pytest.mark.browser
 
@@ -30,7 +31,7 @@ def test_every_type_has_a_chip_in_a_fixed_order(page: Any, demo: Demo) -> None:
     order = re.findall(r'\["([a-z_]+)", "#', FORMAT_JS.read_text())
     assert sorted(order) == sorted(t.value for t in MessageType)
     sign_in(page, demo)
-    wait_for(lambda: page.get_by_test_id("feed-item").count() >= 1, 30, "a feed row")
+    eventually(lambda: page.get_by_test_id("feed-item").count() >= 1, timeout=30, what="a feed row")
     seen = set(page.eval_on_selector_all("[data-testid=feed-item]",
                                          "els => els.map(e => e.dataset.type)"))
     assert chip_types(page) == order
@@ -39,5 +40,6 @@ def test_every_type_has_a_chip_in_a_fixed_order(page: Any, demo: Demo) -> None:
     assert all(counts[t] != "0" for t in seen)
     if len(seen) < len(order):
         assert "0" in counts.values()
-    wait_for(lambda: page.get_by_test_id("feed-item").count() >= 20, 30, "20 feed rows")
+    eventually(lambda: page.get_by_test_id("feed-item").count() >= 20, timeout=30,
+               what="20 feed rows")
     assert chip_types(page) == order

@@ -18,7 +18,8 @@ import httpx
 import pytest
 
 from ridecast.events.examples import all_examples
-from tests.dashboard.test_browser import Demo, sign_in_from_link, wait_for
+from tests.dashboard.test_browser import Demo, sign_in_from_link
+from tests.waiting import eventually
 
 pytestmark = pytest.mark.browser
 
@@ -97,13 +98,14 @@ def test_no_event_field_becomes_html(page: Any, demo: Demo) -> None:
     assert {"assignment", "bookings", "node_status"} <= kinds, kinds
     assert ("assignment", ("data", "nodes", 0, "node_type")) in accepted, accepted
     # The node drawn from the hostile assignment: its tooltip is open, its text the payload.
-    wait_for(lambda: page.evaluate(
-        "[...document.querySelectorAll('.leaflet-tooltip')]"
-        ".some(t => t.textContent.includes('<img src=x'))"), 30,
-        lambda: "the hostile node's tooltip to be drawn, as text; tooltips: " + str(
-            page.evaluate("[...document.querySelectorAll('.leaflet-tooltip')]"
-                          ".slice(0, 5).map(t => t.innerHTML)")))
-    wait_for(lambda: page.get_by_test_id("feed-item").count() > 0, 30, "the feed to fill")
+    eventually(lambda: page.evaluate(
+          "[...document.querySelectorAll('.leaflet-tooltip')]"
+          ".some(t => t.textContent.includes('<img src=x'))"), timeout=30,
+          why=lambda: "the hostile node's tooltip to be drawn, as text; tooltips: " + str(
+              page.evaluate("[...document.querySelectorAll('.leaflet-tooltip')]"
+                            ".slice(0, 5).map(t => t.innerHTML)")))
+    eventually(lambda: page.get_by_test_id("feed-item").count() > 0, timeout=30,
+               what="the feed to fill")
     injected = page.evaluate(
         "document.querySelectorAll('[data-injected], img[src=\"x\"]').length")
     assert injected == 0, "an event field became HTML"

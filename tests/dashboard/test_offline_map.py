@@ -18,7 +18,8 @@ import httpx
 import pytest
 
 from tests.dashboard.demo_process import DemoProcess, Printed, launch_demo
-from tests.dashboard.test_browser import sign_in, wait_for
+from tests.dashboard.test_browser import sign_in
+from tests.waiting import eventually
 
 pytestmark = pytest.mark.browser
 
@@ -46,15 +47,15 @@ def test_the_road_network_is_served_as_its_own_file_with_its_attribution(demo: D
 def test_offline_the_map_draws_the_streets_and_credits_them(page: Any, demo: Demo) -> None:
     sign_in(page, demo)
     the_map = page.get_by_test_id("map")
-    wait_for(lambda: the_map.get_attribute("data-roads") == "shown", 30,
-             lambda: f"the streets drawn (data-roads={the_map.get_attribute('data-roads')})")
+    eventually(lambda: the_map.get_attribute("data-roads") == "shown", timeout=30,
+               why=lambda: f"the streets drawn (data-roads={the_map.get_attribute('data-roads')})")
     assert int(the_map.get_attribute("data-road-streets")) > 5000
-    inked = wait_for(lambda: (n := page.evaluate(
-        "() => { const c = document.querySelector('.leaflet-roads-pane canvas');"
-        " if (!c || !c.width) return 0;"
-        " const px = c.getContext('2d').getImageData(0, 0, c.width, c.height).data;"
-        " let n = 0; for (let i = 3; i < px.length; i += 4) if (px[i] > 0) n += 1;"
-        " return n; }")) >= MIN_INKED_PIXELS and n, 20, "streets on the canvas")
+    inked = eventually(lambda: (n := page.evaluate(
+          "() => { const c = document.querySelector('.leaflet-roads-pane canvas');"
+          " if (!c || !c.width) return 0;"
+          " const px = c.getContext('2d').getImageData(0, 0, c.width, c.height).data;"
+          " let n = 0; for (let i = 3; i < px.length; i += 4) if (px[i] > 0) n += 1;"
+          " return n; }")) >= MIN_INKED_PIXELS and n, timeout=20, what="streets on the canvas")
     assert inked >= MIN_INKED_PIXELS
     credit = page.locator(".leaflet-control-attribution").text_content()
     assert "OpenStreetMap" in credit and "road network (ODbL)" in credit
@@ -117,9 +118,10 @@ def test_with_tiles_the_streets_step_aside_unless_asked_for_always(
                               r"|data:|blob:)"), lambda route: route.abort())
         sign_in(page, (process, printed))
         the_map = page.get_by_test_id("map")
-        wait_for(lambda: requested and the_map.get_attribute("data-roads") == expected, 30,
-                 lambda: f"tiles served ({len(requested)}) and the streets {expected} "
-                         f"(data-roads={the_map.get_attribute('data-roads')})")
+        eventually(lambda: requested and the_map.get_attribute("data-roads") == expected,
+                   timeout=30,
+                   why=lambda: f"tiles served ({len(requested)}) and the streets {expected} "
+                           f"(data-roads={the_map.get_attribute('data-roads')})")
         credit = page.locator(".leaflet-control-attribution").text_content()
         assert credit.count("OpenStreetMap") == 1 and "road network (ODbL)" in credit
         assert page.errors == []

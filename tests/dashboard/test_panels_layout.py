@@ -18,7 +18,8 @@ import pytest
 from tests.conftest import free_port
 from tests.dashboard.conftest import local_only
 from tests.dashboard.demo_process import DemoProcess, Printed
-from tests.dashboard.test_browser import sign_in, wait_for
+from tests.dashboard.test_browser import sign_in
+from tests.waiting import eventually
 
 pytestmark = pytest.mark.browser
 
@@ -68,17 +69,20 @@ def box(page: Any, testid: str) -> dict[str, float]:
 
 def wait_for_failing(page: Any) -> Any:
     status = page.get_by_test_id("webhook-status")
-    wait_for(lambda: status.count() and status.get_attribute("data-state") == "failing", 40,
-             lambda: f"the webhook to read failing (it reads "
-                     f"{status.get_attribute('data-state') if status.count() else 'nothing'})")
+    eventually(lambda: status.count() and status.get_attribute("data-state") == "failing",
+               timeout=40,
+               why=lambda: f"the webhook to read failing (it reads "
+                       f"{status.get_attribute('data-state') if status.count() else 'nothing'})")
     return status
 
 
 def test_the_event_feed_stays_in_view_beside_full_panels(sized_page: Any) -> None:
     page = sized_page
     wait_for_failing(page)
-    wait_for(lambda: page.get_by_test_id("webhook-delivery").count() >= 5, 30, "5 deliveries")
-    wait_for(lambda: page.get_by_test_id("feed-item").count() >= 30, 30, "30 feed rows")
+    eventually(lambda: page.get_by_test_id("webhook-delivery").count() >= 5, timeout=30,
+               what="5 deliveries")
+    eventually(lambda: page.get_by_test_id("feed-item").count() >= 30, timeout=30,
+               what="30 feed rows")
     width, height = page.viewport_size["width"], page.viewport_size["height"]
     page.screenshot(path=f"test-artifacts/dashboard-{width}x{height}.png")  # also on failure
     kpis, webhook = box(page, "kpi-panel"), box(page, "webhook-panel")
@@ -122,14 +126,16 @@ def test_a_webhook_whose_deliveries_all_fail_reads_failing_with_the_error(
     assert statuses and "succeeded" not in statuses
     # Nothing gets through: the backlog and the age of its oldest event are shown.
     backlog = page.get_by_test_id("webhook-backlog")
-    wait_for(lambda: backlog.count() and int(backlog.get_attribute("data-backlog")) > 0, 20,
-             lambda: "a backlog on the webhook panel")
+    eventually(lambda: backlog.count() and int(backlog.get_attribute("data-backlog")) > 0,
+               timeout=20,
+               why=lambda: "a backlog on the webhook panel")
     assert "to send" in backlog.text_content() and "oldest" in backlog.text_content()
 
 
 def test_kpi_labels_say_what_they_count_and_one_event_count_is_shown(sized_page: Any) -> None:
     page = sized_page
-    wait_for(lambda: page.get_by_test_id("kpi-occupancy").count() == 1, 20, "the KPIs")
+    eventually(lambda: page.get_by_test_id("kpi-occupancy").count() == 1, timeout=20,
+               what="the KPIs")
     label = page.get_by_test_id("kpi-rejected_rate").locator("dt").text_content()
     assert "no offer" in label and "% of requests" in label
     assert "rejected or let expire are not in it" in page.get_by_test_id(

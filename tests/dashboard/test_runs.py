@@ -22,7 +22,7 @@ import pytest
 from ridecast.cli.demo import DEMO_SIMULATOR
 from tests.dashboard.conftest import local_only
 from tests.dashboard.demo_process import DemoProcess, Printed, launch_demo
-from tests.dashboard.test_browser import wait_for
+from tests.waiting import eventually
 
 pytestmark = pytest.mark.browser
 
@@ -68,14 +68,14 @@ def check_view_is_one_run(page: Any, http: httpx.Client, sim: str, after: int | 
     stops are within the run's own counts (read after the page, so never behind it). Returns
     the run's start."""
     if after is not None:
-        wait_for(lambda: shows_only_the_run_after(page, after), RUN_S,
-                 lambda: f"a feed of the new run only (ids after {after}; "
-                         f"oldest shown {min(feed_ids(page), default=None)})")
+        eventually(lambda: shows_only_the_run_after(page, after), timeout=RUN_S,
+                   why=lambda: f"a feed of the new run only (ids after {after}; "
+                           f"oldest shown {min(feed_ids(page), default=None)})")
     # Some bookings in the run, so that stale stops would show.
-    wait_for(lambda: chip(page, "bookings") >= 3, RUN_S, "the run's bookings")
+    eventually(lambda: chip(page, "bookings") >= 3, timeout=RUN_S, what="the run's bookings")
     run = page.get_by_test_id("sim-run")
-    wait_for(lambda: run.get_attribute("data-start") == simulator(http, sim)["started_sim_ts"],
-             10, "the run's start in the panel")
+    eventually(lambda: run.get_attribute("data-start") == simulator(http, sim)["started_sim_ts"],
+               timeout=10, what="the run's start in the panel")
     on_page = {name: count(page, f"count-{name}") for name in ("pickups", "dropoffs", "waiting")}
     bookings_chip = chip(page, "bookings")
     total = count(page, "feed-total")
@@ -120,12 +120,13 @@ def test_a_new_run_clears_the_view_and_the_panel_names_it(
         page.goto(printed.dashboard_url)
         page.get_by_test_id("login-key").fill(printed.export_env()["RIDECAST_API_KEY"])
         page.get_by_test_id("login-submit").click()
-        wait_for(lambda: page.get_by_test_id("connection-status").get_attribute("data-state")
-                 == "live", 20, "the stream to be live")
+        eventually(lambda: page.get_by_test_id("connection-status").get_attribute("data-state")
+                   == "live", timeout=20, what="the stream to be live")
         # The first run gets busy: stops on the map, bookings counted.
-        wait_for(lambda: chip(page, "bookings") >= 15, RUN_S, "15 bookings in the first run")
-        wait_for(lambda: count(page, "count-pickups") + count(page, "count-dropoffs") >= 4,
-                 RUN_S, "stops on the map")
+        eventually(lambda: chip(page, "bookings") >= 15, timeout=RUN_S,
+                   what="15 bookings in the first run")
+        eventually(lambda: count(page, "count-pickups") + count(page, "count-dropoffs") >= 4,
+                   timeout=RUN_S, what="stops on the map")
 
         with api(process, printed) as http:
             # A new run through the API (what the dashboard's Start button does).
@@ -133,7 +134,8 @@ def test_a_new_run_clears_the_view_and_the_panel_names_it(
             after = last_event_id_of(http)
             assert http.post(f"/api/v2/simulation/{sim}/simulator/start").status_code == 200
             second = check_view_is_one_run(page, http, sim, after)
-        wait_for(lambda: chip(page, "bookings") >= 15, RUN_S, "15 bookings in the second run")
+        eventually(lambda: chip(page, "bookings") >= 15, timeout=RUN_S,
+                   what="15 bookings in the second run")
 
         # The demo restarted (the issue's case): the page reconnects and shows the run the
         # simulator runs then: a new one, or the same one taken over and continued

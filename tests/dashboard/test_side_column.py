@@ -19,7 +19,8 @@ from ridecast.events import MessageType
 from ridecast.events.examples import all_examples
 from tests.dashboard.conftest import local_only
 from tests.dashboard.demo_process import DemoProcess, Printed
-from tests.dashboard.test_browser import sign_in, wait_for
+from tests.dashboard.test_browser import sign_in
+from tests.waiting import eventually
 
 pytestmark = pytest.mark.browser
 
@@ -52,10 +53,12 @@ def sized_page(request: pytest.FixtureRequest, browser: Any, demo: Demo,
     page.on("pageerror", lambda exc: page.errors.append(str(exc)))
     local_only(page, demo[0].base_url)
     sign_in(page, demo)
-    wait_for(lambda: page.locator("#feed-filters .chip").count() >= len(MessageType), 30,
-             lambda: f"a chip per type ({page.locator('#feed-filters .chip').count()})")
-    wait_for(lambda: page.get_by_test_id("feed-item").count() >= 40, 30, "40 feed rows")
-    wait_for(lambda: page.get_by_test_id("kpi-bookings").count() == 1, 20, "the KPIs")
+    eventually(lambda: page.locator("#feed-filters .chip").count() >= len(MessageType), timeout=30,
+               why=lambda: f"a chip per type ({page.locator('#feed-filters .chip').count()})")
+    eventually(lambda: page.get_by_test_id("feed-item").count() >= 40, timeout=30,
+               what="40 feed rows")
+    eventually(lambda: page.get_by_test_id("kpi-bookings").count() == 1, timeout=20,
+               what="the KPIs")
     yield page
     context.close()
 
@@ -94,7 +97,8 @@ def test_every_type_chip_is_in_view(sized_page: Any) -> None:
     assert set(types) >= {t.value for t in MessageType}
     chip = page.get_by_test_id("feed-filter-gps_data")
     chip.click()  # in view, so a plain click reaches it
-    wait_for(lambda: chip.get_attribute("aria-pressed") == "false", 5, "gps_data switched off")
+    eventually(lambda: chip.get_attribute("aria-pressed") == "false", timeout=5,
+               what="gps_data switched off")
     chip.click()
     assert page.errors == []
 
@@ -112,8 +116,10 @@ def test_the_feed_keeps_its_share_and_stays_in_view_with_all_indicators_open(
     assert rows_in_view(page) >= MIN_ROWS
 
     page.locator("details.more > summary").click()
-    wait_for(lambda: page.eval_on_selector("details.more", "e => e.open"), 5, "the details open")
-    wait_for(lambda: page.locator("#kpis-more .kpi").count() > 0, 10, "all indicators")
+    eventually(lambda: page.eval_on_selector("details.more", "e => e.open"), timeout=5,
+               what="the details open")
+    eventually(lambda: page.locator("#kpis-more .kpi").count() > 0, timeout=10,
+               what="all indicators")
     page.screenshot(path=f"test-artifacts/dashboard-indicators-{width}x{height}.png")
     feed_panel = rect(page, "[data-testid=feed-panel]")
     print(f"{width}x{height}, All indicators open: feed "

@@ -7,7 +7,6 @@ import os
 import socket
 import struct
 import threading
-import time
 from pathlib import Path
 
 TEXT, CONT, BINARY, CLOSE, PING, PONG = 0x1, 0x0, 0x2, 0x8, 0x9, 0xA
@@ -153,12 +152,3 @@ class PeakRss:
             self._done.wait(0.01)
 
 
-def wait_until(condition: object, timeout: float = 30.0) -> bool:
-    """Poll ``condition()`` until it is true or ``timeout`` passes; its last value."""
-    deadline = time.monotonic() + timeout
-    while True:
-        if condition():  # type: ignore[operator]
-            return True
-        if time.monotonic() > deadline:
-            return False
-        time.sleep(0.05)

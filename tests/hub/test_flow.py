@@ -9,6 +9,7 @@ import time
 import httpx
 
 from ..conftest import Server, free_port
+from ..waiting import eventually_async
 from .rawws import TEXT, parse_frames
 from .wsutil import envelope, open_stream, post, refusal
 
@@ -44,14 +45,15 @@ def test_since_resumes_without_gap_or_duplicate_while_publishing(server: Server)
                 f"{server.ws_url}/simulation_events/offer_accepted?token={token}&since={since}"
             )
             await publisher
+            # A marker both streams take: any frame they should not get comes before it.
+            [marker] = await post(http, sim, [envelope(sim, "offer_accepted", 9999)])
         all_after = [i for i in ids if i > since]
         sim_ids = set(await _ids_of(server, user, sim))
         want_one = [i for i in all_after if i in sim_ids]
-        await one.wait_for(len(want_one))
-        await every.wait_for(len(all_after))
-        await asyncio.sleep(0.2)
-        assert one.ids == want_one
-        assert every.ids == all_after
+        await eventually_async(lambda: marker in one.ids and marker in every.ids,
+                               what="the marker on both streams")
+        assert one.ids == [*want_one, marker]
+        assert every.ids == [*all_after, marker]
         await one.close()
         await every.close()
 
@@ -86,7 +88,12 @@ def test_since_past_retention_is_refused(start_server: object) -> None:
     async def run() -> None:
         async with httpx.AsyncClient(base_url=srv.base_url, auth=user.auth) as http:
             first = await post(http, sim, [envelope(sim, "vehicle_use", i) for i in range(3)])
-            await asyncio.sleep(2.5)
+
+            async def purged() -> bool:
+                return not set(first) & set(await _ids_of(srv, user, sim))
+
+            await eventually_async(purged, timeout=30, step=0.1,
+                                   what="retention removing the first events")
             [later] = await post(http, sim, [envelope(sim, "vehicle_use", 9)])
         url = f"{srv.ws_url}/simulation_events/{sim}?token={token}"
         code, reason = await refusal(f"{url}&since={first[0]}")

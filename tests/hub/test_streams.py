@@ -13,6 +13,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from ..conftest import Server, User
+from ..waiting import eventually_async
 from .wsutil import TYPES, Collector, envelope, open_stream, post
 
 
@@ -93,14 +94,22 @@ def test_every_path_shape_delivers_exactly_its_events(
                 owner = world.a1 if world.sims[sim] == "A" else world.b1
                 [event_id] = await post_as(http, owner, sim, [envelope(sim, kind)])
                 published.append((event_id, sim, kind))
+            # Then a marker per simulation and type: a stream has its last marker only
+            # after every frame of the plan it was sent, wrong ones included.
+            markers: list[tuple[int, int, str]] = []
+            for sim in sims:
+                owner = world.a1 if world.sims[sim] == "A" else world.b1
+                marked = await post_as(http, owner, sim, [envelope(sim, t) for t in TYPES])
+                markers += [(i, sim, t) for i, t in zip(marked, TYPES, strict=True)]
         ours = {event_id for event_id, _s, _t in published}
+        marker_ids = {event_id for event_id, _s, _t in markers}
+        for name, path, collector in streams:
+            last = max(expected_ids(path, viewers[name], markers, world.sims))
+            await eventually_async(lambda c=collector, m=last: m in c.ids, timeout=10,
+                                   what=f"the last marker on {name}'s {path}")
         for name, path, collector in streams:
             want = expected_ids(path, viewers[name], published, world.sims)
-            await collector.wait_for(len(want), timeout=10)
-        await asyncio.sleep(0.2)  # room for any frame that should not come
-        for name, path, collector in streams:
-            want = expected_ids(path, viewers[name], published, world.sims)
-            got = collector.ids
+            got = [i for i in collector.ids if i not in marker_ids]
             if viewers[name] is None:
                 got = [i for i in got if i in ours]  # an admin also sees other tests' events
             assert sorted(got) == got, (name, path)
@@ -153,11 +162,12 @@ def test_all_channel_sees_simulations_created_after_connect(server: Server) -> N
         async with httpx.AsyncClient(base_url=server.base_url, timeout=30) as http:
             await post_as(http, other, foreign, [envelope(foreign, TYPES[0])])
             ids = await post_as(http, user, sim, [envelope(sim, t) for t in TYPES])
-        await every.wait_for(3)
-        await typed.wait_for(1)
-        await asyncio.sleep(0.2)
-        assert every.ids == ids
-        assert typed.ids == ids[:1]
+            # A marker both streams take: any frame they should not get comes before it.
+            [marker] = await post_as(http, user, sim, [envelope(sim, TYPES[0], 1)])
+        await eventually_async(lambda: marker in every.ids and marker in typed.ids,
+                               what="the marker on both streams")
+        assert every.ids == [*ids, marker]
+        assert typed.ids == [ids[0], marker]
         await every.close()
         await typed.close()
 

@@ -4,10 +4,7 @@ not, and a node forgets the keys of streams it closed."""
 
 from __future__ import annotations
 
-import asyncio
-import time
 import uuid
-from collections.abc import Awaitable, Callable
 
 import pytest
 import redis.asyncio as aioredis
@@ -16,15 +13,9 @@ from ridecast.config import Settings
 from ridecast.limits.memory import MemoryLimits
 from ridecast.limits.redis import RedisLimits
 from tests.conftest import REDIS_URL, redis_answers, service_missing
+from tests.waiting import eventually_async
 
 LEASE_S = 0.5
-
-
-async def _until(condition: Callable[[], Awaitable[bool]], what: str) -> None:
-    deadline = time.monotonic() + 20
-    while not await condition():
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        await asyncio.sleep(0.05)
 
 
 @pytest.fixture
@@ -61,7 +52,7 @@ async def test_a_dead_nodes_counts_expire_and_a_live_nodes_stay(settings: Settin
         async def dead_gone() -> bool:
             return not await probe.exists(*dead_keys)
 
-        await _until(dead_gone, "the dead node's keys to expire")
+        await eventually_async(dead_gone, what="the dead node's keys to expire")
         assert await probe.hget(keys.user_streams(2), alive.node_id) == b"1"
         assert await probe.hget(keys.token_streams("token-of-the-living"),
                                 alive.node_id) == b"1"
@@ -84,7 +75,7 @@ async def test_a_node_forgets_the_keys_of_streams_it_closed(settings: Settings) 
         async def closed() -> bool:
             return not node._tasks
 
-        await _until(closed, "the closes to reach Redis")
+        await eventually_async(closed, what="the closes to reach Redis")
         assert node._published == set()
         assert await probe.keys(f"{settings.bus_prefix}:limits:streams:*") == []
     finally:

@@ -11,8 +11,7 @@ a run taken over says it has caught up only once its clock is reached.
 from __future__ import annotations
 
 import asyncio
-import time
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -31,6 +30,7 @@ from ridecast.simulator.hosting.lease import LeaseStore
 from ridecast.simulator.hosting.manager import SimulatorManager
 from ridecast.simulator.hosting.runner import CATCH_UP_STEP_S, Runner
 from ridecast.store.engine import create_engine, upgrade
+from tests.waiting import eventually_async
 
 
 def _local(runner: Runner) -> Engine:
@@ -106,13 +106,6 @@ async def hosts(database_url: str) -> AsyncIterator[tuple[Hosts, Log, JournalSto
         await engine.dispose()
 
 
-async def _until(check: Callable[[], Awaitable[bool]], within_s: float = 30) -> None:
-    deadline = time.monotonic() + within_s
-    while not await check():
-        assert time.monotonic() < deadline, "the condition did not come true"
-        await asyncio.sleep(0.05)
-
-
 def _half_done(engine: Engine) -> Result:
     """An operation that changes the engine, then fails as no refusal does."""
     engine.set_vehicle_enabled(1, False)
@@ -143,7 +136,7 @@ async def test_an_operation_that_fails_half_way_leaves_the_run_as_it_was(
         return (runner is not None and runner.lost is None and status["status"] == "running"
                 and status.get("takeover") is None)
 
-    await _until(rebuilt)
+    await eventually_async(rebuilt, timeout=30, what="the engine rebuilt")
     engine = _local(a.manager.runners[SIM])
     assert engine.vehicles[1].enabled
     assert booked["booking"]["id"] in engine.bookings
@@ -172,7 +165,7 @@ async def test_a_run_whose_journal_diverges_says_why_and_accepts_stop_and_start(
     async def interrupted() -> bool:
         return (await b.status(SIM))["status"] == "interrupted"
 
-    await _until(interrupted)
+    await eventually_async(interrupted, timeout=30, what="the run interrupted")
     status = await b.status(SIM)
     assert "cannot be resumed" in status["error"] and "cancel_booking" in status["error"]
     assert status.get("takeover") is None
@@ -214,7 +207,7 @@ async def test_a_journal_write_that_fails_answers_503_and_changes_nothing(
         return (runner is not None and runner.lost is None
                 and (await a.status(SIM)).get("takeover") is None)
 
-    await _until(rebuilt)
+    await eventually_async(rebuilt, timeout=30, what="the engine rebuilt")
     assert _local(a.manager.runners[SIM]).vehicles[1].enabled
     await a.operate(SIM, Command("set_vehicle_enabled", {"vehicle_id": 1, "enabled": False}))
     assert [e.seq for e in await journal.read(run_id)] == [1]
@@ -241,14 +234,14 @@ async def test_a_takeover_reads_caught_up_only_once_its_clock_is_reached(
         runner = a.manager.runners[SIM]
         return runner.engine.now > 400
 
-    await _until(far_enough, within_s=120)
+    await eventually_async(far_enough, timeout=120, what="the run far enough")
     await a.close()  # hands the run over
     b = make("B")
 
     async def adopted() -> bool:
         return SIM in b.manager.runners
 
-    await _until(adopted)
+    await eventually_async(adopted, timeout=30, what="the run adopted")
     answer: dict[str, Any] = {}
 
     async def operate() -> None:
@@ -261,15 +254,17 @@ async def test_a_takeover_reads_caught_up_only_once_its_clock_is_reached(
             answer["error"] = "no answer within the forward timeout"
 
     held = asyncio.create_task(operate())
-    lags: list[float] = []
-    while True:
+
+    async def caught_up() -> list[float] | None:
         status = await b.status(SIM)
         runner = b.manager.runners[SIM]
         if status.get("takeover") is None:
             # Read in the same turn of the event loop as the status: nothing moved.
-            lags.append(runner.clock.target(runner.engine.now) - runner.engine.now)
-            break
-        await asyncio.sleep(0.01)
+            return [runner.clock.target(runner.engine.now) - runner.engine.now]
+        return None
+
+    lags = await eventually_async(caught_up, timeout=60, step=0.01,
+                                  what="the takeover caught up")
     await held
     assert answer.get("error") in (None, "simulator_owner_unreachable"), answer
     assert lags[0] <= 2 * CATCH_UP_STEP_S, lags

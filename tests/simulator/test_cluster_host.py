@@ -21,6 +21,7 @@ from ridecast.simulator.hosting.cluster_host import ClusterHost
 from ridecast.simulator.hosting.lease import LeaseStore
 from ridecast.simulator.hosting.manager import SimulatorManager
 from ridecast.store.engine import create_engine, upgrade
+from tests.waiting import eventually_async
 
 SIM = 5
 DATA = {"simulator": {"seed": 3, "vehicles": 3, "speed": 1, "bookings_per_hour": 0,
@@ -136,11 +137,11 @@ async def test_dead_owner_then_interrupted_then_restart(
         assert caught.value.code == "simulator_owner_unreachable"
         # The rest of the lease, and the takeover poll after it.
         assert caught.value.retry_after is not None and 1 <= caught.value.retry_after <= 3
-        for _ in range(600):  # bounded: until the lease has passed
+        async def lapsed() -> bool:
             record = await b.host.leases.read(SIM)
-            if record is not None and not record.live():
-                break
-            await asyncio.sleep(0.05)
+            return record is not None and not record.live()
+
+        await eventually_async(lapsed, timeout=30, what="the dead owner's lease lapsed")
         status = await b.host.status(SIM)
         assert status["status"] == "interrupted" and status["interrupted_status"] == "running"
         with pytest.raises(RidecastError) as refused:
@@ -201,9 +202,9 @@ async def test_a_deleted_simulation_stops_its_run_on_the_owner(
     a, b, bus, _clock = cluster
     await a.host.start(SIM, DATA)
     await bus.publish([SimulationChanged(SIM, org_id=1, owner_id=1, deleted=True)])
-    for _ in range(1000):  # bounded: the owner forgets the run in a task of its own
-        if SIM not in a.host.manager.runners and await a.host.leases.read(SIM) is None:
-            break
-        await asyncio.sleep(0.01)
+    async def forgotten() -> bool:  # the owner forgets the run in a task of its own
+        return SIM not in a.host.manager.runners and await a.host.leases.read(SIM) is None
+
+    await eventually_async(forgotten, timeout=10, step=0.01, what="the owner forgetting the run")
     assert SIM not in a.host.manager.runners
     assert await b.host.status(SIM) == {"status": "idle", "sim_ts": None, "kpis": {}}

@@ -13,13 +13,13 @@ sizing the demo had before (30 vehicles, 360 requests an hour) fails every one o
 
 from __future__ import annotations
 
-import time
 from datetime import datetime
 from typing import Any
 
 from ridecast.cli.demo import simulation_data
 from ridecast.events.types import ALL_TYPES
 from tests.conftest import Server
+from tests.waiting import eventually
 
 SPEED = 100.0  # 1.25 simulated hours in 45 s of wall time
 SIMULATED_S = 900.0 + 3600.0  # the KPIs' warm-up, then an hour measured
@@ -44,13 +44,17 @@ def test_the_demo_serves_most_requests_with_waits_of_a_few_minutes(server: Serve
     with server.client(user) as http:
         started = http.post(f"/api/v2/simulation/{sim}/simulator/start")
         assert started.status_code == 200, started.text
-        deadline = time.monotonic() + WALL_S
-        status = _status(http, sim)
-        while _elapsed_s(status) < SIMULATED_S:
-            assert status["status"] == "running", status
-            assert time.monotonic() < deadline, f"the run reached {_elapsed_s(status)} s"
-            time.sleep(0.5)
+
+        def far_enough() -> dict[str, Any] | None:
             status = _status(http, sim)
+            if _elapsed_s(status) >= SIMULATED_S:
+                return status
+            assert status["status"] == "running", status
+            return None
+
+        status = eventually(far_enough, timeout=WALL_S, step=0.5,
+                            what=f"{SIMULATED_S} s simulated",
+                            why=lambda: f"the run reached {_elapsed_s(_status(http, sim))} s")
         http.post(f"/api/v2/simulation/{sim}/simulator/stop")
 
     k = status["kpis"]

@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import re
 import signal
-import time
 from collections.abc import Callable
 from datetime import datetime
 from typing import Any
@@ -15,6 +14,7 @@ import psutil
 import pytest
 
 from tests.conftest import Server, User
+from tests.waiting import eventually
 
 CENTRE = {"lat": 52.52, "lon": 13.405, "radius_m": 2000}
 
@@ -31,17 +31,6 @@ def engine_processes(server: Server) -> list[psutil.Process]:
     """The serving process's engine processes."""
     return [child for child in psutil.Process(server.process.pid).children(recursive=True)
             if "engine_process" in " ".join(child.cmdline())]
-
-
-def wait_until(what: Callable[[], Any], timeout: float = 60.0, why: str = "") -> Any:
-    """``what()``'s first truthy value, polled until ``timeout`` (then fail)."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = what()
-        if value:
-            return value
-        time.sleep(0.05)
-    pytest.fail(f"timed out waiting: {why}")
 
 
 class Run:
@@ -93,11 +82,12 @@ def test_engine_computes_in_another_process(start_server: Callable[..., Server])
     run = Run(server, busy(1))
     try:
         run.start()
-        (child,) = wait_until(lambda: engine_processes(server), why="an engine process")
+        (child,) = eventually(lambda: engine_processes(server), timeout=60,
+                              what="an engine process")
         assert child.pid != server.process.pid
         cpu0 = sum(child.cpu_times()[:2])
         at0 = run.sim_s()
-        wait_until(lambda: run.sim_s() > at0 + 1800, why="half an hour simulated")
+        eventually(lambda: run.sim_s() > at0 + 1800, timeout=60, what="half an hour simulated")
         assert sum(child.cpu_times()[:2]) > cpu0  # the engine process computed it
         assert metric(server, "ridecast_simulator_engines") == 1
         assert metric(server, "ridecast_simulator_engine_processes") == 1
@@ -116,16 +106,16 @@ def test_a_killed_engine_process_costs_its_run_a_takeover_not_the_run(
     run = Run(server, busy(2, duration_s=3 * 3600))
     try:
         run.start()
-        wait_until(lambda: run.sim_s() > 900, why="the run under way, past a snapshot")
+        eventually(lambda: run.sim_s() > 900, timeout=60, what="the run under way, past a snapshot")
         (child,) = engine_processes(server)
         child.send_signal(signal.SIGKILL)
         killed_at = run.sim_s()
         assert httpx.get(server.base_url + "/healthz").status_code == 200
-        wait_until(lambda: [p for p in engine_processes(server) if p.pid != child.pid],
-                   why="a fresh engine process")
-        wait_until(lambda: (s := run.status())["status"] == "running"
+        eventually(lambda: [p for p in engine_processes(server) if p.pid != child.pid],
+                   timeout=60, what="a fresh engine process")
+        eventually(lambda: (s := run.status())["status"] == "running"
                    and s.get("takeover") is None and run.sim_s() > killed_at + 600,
-                   timeout=120, why="the run going on past where its engine died")
+                   timeout=120, what="the run going on past where its engine died")
         assert metric(server, "ridecast_simulator_engine_processes_lost_total") == 1
         assert "taken over" in server.logs() and "its snapshot at" in server.logs()
         run.http.post(run.base + "/stop")
@@ -157,11 +147,12 @@ def test_finished_run_frees_its_engine_and_the_process_is_recycled(
     run = Run(server, busy(3, duration_s=1200))
     try:
         run.start()
-        status = wait_until(lambda: (s := run.status())["status"] == "finished" and s,
-                            why="the run finished")
+        status = eventually(lambda: (s := run.status())["status"] == "finished" and s,
+                            timeout=60, what="the run finished")
         assert status["kpis"]["bookings"] > 0
         assert metric(server, "ridecast_simulator_engines") == 0
-        wait_until(lambda: not engine_processes(server), why="the engine process ended")
+        eventually(lambda: not engine_processes(server), timeout=60,
+                   what="the engine process ended")
         assert metric(server, "ridecast_simulator_engine_processes") == 0
         assert run.status()["kpis"] == status["kpis"]  # kept after the engine went
     finally:
@@ -179,10 +170,10 @@ def test_max_speed_runs_share_fairly_by_organisation(
     try:
         for run in runs:
             run.start()
-        wait_until(lambda: all(run.sim_s() > 300 for run in runs), why="all under way")
+        eventually(lambda: all(run.sim_s() > 300 for run in runs), timeout=60, what="all under way")
         before = [run.sim_s() for run in runs]
-        wait_until(lambda: runs[2].sim_s() - before[2] > 3600, timeout=180,
-                   why="an hour simulated by the lone run")
+        eventually(lambda: runs[2].sim_s() - before[2] > 3600, timeout=180,
+                   what="an hour simulated by the lone run")
         gained = [run.sim_s() - b for run, b in zip(runs, before, strict=True)]
         assert gained[2] > 1.3 * max(gained[:2]), gained
         assert gained[2] < 3.0 * min(gained[:2]), gained

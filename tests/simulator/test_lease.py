@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
@@ -13,6 +13,7 @@ import pytest
 from ridecast.simulator.hosting.lease import CLAIMED_STATUS, LeaseStore, effective_status
 from ridecast.store.engine import create_engine, upgrade
 from ridecast.store.simulator_runs import RunRecord
+from tests.waiting import eventually_async
 
 
 class Clock:
@@ -23,16 +24,6 @@ class Clock:
 
     def __call__(self) -> float:
         return time.time() + self.skew
-
-
-async def _until(check: Callable[[], Awaitable[bool]], within_s: float) -> bool:
-    """Whether ``check`` comes true within ``within_s`` (polled)."""
-    deadline = time.monotonic() + within_s
-    while time.monotonic() < deadline:
-        if await check():
-            return True
-        await asyncio.sleep(0.05)
-    return await check()
 
 
 async def _expired(store: LeaseStore, simulation_id: int) -> bool:
@@ -74,7 +65,7 @@ async def test_one_owner_until_the_lease_expires(
     assert record is not None and record.owner_node == "A"
     assert effective_status(record, record.read_at) == {**RUNNING, "owner_node": "A"}
     assert await a.write(7, "A", 0.2, RUNNING)  # a short lease, left to run out
-    assert await _until(lambda: _expired(b, 7), within_s=30)
+    await eventually_async(lambda: _expired(b, 7), timeout=30, what="the short lease expired")
     record = await b.read(7)
     assert record is not None
     status = effective_status(record, record.read_at)
@@ -147,7 +138,7 @@ async def test_skewed_node_clocks_neither_take_a_live_lease_nor_keep_a_dead_one(
         async def orphaned() -> bool:
             return 2 in [r.simulation_id for r in await behind.orphans()]
 
-        assert await _until(orphaned, within_s=20)
+        await eventually_async(orphaned, what="the dead node's run orphaned")
         record = await behind.read(2)
         assert record is not None
         assert await behind.take_over(record, "behind", 10, RUNNING)

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 import signal
-import time
 import uuid
 from pathlib import Path
 from typing import Any
@@ -20,6 +19,7 @@ import httpx
 import pytest
 
 from tests.conftest import Server, User, launch_server
+from tests.waiting import eventually
 
 DATA = {"simulator": {"seed": 3, "vehicles": 3, "speed": 1, "bookings_per_hour": 0,
                       "duration_s": 3600, "vehicle_break_probability": 0,
@@ -58,15 +58,6 @@ def _events(server: Server, user: User, sim: int) -> list[dict[str, Any]]:
     return objects
 
 
-def _wait_status(server: Server, user: User, sim: int, want: str) -> dict[str, Any]:
-    deadline = time.monotonic() + 20
-    while True:
-        status = _status(server, user, sim)
-        if status["status"] == want or time.monotonic() > deadline:
-            return status
-        time.sleep(0.2)
-
-
 def test_a_killed_owner_s_run_is_taken_over_by_the_other_node(
         tmp_path: Path, pg_url: str) -> None:
     """Start on A and book; B reads running, owned by A; B's pause (no bus between them) is
@@ -90,14 +81,14 @@ def test_a_killed_owner_s_run_is_taken_over_by_the_other_node(
         assert refused.json()["error"]["code"] == "simulator_owner_unreachable"
         assert int(refused.headers["retry-after"]) >= 1
         a.stop(signal.SIGKILL)
-        deadline = time.monotonic() + 20
-        while True:
+        def taken_over() -> dict[str, Any] | None:
             status = _status(b, user, sim)
             assert status["status"] == "running", status
-            if status["owner_node"] not in (None, owner_a) and status["takeover"] is None:
-                break
-            assert time.monotonic() < deadline, status
-            time.sleep(0.1)
+            done = status["owner_node"] not in (None, owner_a) and status["takeover"] is None
+            return status if done else None
+
+        status = eventually(taken_over, step=0.1, what="another node owning the run",
+                            why=lambda: _status(b, user, sim))
         assert status["kpis"]["bookings"] == 1
         assert _call(b, user, "POST", base + "/pause").json()["status"] == "paused"
         assert _status(b, user, sim)["status"] == "paused"
@@ -128,15 +119,16 @@ def test_a_clean_shutdown_hands_the_run_to_the_next_process(tmp_path: Path) -> N
         first.stop()  # SIGTERM: uvicorn shuts down cleanly, then re-raises the signal
     second = launch_server(second_dir, env, database_url=url)
     try:
-        deadline = time.monotonic() + 20
-        while True:
+        def resumed() -> dict[str, Any] | None:
             status = _status(second, user, sim)
             if status.get("owner_node") is not None and status.get("takeover") is None:
-                break
+                return status
             assert status["status"] == "running" and status["takeover"] in (
                 "pending", "replaying"), status
-            assert time.monotonic() < deadline, status
-            time.sleep(0.1)
+            return None
+
+        status = eventually(resumed, step=0.1, what="the second node owning the run",
+                            why=lambda: _status(second, user, sim))
         assert status["status"] == "running"
         assert status["owner_node"] != before["owner_node"]
         assert status["started_sim_ts"] == before["started_sim_ts"]
@@ -196,10 +188,8 @@ def test_a_paused_run_is_taken_over_paused_where_it_stood(tmp_path: Path) -> Non
         sim = first.create_simulation(user, data)
         base = f"/api/v2/simulation/{sim}/simulator"
         assert _call(first, user, "POST", base + "/start").status_code == 200
-        deadline = time.monotonic() + 20
-        while len(_events(first, user, sim)) < 4:  # the first snapshot and some bookings
-            assert time.monotonic() < deadline
-            time.sleep(0.1)
+        eventually(lambda: len(_events(first, user, sim)) >= 4, step=0.1,
+                   what="the first snapshot and some bookings")
         paused = _call(first, user, "POST", base + "/pause").json()
         assert paused["status"] == "paused"
         events_before = _events(first, user, sim)
@@ -207,25 +197,18 @@ def test_a_paused_run_is_taken_over_paused_where_it_stood(tmp_path: Path) -> Non
         first.stop()
     second = launch_server(second_dir, database_url=url)
     try:
-        deadline = time.monotonic() + 20
-        while True:
-            status = _status(second, user, sim)
-            if status.get("owner_node") is not None and status.get("takeover") is None:
-                break
-            assert time.monotonic() < deadline, status
-            time.sleep(0.1)
+        status = eventually(
+            lambda: (s := _status(second, user, sim)).get("owner_node") is not None
+            and s.get("takeover") is None and s, step=0.1,
+            what="the second node owning the run", why=lambda: _status(second, user, sim))
         assert status["status"] == "paused"
         assert status["sim_ts"] == paused["sim_ts"]
         same = _events(second, user, sim)
         assert same == events_before  # nothing published twice, nothing new while paused
         assert _call(second, user, "POST", base + "/resume").json()["status"] == "running"
-        deadline = time.monotonic() + 20
-        while True:
-            after = _events(second, user, sim)
-            if len(after) > len(events_before) + 5:
-                break
-            assert time.monotonic() < deadline
-            time.sleep(0.2)
+        after = eventually(lambda: (e := _events(second, user, sim))
+                           and len(e) > len(events_before) + 5 and e, step=0.2,
+                           what="more than five new events after resume")
         assert after[:len(events_before)] == events_before
         assert min(e["current_sim_ts"] for e in after[len(events_before):]) >= paused["sim_ts"]
         # Two snapshots of idle vehicles a minute apart can be equal: an event is its time too.

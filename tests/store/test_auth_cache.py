@@ -5,8 +5,7 @@ still ends its use within ``AUTH_CACHE_S``)."""
 from __future__ import annotations
 
 import asyncio
-import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
@@ -17,6 +16,7 @@ from ridecast.auth.visibility import Principal
 from ridecast.errors import Unauthorized
 from ridecast.store.accounts import AUTH_CACHE_S, AccountStore
 from ridecast.store.engine import create_engine, upgrade
+from tests.waiting import eventually_async
 
 
 class _Clock:
@@ -44,13 +44,6 @@ async def engine(tmp_path: Path) -> AsyncIterator[AsyncEngine]:
     engine = create_engine(url)
     yield engine
     await engine.dispose()
-
-
-async def _until(condition: Callable[[], bool]) -> None:
-    deadline = time.monotonic() + 5.0
-    while not condition():
-        assert time.monotonic() < deadline, "condition not met in time"
-        await asyncio.sleep(0.005)
 
 
 async def test_concurrent_misses_share_one_check(engine: AsyncEngine) -> None:
@@ -83,7 +76,8 @@ async def test_a_used_entry_is_checked_again_before_it_expires(engine: AsyncEngi
     assert accounts.checks == 1
     clock.now += 0.2
     assert accounts.cached_principal(creds) is not None  # checked again meanwhile
-    await _until(lambda: accounts.cached_principal(creds) is None)
+    await eventually_async(lambda: accounts.cached_principal(creds) is None, timeout=5,
+                           step=0.005, what="the cached principal dropped")
     assert accounts.checks == 2
     with pytest.raises(Unauthorized):
         await accounts.authenticate(creds)

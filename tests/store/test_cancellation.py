@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import threading
-import time
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -21,6 +20,7 @@ from sqlalchemy import event, text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from ridecast.store.engine import create_engine
+from tests.waiting import eventually_async
 
 # Long enough to be running when it is cancelled, short enough that SQLite's thread (which
 # cannot be interrupted) finishes it soon after.
@@ -40,13 +40,6 @@ async def sqlite_engine(tmp_path: Path) -> AsyncIterator[tuple[AsyncEngine, thre
 
     yield engine, started
     await engine.dispose()
-
-
-async def _wait_for(condition: Any, what: str, timeout_s: float = 30.0) -> None:
-    deadline = time.monotonic() + timeout_s
-    while not await condition():
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        await asyncio.sleep(0.01)
 
 
 async def _cancel_and_expect_cancelled(task: asyncio.Task[Any]) -> None:
@@ -70,7 +63,7 @@ async def test_a_query_cancelled_on_sqlite_ends_cancelled(
     async def running() -> bool:
         return started.is_set()
 
-    await _wait_for(running, "the query to start")
+    await eventually_async(running, timeout=30, step=0.01, what="the query to start")
     await _cancel_and_expect_cancelled(task)
     async with engine.connect() as conn:  # the engine serves on
         assert (await conn.execute(text("SELECT 1"))).scalar() == 1
@@ -92,7 +85,8 @@ async def test_a_query_cancelled_on_postgresql_ends_cancelled(pg_url: str) -> No
                 "SELECT count(*) FROM pg_stat_activity WHERE state = 'active' "
                 "AND query LIKE $1", f"%{marker} */"))
 
-        await _wait_for(running, "the query to run on the server")
+        await eventually_async(running, timeout=30, step=0.01,
+                               what="the query to run on the server")
         await _cancel_and_expect_cancelled(task)
         async with engine.connect() as conn:  # the engine serves on
             assert (await conn.execute(text("SELECT 1"))).scalar() == 1

@@ -16,6 +16,7 @@ from ridecast.store.engine import create_engine, upgrade
 from ridecast.store.eventlog import EventLog, NewEvent, make_frame
 from ridecast.store.tables import events, webhook_deliveries
 from ridecast.store.txsteps import driver_thread
+from tests.waiting import eventually_async
 
 
 @pytest.fixture
@@ -119,11 +120,9 @@ async def test_commits_leave_checkpoints_to_the_checkpointer(
     size_before = db_file.stat().st_size
     for start in range(0, CHECKPOINT_EVENTS + 1000, 500):
         await event_log.append([_event(i) for i in range(start, start + 500)])
-    for _ in range(200):  # 10 s at most; it starts at once past CHECKPOINT_EVENTS
-        if event_log.checkpoints:
-            break
-        await asyncio.sleep(0.05)
-    assert event_log.checkpoints >= 1
+    # It starts at once past CHECKPOINT_EVENTS.
+    await eventually_async(lambda: event_log.checkpoints >= 1, timeout=10,
+                           what="a checkpoint by the checkpointer")
     assert db_file.stat().st_size > size_before  # the pages reached the database file
 
 

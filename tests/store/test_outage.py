@@ -22,6 +22,7 @@ import pytest
 
 from tests.conftest import Server, User, _postgres_admin, launch_server
 from tests.hub.wsutil import envelope
+from tests.waiting import eventually, eventually_async
 
 
 def _database(srv: Server) -> str:
@@ -85,10 +86,8 @@ def test_every_route_answers_503_while_the_database_refuses(pg_server: Server) -
                 _assert_unavailable(http.request(method, path, json=body))
         finally:
             _allow_connections(srv, True)
-        deadline = time.monotonic() + 30
-        while http.get(f"/api/v2/simulation/{sim}/simulator").status_code != 200:
-            assert time.monotonic() < deadline, "the node did not serve again"
-            time.sleep(0.1)
+        eventually(lambda: http.get(f"/api/v2/simulation/{sim}/simulator").status_code == 200,
+                   timeout=30, step=0.1, what="the node serving again")
         for method, path, body in _routes(sim):
             assert http.request(method, path, json=body).status_code < 300, path
     assert "internal_error" not in srv.logs()
@@ -113,10 +112,8 @@ def test_health_says_unavailable_without_the_drivers_words(pg_server: Server) ->
                 assert secret not in response.text, (secret, response.text)
     finally:
         _allow_connections(srv, True)
-    deadline = time.monotonic() + 30
-    while httpx.get(f"{srv.base_url}/healthz", timeout=10).status_code != 200:
-        assert time.monotonic() < deadline, "/healthz did not recover"
-        time.sleep(0.1)
+    eventually(lambda: httpx.get(f"{srv.base_url}/healthz", timeout=10).status_code == 200,
+               timeout=30, step=0.1, what="/healthz recovering")
     assert httpx.get(f"{srv.base_url}/healthz", timeout=10).json()["status"] == "ok"
 
 
@@ -150,10 +147,8 @@ def test_a_busy_pool_answers_503_not_500(tmp_path: Path, pg_url: str) -> None:
         finally:
             await admin.close()
         with srv.client(user) as http:
-            deadline = time.monotonic() + 30
-            while http.get("/api/v2/simulation").status_code != 200:
-                assert time.monotonic() < deadline, "the node did not serve again"
-                await asyncio.sleep(0.1)
+            await eventually_async(lambda: http.get("/api/v2/simulation").status_code == 200,
+                                   timeout=30, step=0.1, what="the node serving again")
 
     try:
         asyncio.run(scenario())
@@ -167,12 +162,10 @@ def test_a_busy_pool_answers_503_not_500(tmp_path: Path, pg_url: str) -> None:
 async def _a_query_waits_on_the_lock(admin: asyncpg.Connection) -> None:
     """Until one of the node's queries (the listing's, or a background task's that took the
     connection first) waits for the lock: the node's only connection is then held."""
-    deadline = time.monotonic() + 30
-    while not await admin.fetchval(
-            "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() "
-            "AND pid <> pg_backend_pid() AND wait_event_type = 'Lock'"):
-        assert time.monotonic() < deadline, "no query of the node came to wait on the lock"
-        await asyncio.sleep(0.02)
+    await eventually_async(lambda: admin.fetchval(
+        "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() "
+        "AND pid <> pg_backend_pid() AND wait_event_type = 'Lock'"), timeout=30, step=0.02,
+        what="a query of the node waiting on the lock")
 
 
 def test_terminated_connections_never_give_a_500(pg_server: Server) -> None:
@@ -222,14 +215,10 @@ def test_an_outage_is_a_few_log_lines(pg_server: Server) -> None:
         finally:
             _allow_connections(srv, True)
         window_s = time.monotonic() - began
-        deadline = time.monotonic() + 30
-        while http.get(f"/api/v2/simulation/{sim}").status_code != 200:
-            assert time.monotonic() < deadline, "the node did not serve again"
-            time.sleep(0.1)
-    deadline = time.monotonic() + 30
-    while "store (database) reachable again" not in srv.logs():
-        assert time.monotonic() < deadline, "no line saying the store is back"
-        time.sleep(0.1)
+        eventually(lambda: http.get(f"/api/v2/simulation/{sim}").status_code == 200,
+                   timeout=30, step=0.1, what="the node serving again")
+    eventually(lambda: "store (database) reachable again" in srv.logs(), timeout=30, step=0.1,
+               what="a line saying the store is back")
     during = srv.logs().splitlines()[before:]
     assert not any("Traceback" in line for line in during), "\n".join(during)
     records = [line for line in during if _RECORD.match(line)]

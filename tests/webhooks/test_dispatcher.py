@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
 
@@ -33,6 +33,7 @@ from ridecast.webhooks.policy import DeliveryPolicy
 from ridecast.webhooks.recorder import Recorder
 from ridecast.webhooks.sender import Attempt, Sender
 from ridecast.webhooks.units import UnitRunner
+from tests.waiting import eventually_async
 
 from .test_outbox import Outbox
 
@@ -51,6 +52,7 @@ async def engine(tmp_path: Path) -> AsyncIterator[AsyncEngine]:
 async def _setup(engine: AsyncEngine, url: str, count: int, *, ordered: bool = True,
                  per_endpoint: int = 8, lease_s: float = 5, poll_interval_s: float = 1,
                  claimer: type[Claimer] = Claimer, sender_type: type[Sender] = Sender,
+                 clock: Callable[[], float] = time.time,
                  ) -> tuple[Dispatcher, Sender, int]:
     principal, _key = await AccountStore(engine).create_user("u", "o")
     store = SimulationStore(engine)
@@ -86,7 +88,7 @@ async def _setup(engine: AsyncEngine, url: str, count: int, *, ordered: bool = T
         deliveries=DeliveryLog(engine, sql), sender=sender,
         simulations=SimulationCatalog(store, bus),
         health=EndpointHealth(engine, quiet_gap_s=policy.quiet_gap_s),
-        bodies=Bodies(policy.body_cache_bytes), bus=bus, disable=disable)
+        bodies=Bodies(policy.body_cache_bytes), bus=bus, disable=disable, clock=clock)
     return dispatcher, sender, sim
 
 
@@ -95,16 +97,6 @@ async def _statuses(engine: AsyncEngine) -> list[tuple[str, str | None]]:
         rows = await conn.execute(select(webhook_deliveries.c.status,
                                          webhook_deliveries.c.claim_token))
         return [(r[0], r[1]) for r in rows]
-
-
-async def _until(predicate: Callable[[], Awaitable[bool]]) -> None:
-    """Poll ``predicate`` for up to 20 s."""
-    deadline = time.monotonic() + 20
-    while time.monotonic() < deadline:
-        if await predicate():
-            return
-        await asyncio.sleep(0.05)
-    raise AssertionError("condition not met within 20 s")
 
 
 async def test_finished_units_leave_nothing_held(engine: AsyncEngine) -> None:
@@ -156,17 +148,34 @@ async def _deliver_all(engine: AsyncEngine, dispatcher: Dispatcher, sender: Send
         async def done() -> bool:
             return {s for s, _t in await _statuses(engine)} == {"succeeded"}
 
-        await _until(done)
-        await _until(lambda: _idle(dispatcher))
+        await eventually_async(done)
+        await eventually_async(lambda: _idle(dispatcher))
     finally:
         await dispatcher.close()
         await sender.close()
         await receiver.close()
-        await asyncio.sleep(0.05)  # let the closed transports finish closing
 
 
 async def _idle(dispatcher: Dispatcher) -> bool:
     return dispatcher.in_memory == 0 and dispatcher.units_running == 0
+
+
+async def test_retention_removes_finished_deliveries_by_the_injected_clock(
+        engine: AsyncEngine) -> None:
+    """Finished deliveries stay while the dispatcher's clock is within the retention and go
+    once it has passed it: a fake clock stands for the days a real one would take."""
+    async def ok(_request: Request) -> Reply:
+        return Reply(204)
+
+    receiver = Receiver(ok)
+    await receiver.start()
+    clock = [time.time()]
+    dispatcher, sender, _sim = await _setup(engine, receiver.url, 3, clock=lambda: clock[0])
+    await _deliver_all(engine, dispatcher, sender, receiver)
+    assert await dispatcher.apply_retention() == 0
+    clock[0] += POLICY.retention_s + 60
+    assert await dispatcher.apply_retention() == 3
+    assert await _statuses(engine) == []
 
 
 async def test_close_gives_back_what_was_not_sent(engine: AsyncEngine) -> None:
@@ -189,7 +198,6 @@ async def test_close_gives_back_what_was_not_sent(engine: AsyncEngine) -> None:
         await dispatcher.close()
         await sender.close()
         await receiver.close()
-        await asyncio.sleep(0.05)  # let the closed transports finish closing
     assert dispatcher.in_memory == 0 and dispatcher.units_running == 0
     assert sorted(await _statuses(engine)) == [("pending", None)] * 5
 
@@ -263,7 +271,7 @@ async def _result_keeps_its_lease(engine: AsyncEngine, claimer: type[_HeldWrites
     other = Outbox(engine)
     dispatcher.start()
     try:
-        await _until(lambda: _true(len(received) == 1))
+        await eventually_async(lambda: len(received) == 1)
         (first_lease,) = _HeldWrites.leases
 
         async def renewed_past_the_first() -> bool:
@@ -271,17 +279,16 @@ async def _result_keeps_its_lease(engine: AsyncEngine, claimer: type[_HeldWrites
             return (time.time() > first_lease and status == "delivering"
                     and lease is not None and lease > time.time())
 
-        await _until(renewed_past_the_first)
+        await eventually_async(renewed_past_the_first)
         assert await other.claim(max_units=10, unit_rows=64, per_endpoint=8, lease_s=30) == []
         _HeldWrites.writes.set()
-        await _until(lambda: _lease_is(engine, "succeeded"))
-        await _until(lambda: _idle(dispatcher))
+        await eventually_async(lambda: _lease_is(engine, "succeeded"))
+        await eventually_async(lambda: _idle(dispatcher))
     finally:
         _HeldWrites.writes.set()
         await dispatcher.close()
         await sender.close()
         await receiver.close()
-        await asyncio.sleep(0.05)  # let the closed transports finish closing
     assert received == [received[0]]
 
 
@@ -320,10 +327,12 @@ async def test_a_send_whose_lease_ran_out_before_the_write_is_not_written(
         await asyncio.wait_for(_StalledSender.entered.wait(), 20)
         _status, _token, first_lease = await _lease(engine)
         assert first_lease is not None
-        await _until(lambda: _true(time.time() > first_lease))
-        (taken,) = await other.claim(max_units=10, unit_rows=64, per_endpoint=8, lease_s=30)
+        # Another worker takes the row once its lease has lapsed by the store's clock.
+        (taken,) = await eventually_async(
+            lambda: other.claim(max_units=10, unit_rows=64, per_endpoint=8, lease_s=30),
+            what="the lapsed lease claimed by another worker")
         _StalledSender.go.set()
-        await _until(lambda: _idle(dispatcher))
+        await eventually_async(lambda: _idle(dispatcher))
         assert received == []
         status, token, lease = await _lease(engine)
         assert (status, token) == ("delivering", taken.token)
@@ -333,11 +342,6 @@ async def test_a_send_whose_lease_ran_out_before_the_write_is_not_written(
         await dispatcher.close()
         await sender.close()
         await receiver.close()
-        await asyncio.sleep(0.05)  # let the closed transports finish closing
-
-
-async def _true(value: bool) -> bool:
-    return value
 
 
 async def _lease_is(engine: AsyncEngine, status: str) -> bool:
@@ -374,7 +378,7 @@ async def test_a_crashed_attempt_is_a_recorded_failure_retried_on_the_schedule(
                                            sender_type=_CrashingSender)
     dispatcher.start()
     try:
-        await _until(lambda: _lease_is(engine, "succeeded"))
+        await eventually_async(lambda: _lease_is(engine, "succeeded"))
     finally:
         await dispatcher.close()
         await sender.close()

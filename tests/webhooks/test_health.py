@@ -12,6 +12,7 @@ from ridecast.cli.receiver import ReceiverThread, Reply
 from ridecast.store.engine import create_engine, upgrade
 from ridecast.webhooks.health import EndpointHealth
 from tests.conftest import Server
+from tests.waiting import eventually_async
 
 from .helpers import Recorder, deliveries, post_events, vehicle_use, wait_for
 
@@ -63,16 +64,16 @@ async def _cleared_while_read(url: str) -> None:
             failure = asyncio.create_task(health.failed(7, "http://a/", 100.0))
             # ...while this failure finds the row there and waits to lock it (the activity
             # view is read in a fresh transaction each time: it is a snapshot within one).
-            waiting = 0
-            for _ in range(500):
+            async def waiting_or_done() -> bool:
                 waiting = (await watcher.execute(text(
                     "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' "
                     "AND datname = current_database()"))).scalar_one()
                 await watcher.rollback()
-                if waiting or failure.done():
-                    break
-                await asyncio.sleep(0.01)
-            assert waiting and not failure.done()
+                return bool(waiting) or failure.done()
+
+            await eventually_async(waiting_or_done, timeout=10, step=0.01,
+                                   what="the failure waiting on the lock")
+            assert not failure.done()
             await other.execute(text("DELETE FROM webhook_endpoints WHERE simulation_id = 7"))
             await other.commit()
             # The clock was cleared under it: this failure starts a new streak.

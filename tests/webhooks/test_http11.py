@@ -16,6 +16,7 @@ from ridecast.webhooks.http11 import (
     Pool,
     ProtocolError,
 )
+from tests.waiting import eventually_async
 
 REQUEST = (b"POST / HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\n"
            b"content-length: 2\r\n\r\n{}")
@@ -23,8 +24,14 @@ REQUEST = (b"POST / HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\n"
 Script = Callable[[asyncio.StreamReader, asyncio.StreamWriter], Awaitable[None]]
 
 
-async def _serve(script: Script) -> tuple[asyncio.Server, int, list[int]]:
-    connections: list[int] = []
+class Connections(list[int]):
+    """The scripted server's connections (an item each), and how many it has closed."""
+
+    closed = 0
+
+
+async def _serve(script: Script) -> tuple[asyncio.Server, int, Connections]:
+    connections = Connections()
 
     async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         connections.append(1)
@@ -34,6 +41,7 @@ async def _serve(script: Script) -> tuple[asyncio.Server, int, list[int]]:
             pass
         finally:
             writer.close()
+            connections.closed += 1
 
     server = await asyncio.start_server(handle, "127.0.0.1", 0)
     return server, int(server.sockets[0].getsockname()[1]), connections
@@ -45,7 +53,7 @@ async def _read_request(reader: asyncio.StreamReader) -> None:
 
 
 @contextlib.asynccontextmanager
-async def _scripted(script: Script) -> AsyncIterator[tuple[Pool, int, list[int]]]:
+async def _scripted(script: Script) -> AsyncIterator[tuple[Pool, int, Connections]]:
     """A pool, and the port of a server running ``script`` per connection (and the list of
     its connections); both closed after."""
     server, port, connections = await _serve(script)
@@ -90,7 +98,8 @@ async def test_stale_connection_retried_once_and_close_delimited_body() -> None:
 
     async with _scripted(script) as (pool, port, connections):
         assert await _post(pool, port) == (200, b"ok")
-        await asyncio.sleep(0.05)
+        await eventually_async(lambda: connections.closed == 1,
+                               what="the server closing the pooled connection")
         assert await _post(pool, port) == (200, b"ok")
     assert len(connections) == 2
 
@@ -196,6 +205,7 @@ async def test_a_cut_answer_is_not_retried_and_extra_answers_spoil_the_connectio
     doubled = [b"HTTP/1.1 204 No Content\r\n\r\nHTTP/1.1 204 No Content\r\n\r\n"]
     async with _scripted(_answer_with(doubled)) as (pool, port, connections):
         assert await _post(pool, port) == (204, b"")
-        await asyncio.sleep(0.05)
+        await eventually_async(lambda: connections.closed == 1,
+                               what="the server closing the doubled answer's connection")
         assert await _post(pool, port) == (204, b"")
     assert len(connections) == 2

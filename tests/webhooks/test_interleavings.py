@@ -25,6 +25,7 @@ from ridecast.store.tables import events, webhook_attempts, webhook_deliveries
 from ridecast.store.txsteps import Query, _async_run
 from ridecast.webhooks.health import EndpointHealth
 from ridecast.webhooks.jobs import Job, Result
+from tests.waiting import eventually_async
 
 from .test_outbox import Outbox
 
@@ -330,10 +331,8 @@ async def test_postgres_a_worker_stopped_inside_a_renewal_holds_nothing_for_long
                     sent = [tuple(row) for row in result] if result.returns_rows else []
             assert sent  # the renewal found the rows: they are locked until its commit
             other = Outbox(engine)
-            taken: list[Job] = []
-            deadline = time.monotonic() + 60
-            while not taken and time.monotonic() < deadline:
-                taken = await _jobs(other)
+            taken = await eventually_async(lambda: _jobs(other), timeout=60, step=0.01,
+                                           what="the other worker claiming the stale rows")
             assert [job.delivery_id for job in taken] == [stale.delivery_id, second.delivery_id]
             with pytest.raises(ServiceUnavailable):  # the stopped worker's transaction was ended
                 await conn.commit()

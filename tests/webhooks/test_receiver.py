@@ -6,11 +6,11 @@ import json
 import os
 import subprocess
 import sys
-import time
 
 import httpx
 
 from tests.conftest import free_port
+from tests.waiting import eventually
 
 
 def _start(*args: str) -> tuple[subprocess.Popen[str], int]:
@@ -20,15 +20,13 @@ def _start(*args: str) -> tuple[subprocess.Popen[str], int]:
         stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
         env={**os.environ, "PYTHONUNBUFFERED": "1"},
     )
-    deadline = time.monotonic() + 15
-    while time.monotonic() < deadline:
-        try:
-            httpx.get(f"http://127.0.0.1:{port}/ready", timeout=1)
-            return proc, port
-        except httpx.TransportError:
-            time.sleep(0.1)
-    proc.kill()
-    raise AssertionError("receiver did not start")
+    try:
+        eventually(lambda: httpx.get(f"http://127.0.0.1:{port}/ready", timeout=1), timeout=15,
+                   step=0.1, ignoring=(httpx.TransportError,), what="the receiver started")
+    except AssertionError:
+        proc.kill()
+        raise
+    return proc, port
 
 
 def test_json_lines_log_method_url_headers_body() -> None:

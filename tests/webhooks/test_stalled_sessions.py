@@ -10,7 +10,7 @@ import asyncio
 import socket
 import struct
 import time
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Iterator
 
 import asyncpg
 import pytest
@@ -20,6 +20,7 @@ from ridecast.store.engine import create_engine, upgrade
 from ridecast.store.outbox import outbox_sql
 from ridecast.webhooks.claimer import Claimer
 from ridecast.webhooks.recorder import Recorder
+from tests.waiting import eventually_async
 
 
 def _message(kind: bytes, body: bytes) -> bytes:
@@ -79,14 +80,6 @@ def database(pg_url: str) -> Iterator[str]:
     yield pg_url
 
 
-async def _until(check: Callable[[], Awaitable[bool]], within_s: float = 20.0) -> None:
-    """Until ``check()`` is true, polled every 50 ms; fails after ``within_s``."""
-    deadline = time.monotonic() + within_s
-    while not await check():
-        assert time.monotonic() < deadline, f"condition not met within {within_s} s"
-        await asyncio.sleep(0.05)
-
-
 async def _stalled_waiting(admin: asyncpg.Connection, database: str) -> bool:
     """Whether a session of ``database`` with a transaction id waits for its client in the
     middle of a statement ("active", ClientRead)."""
@@ -135,7 +128,8 @@ def test_a_session_stopped_mid_statement_with_rows_locked_is_ended_after_the_hol
             stalled.pipeline_without_sync("SELECT 1")
             assert idle.simple("BEGIN; CREATE TEMP TABLE t (x int)") == b"T"  # has an xid
             reader.pipeline_without_sync("SELECT 1")  # waits mid-pipeline, locks nothing
-            await _until(lambda: _stalled_waiting(admin, name))
+            await eventually_async(lambda: _stalled_waiting(admin, name),
+                                   what="the stalled session waiting")
             assert not await _row_free(admin)
             # Not yet: it has not waited the hold (60 s) for its client.
             assert await claimer.end_stalled(60.0) == 0
@@ -146,9 +140,9 @@ def test_a_session_stopped_mid_statement_with_rows_locked_is_ended_after_the_hol
                 ended.append(await claimer.end_stalled(0.5))
                 return sum(ended) > 0
 
-            await _until(ends)
+            await eventually_async(ends, what="a stalled session ended")
             assert sum(ended) == 1
-            await _until(lambda: _row_free(admin))
+            await eventually_async(lambda: _row_free(admin), what="the row free")
             assert not await _stalled_waiting(admin, name)
             # The idle one is still there, in its transaction.
             assert idle.simple("SELECT 1") == b"T"

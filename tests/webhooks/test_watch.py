@@ -21,6 +21,7 @@ from ridecast.store.newest_id import (
 )
 from ridecast.store.tables import webhook_deliveries
 from ridecast.webhooks.watch import OutboxWatch, retry_wait
+from tests.waiting import eventually_async
 
 
 @pytest.fixture
@@ -69,10 +70,21 @@ async def test_the_running_watch_wakes_on_each_commit_and_sees_a_new_row_after_a
 ) -> None:
     watcher, writer = engines
     woken = asyncio.Event()
-    watch = OutboxWatch(newest_id_reader(watcher), woken.set, interval_s=0.005)
+    reader = newest_id_reader(watcher)
+    reads = 0
+
+    async def counted() -> int:
+        nonlocal reads
+        newest = await reader()
+        reads += 1
+        return newest
+
+    if hasattr(reader, "aclose"):  # the watch closes its reader's own connection
+        counted.aclose = reader.aclose  # type: ignore[attr-defined]
+    watch = OutboxWatch(counted, woken.set, interval_s=0.005)
     task = asyncio.create_task(watch.run())
     try:
-        await asyncio.sleep(0.05)  # the first read has set the mark
+        await eventually_async(lambda: reads >= 1, what="the first read setting the mark")
         assert not woken.is_set()
         newest = await _add_delivery(writer)
         await asyncio.wait_for(woken.wait(), timeout=10)
@@ -80,7 +92,9 @@ async def test_the_running_watch_wakes_on_each_commit_and_sees_a_new_row_after_a
         # their ids out again: the watch wakes on the emptied table, then on the new row.
         async with writer.begin() as conn:
             await conn.execute(delete(webhook_deliveries))
-        await asyncio.sleep(0.05)
+        # A read begun after the purge (the one in flight may predate it) has seen it.
+        purged_at = reads
+        await eventually_async(lambda: reads >= purged_at + 2, what="a read after the purge")
         woken.clear()
         again = await _add_delivery(writer)
         if writer.dialect.name == "sqlite":
@@ -141,14 +155,15 @@ async def test_the_postgres_reader_opens_a_new_connection_after_losing_one(pg_ur
                   "WHERE datname = current_database() AND pid <> pg_backend_pid()")
         async with writer.connect() as conn:  # the server drops every other session
             await conn.execute(text(f"SELECT pg_terminate_backend(pid) {others}"))
-            for _ in range(200):  # and they are gone before the reader reads again
+
+            async def gone() -> bool:
                 left = await conn.scalar(text(f"SELECT count(*) {others}"))
                 await conn.commit()  # the statistics are a snapshot per transaction
-                if not left:
-                    break
-                await asyncio.sleep(0.01)
-            else:
-                raise AssertionError("the terminated sessions did not end")
+                return not left
+
+            # They are gone before the reader reads again.
+            await eventually_async(gone, timeout=10, step=0.01,
+                                   what="the terminated sessions ended")
         # asyncpg's answer to a terminated session varies (a PostgresError, an
         # InterfaceError or an InternalClientError): what matters is the next read.
         with pytest.raises(Exception):  # noqa: B017

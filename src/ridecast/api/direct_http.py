@@ -3,7 +3,7 @@
 Producers post events one by one over keep-alive connections, and for such a small request
 uvicorn's own request cycle (the scope's state copy, an ``asyncio.Event``, a receive that
 waits on it, a send that re-checks every header, two socket writes) is a large share of the
-server's CPU (issue 14: py-spy of ``ridecast serve`` under ``bench/ingest.py``).
+server's CPU (docs/performance.md, the ingest benchmark).
 
 ``IngestHttpProtocol`` is uvicorn's httptools protocol with one difference: a request that
 is plainly ``POST /api/v2/simulation/{id}/events`` with a ``Content-Length`` body within

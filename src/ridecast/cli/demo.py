@@ -55,10 +55,10 @@ DATABASE_FILE = "ridecast.db"
 
 # A pooled service in central Gothenburg sized to work: 40 vehicles for 180 requests an hour
 # serve nearly every request a rider accepts, with waits of about four minutes (the figures
-# and how fleet, demand and KPIs relate: docs/simulator.md, "Sizing a fleet"; 30 vehicles
-# for 360 requests refused about a third). Seed 295 starts busy: the first vehicle moves
-# within seconds, and all 18 event types occur within the first hour (vehicle breaks and a
-# few refusals included); tests/cli/test_demo.py checks both.
+# and how fleet, demand and KPIs relate: docs/simulator.md, "Sizing a fleet"). Seed 295
+# starts busy: the first vehicle moves within seconds, and all 18 event types occur within
+# the first hour (vehicle breaks and a few refusals included); tests/cli/test_demo.py
+# checks both.
 DEMO_SIMULATOR: dict[str, Any] = {
     "seed": 295,
     "vehicles": 40,

@@ -113,7 +113,7 @@ def mount_dashboard(app: FastAPI, settings: Settings) -> None:
         return HTMLResponse(page, headers=PAGE_HEADERS)
 
     def network(request: Request) -> Response:
-        # Sync on purpose: the first answer is built in Starlette's thread pool (about 2 s of
+        # Sync on purpose: the first answer is built in Starlette's thread pool (seconds of
         # CPU for the bundled network), never on the event loop; later ones are cached.
         name = str(request.path_params["name"])
         try:

@@ -363,10 +363,9 @@ class EventLog:
     async def _gather(self) -> None:
         """Let the event loop run while requests keep joining the queue, up to
         ``GATHER_TURNS`` turns or a full group: requests whose bytes arrived together then
-        share one commit. One event per POST on 32 connections gave 16 events per commit
-        without this and 27 with it (``bench/ingest.py`` prints the figure), and each
-        commit costs two hand-offs to and from the driver's thread and a write of the WAL's
-        pages, whatever its size.
+        share one commit (more events per commit: ``bench/ingest.py`` prints how many), and
+        each commit costs two hand-offs to and from the driver's thread and a write of the
+        WAL's pages, whatever its size.
         At a low rate the first turn adds nothing and the group is taken at once."""
         for _ in range(GATHER_TURNS):
             queued = len(self._queue)

@@ -356,12 +356,12 @@ class PostgresClaimSql(ClaimSql, PostgresOutboxBase):
 
     def lease(self, now: float, lease_until: float,
               units: Sequence[tuple[str, Sequence[int]]]) -> Steps[None]:
-        # ``take``'s statement: each row by its primary key. As a join of the table on the
-        # array (``WHERE d.id = u.id``), PostgreSQL planned a hash join over a scan of
-        # every delivery when the table had no statistics and up to about 30,000 rows, or
-        # the array about a thousand ids: each extension of an unordered chunk read the
-        # whole table. The rows are this transaction's already (``free_url_rows`` locked
-        # them), so ``SKIP LOCKED`` skips none of them.
+        # ``take``'s statement: each row by its primary key. A join of the table on the
+        # array (``WHERE d.id = u.id``) may be planned as a hash join over a scan of every
+        # delivery (a table without statistics, or a long array), so that each extension
+        # of an unordered chunk would read the whole table. The rows are this
+        # transaction's already (``free_url_rows`` locked them), so ``SKIP LOCKED`` skips
+        # none of them.
         yield from self.take(now, lease_until, units)
 
     def bodies(self, event_ids: Sequence[int]) -> Steps[dict[int, bytes]]:

@@ -1,11 +1,11 @@
 """Step transactions (``txsteps``) run on asyncpg's own connection, beside SQLAlchemy.
 
-Why: a statement through SQLAlchemy's ``execute`` costs the server's one event loop about
-three times the CPU of the same statement sent with asyncpg's ``fetch`` (an execution
-context, a result, a greenlet switch per driver call), and a webhook claim is half a
-dozen statements. The steps are plain SQL with ``:name`` binds (``Query``) or ``?``
-placeholders (``Many``); here they are numbered ``$1 ...`` once per text (cached) and
-sent to the connection SQLAlchemy's pool checked out, so the pool still owns it.
+Why: a statement through SQLAlchemy's ``execute`` costs the server's one event loop several
+times the CPU of the same statement sent with asyncpg's ``fetch`` (an execution context, a
+result, a greenlet switch per driver call), and a webhook claim is half a dozen statements.
+The steps are plain SQL with ``:name`` binds (``Query``) or ``?`` placeholders (``Many``);
+here they are numbered ``$1 ...`` once per text (cached) and sent to the connection
+SQLAlchemy's pool checked out, so the pool still owns it.
 
 The SETs a transaction opens with (the worker's settings, ``store.outbox``) travel with its
 ``BEGIN``: ``BEGIN; SET ...; SET ...`` is one round trip in the simple-query protocol,
@@ -22,7 +22,7 @@ it binds; a process stopped in between (SIGSTOP, a paused VM) leaves its session
 and waiting for the client in the middle of a statement, where neither
 ``idle_in_transaction_session_timeout`` nor ``statement_timeout`` applies, so the row and
 advisory locks the transaction already holds stay held until the process resumes
-(``tests/webhooks/test_stalls.py`` found it). Prepared ahead, a stopped worker leaves its
+(``tests/webhooks/test_stalls.py``). Prepared ahead, a stopped worker leaves its
 session idle in its transaction, and the worker's hold (``store.outbox``) ends it. The
 statements prepared ahead are those the process's transactions have run (``PreparedTexts``);
 a text met for the first time in the process's life is still prepared inside the

@@ -67,8 +67,11 @@ class Dispatcher:
         disable: DisableHook,
         watch: OutboxWatch | None = None,
         rng: random.Random | None = None,
+        clock: Callable[[], float] = time.time,
     ) -> None:
         self._policy = policy
+        # The wall clock retention dates finished deliveries by (a test passes its own).
+        self._clock = clock
         self._claimer = claimer
         self._recorder = recorder
         self._deliveries = deliveries
@@ -142,14 +145,18 @@ class Dispatcher:
                 wait_s = policy.maintenance_wait_s(time.monotonic() - started)
                 if time.monotonic() - last_purge >= policy.retention_interval_s:
                     last_purge = time.monotonic()
-                    removed = await self._deliveries.purge_older_than(
-                        time.time() - policy.retention_s)
+                    removed = await self.apply_retention()
                     if removed:
                         log.info("retention removed %d finished webhook deliveries", removed)
             except ServiceUnavailable as exc:  # a store outage: its engine logs it
                 log.debug("webhook maintenance failed: %s", exc)
             except Exception:
                 log.exception("webhook maintenance failed")
+
+    async def apply_retention(self) -> int:
+        """Remove the finished deliveries older than the retention by ``clock``; how many
+        were removed."""
+        return await self._deliveries.purge_older_than(self._clock() - self._policy.retention_s)
 
     async def _stalled_loop(self) -> None:
         """Every ``claim_hold_s``: end the store sessions of workers stopped in the middle

@@ -42,15 +42,14 @@ class KpiCache:
     world's time, its event count and the run's count of operations are the same. While the
     run is under way, unless an operation ran since, it is also reused
 
-    - for ``KPI_COST_SHARE`` times as long as it took to compute (about 100 ms with 500
-      vehicles and 10,000 bookings on a road network, so about 5 s): pollers, however many
-      and however often, cost the run at most about 2% of its time;
+    - for ``KPI_COST_SHARE`` times as long as it took to compute: pollers, however many and
+      however often, cost the run at most ``1 / KPI_COST_SHARE`` of its time;
     - with ``throttle`` (a run going as fast as it can, whose time moves on every step), for
       at least ``max_age_s`` of wall time.
 
     A value computed while a taken-over run replays its journal (``settled`` false) is never
     reused once the run has caught up: it describes a moment the run has left, as far back as
-    its start, and a poller right after the catch-up saw the KPIs go back to zero.
+    its start, and a poller right after the catch-up would see the KPIs go back to zero.
     """
 
     def __init__(self, max_age_s: float = 1.0,
