@@ -11,7 +11,6 @@ from typing import Any
 
 import httpx
 import psutil
-import pytest
 
 from tests.conftest import Server, User
 from tests.waiting import eventually
