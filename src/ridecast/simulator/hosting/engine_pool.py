@@ -108,6 +108,12 @@ class EngineProcessClient:
                     future.set_result(answer)
         except (asyncio.IncompleteReadError, ConnectionError, OSError):
             pass
+        except asyncio.CancelledError:
+            # The owner's loop is ending: a process left running would hold the wait below
+            # (and so the owner's exit) for ever.
+            with contextlib.suppress(ProcessLookupError):
+                self.proc.kill()
+            raise
         finally:
             code = await self.proc.wait()
             self._fail(f"the engine process {self.pid} exited (code {code})")
@@ -171,9 +177,14 @@ class EnginePool:
         self.processes: list[EngineProcessClient] = []
         self._keys = itertools.count(1)
         self._spawning = asyncio.Lock()
+        self._closed = False
 
     async def _pick(self, group: str) -> EngineProcessClient:
         async with self._spawning:
+            if self._closed:
+                # A run given a process while the node shuts down: a process started now
+                # would be nobody's to end.
+                raise EngineLost("this node's engine processes are shutting down")
             self.processes = [p for p in self.processes if p.alive]
             idle = [p for p in self.processes if not p.engines]
             if idle:
@@ -262,7 +273,11 @@ class EnginePool:
         return out
 
     async def close(self) -> None:
-        processes, self.processes = self.processes, []
+        # Under the lock: a process being started when the node shuts down is in
+        # ``processes`` by then, and none is started after.
+        async with self._spawning:
+            self._closed = True
+            processes, self.processes = self.processes, []
         for client in processes:
             if client.retire is not None:
                 client.retire.cancel()
