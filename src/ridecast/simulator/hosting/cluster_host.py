@@ -49,7 +49,7 @@ from ...bus import Bus, BusMessage, SimulationChanged, SimulatorCommand, Simulat
 from ...errors import Conflict, RidecastError, ServiceUnavailable
 from ..core.commands import Command, apply
 from ..core.spec import ClockState, RunSpec
-from .backoff import Backoff
+from .backoff import Backoff, transient
 from .journal import JournalEntry, JournalStore
 from .lease import (
     ACTIVE,
@@ -465,15 +465,15 @@ class ClusterHost:
                                      restored=restored)
             self._spec_written.add(sim)
             await self._snapshot(sim)
-        except ServiceUnavailable as exc:
-            # The store went down mid-takeover (its engine logs that once). Not the run's
-            # fault: it is not marked interrupted; the lease just taken runs out and the run
-            # is an orphan again, taken over once the store answers.
-            log.debug("taking over the simulator of simulation %s: %s", sim, exc)
-            self._adopted.pop(sim, None)
-            await self.manager.forget(sim)
-            return False
         except Exception as exc:
+            if transient(exc):
+                # The store went down mid-takeover (its engine logs that once). Not the
+                # run's fault: it is not marked interrupted; the lease just taken runs out
+                # and the run is an orphan again, taken over once the store answers.
+                log.debug("taking over the simulator of simulation %s: %s", sim, exc)
+                self._adopted.pop(sim, None)
+                await self.manager.forget(sim)
+                return False
             log.exception("taking over the simulator of simulation %s failed", sim)
             await self.manager.forget(sim)
             await self.leases.release(sim, self.node_id, interrupted(

@@ -227,18 +227,23 @@ class Runner:
         # and a request that arrives meanwhile waits for it.
         size = self.max_batch if self.lane is None else min(self.max_batch, LANE_BATCH)
         for i in range(0, len(events), size):
-            chunk = events[i : i + size]
-            if self.throttle is not None:
-                await self.throttle(len(chunk))
-            await self._store(chunk)
+            await self._store(events[i : i + size])
 
     async def _store(self, chunk: list[dict[str, Any]]) -> None:
-        """Commit ``chunk``, trying again while the store does not answer and the lease
-        holds; each retry first drops what the failed attempt committed after all."""
+        """Commit ``chunk``, after its organisation's throttle let it through, trying both
+        again while the store does not answer and the lease holds; each retry first drops
+        what the failed attempt committed after all."""
         delays = self._backoff.delays()
         failures = 0
+        # The throttle reads the store too (the run's organisation): its outage is the
+        # store's, retried like a failed write, never an end of the run.
+        throttled = self.throttle is None
         while True:
             try:
+                if not throttled:
+                    assert self.throttle is not None
+                    await self.throttle(len(chunk))
+                    throttled = True
                 if failures:
                     chunk = await self._not_yet_stored(chunk)
                     if not chunk:
