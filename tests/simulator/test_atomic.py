@@ -273,3 +273,46 @@ async def test_a_takeover_reads_caught_up_only_once_its_clock_is_reached(
     await held
     assert answer.get("error") in (None, "simulator_owner_unreachable"), answer
     assert lags[0] <= 2 * CATCH_UP_STEP_S, lags
+
+
+async def test_controls_sent_while_a_run_replays_are_answered_within_the_wait(
+        hosts: tuple[Hosts, Log, JournalStore]) -> None:
+    """Pause and resume sent to a run that is still replaying after a takeover are
+    answered within the documented wait (80% of the forward timeout: before a forwarding
+    node gives up), done or 503 ``simulator_owner_unreachable``; stop needs no caught-up
+    run: it is accepted at once, and ends the replay."""
+    make, _log, _journal = hosts
+    a = make("A")
+    await a.start(SIM, BUSY)
+
+    async def far_enough() -> bool:
+        return a.manager.runners[SIM].engine.now > 400
+
+    await _until(far_enough, within_s=120)
+    await a.close()  # hands the run over
+    b = make("B")
+
+    async def replaying() -> bool:
+        runner = b.manager.runners.get(SIM)
+        return runner is not None and runner.catching_up
+
+    await _until(replaying)
+
+    async def control(name: str) -> str:
+        """The run's status after ``name``, or the error's code."""
+        try:
+            async with asyncio.timeout(b.forward_timeout_s):
+                body = await getattr(b, name)(SIM)
+        except ServiceUnavailable as exc:
+            return exc.code
+        status: str = body["status"]
+        return status
+
+    paused = await control("pause")
+    assert paused in ("paused", "simulator_owner_unreachable")
+    if paused == "paused":
+        assert await control("resume") in ("running", "simulator_owner_unreachable")
+    assert b.manager.runners[SIM].catching_up or paused == "paused"
+    assert await control("stop") == "stopped"
+    status = await b.status(SIM)
+    assert status["status"] == "stopped" and status.get("takeover") is None
