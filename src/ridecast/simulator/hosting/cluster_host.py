@@ -323,14 +323,20 @@ class ClusterHost:
         Retry-After) before it gives up waiting, and an answer of 503 did nothing."""
         return 0.8 * self.forward_timeout_s
 
-    async def _caught_up(self, simulation_id: int) -> float:
+    def _catching_up(self, simulation_id: int) -> bool:
+        runner = self.manager.runners.get(simulation_id)
+        return runner is not None and runner.catching_up
+
+    async def _caught_up(self, simulation_id: int, *, forwarded: bool) -> float | None:
         """Wait (up to ``_command_wait_s``) for a run taken over here to catch up; then a
         503 whose Retry-After is the replay's remaining time at its pace so far. The
-        seconds left of that wait, for the step in progress."""
-        deadline = time.monotonic() + self._command_wait_s()
+        seconds left of that wait, for the step in progress (None: as long as it takes,
+        for a caught-up run's command from this node's own client: nobody gives up
+        waiting for it sooner)."""
         runner = self.manager.runners.get(simulation_id)
-        if runner is None:
-            return self._command_wait_s()
+        if runner is None or not runner.catching_up:
+            return self._command_wait_s() if forwarded else None
+        deadline = time.monotonic() + self._command_wait_s()
         while runner.catching_up and runner.status.value in ACTIVE:
             if time.monotonic() >= deadline:
                 raise self._taking_over(self._replay_left_s(simulation_id, runner))
@@ -344,7 +350,8 @@ class ClusterHost:
         left = runner.behind_s
         return left / rate if rate > 0 else TAKEOVER_POLL_S
 
-    async def _local(self, simulation_id: int, command: Command) -> dict[str, Any]:
+    async def _local(self, simulation_id: int, command: Command, *,
+                     forwarded: bool = False) -> dict[str, Any]:
         manager = self.manager
         if command.name == "start":
             org = command.args.get("org")
@@ -352,11 +359,13 @@ class ClusterHost:
                                           org if isinstance(org, int) else None)
         if command.name == "stop":
             # A stop needs no caught-up run: it ends the replay, after the step in progress.
-            await manager.stop(simulation_id, wait_s=self._command_wait_s())
+            bounded = forwarded or self._catching_up(simulation_id)
+            await manager.stop(simulation_id,
+                               wait_s=self._command_wait_s() if bounded else None)
             await self._snapshot(simulation_id)
             await manager.refresh(simulation_id)
             return self._live_status(simulation_id)
-        wait_s = await self._caught_up(simulation_id)
+        wait_s = await self._caught_up(simulation_id, forwarded=forwarded)
         if command.name == "pause":
             await manager.pause(simulation_id, wait_s=wait_s)
         elif command.name == "resume":
@@ -639,7 +648,7 @@ class ClusterHost:
             command = Command.from_json(message.command, message.args_json)
             if command.name != "start":
                 await self._refuse_given_up(message.simulation_id)
-            body = await self._local(message.simulation_id, command)
+            body = await self._local(message.simulation_id, command, forwarded=True)
             reply = SimulatorReply(message.request_id, True, 200, json.dumps(body, default=str))
         except RidecastError as exc:
             reply = SimulatorReply(message.request_id, False, exc.http_status,
