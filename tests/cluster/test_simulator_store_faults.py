@@ -18,7 +18,6 @@ from typing import Any
 
 import asyncpg
 import httpx
-import pytest
 
 from tests.cluster.test_simulator_takeover import SETTINGS, _events, _produced
 from tests.conftest import (
@@ -80,11 +79,6 @@ class Storm(threading.Thread):
             self.join(10)
 
 
-# A known defect, open in issue 49: since runs compute in engine processes, a run under this
-# storm was seen to read 'stopped' once (the storm's failure reached the runner as an error
-# it does not retry). The test passed before the engines moved out of the server.
-@pytest.mark.xfail(reason="a run under a storm of dropped connections can still stop "
-                   "(issue 49)", strict=False)
 def test_a_storm_of_dropped_connections_neither_ends_nor_changes_the_run(
         tmp_path: Path) -> None:
     """Connections terminated every 0.4 s for a good part of the run: it keeps running

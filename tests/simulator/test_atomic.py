@@ -5,7 +5,9 @@ the journal and an event log of their own: an operation that fails half way thro
 engine, or whose journal entry cannot be written, leaves the run as its journal says (it is
 rebuilt without it) and nothing of it is journaled or published; a run whose journal does
 not rebuild it (``JournalDiverged``) says why, accepts stop, and start begins a new run;
-a run taken over says it has caught up only once its clock is reached.
+a run taken over says it has caught up only once its clock is reached; controls sent during
+its replay are answered within the documented wait; and a node rebuilding a run it took over
+keeps its lease.
 """
 
 from __future__ import annotations
@@ -268,3 +270,79 @@ async def test_a_takeover_reads_caught_up_only_once_its_clock_is_reached(
     await held
     assert answer.get("error") in (None, "simulator_owner_unreachable"), answer
     assert lags[0] <= 2 * CATCH_UP_STEP_S, lags
+
+
+async def test_controls_sent_while_a_run_replays_are_answered_within_the_wait(
+        hosts: tuple[Hosts, Log, JournalStore]) -> None:
+    """Pause and resume sent to a run that is still replaying after a takeover are
+    answered within the documented wait (80% of the forward timeout: before a forwarding
+    node gives up), done or 503 ``simulator_owner_unreachable``; stop needs no caught-up
+    run: it is accepted at once, and ends the replay."""
+    make, _log, _journal = hosts
+    a = make("A")
+    await a.start(SIM, BUSY)
+
+    async def far_enough() -> bool:
+        return a.manager.runners[SIM].engine.now > 400
+
+    await _until(far_enough, within_s=120)
+    await a.close()  # hands the run over
+    b = make("B")
+
+    async def replaying() -> bool:
+        runner = b.manager.runners.get(SIM)
+        return runner is not None and runner.catching_up
+
+    await _until(replaying)
+
+    async def control(name: str) -> str:
+        """The run's status after ``name``, or the error's code."""
+        try:
+            async with asyncio.timeout(b.forward_timeout_s):
+                body = await getattr(b, name)(SIM)
+        except ServiceUnavailable as exc:
+            return exc.code
+        status: str = body["status"]
+        return status
+
+    paused = await control("pause")
+    assert paused in ("paused", "simulator_owner_unreachable")
+    if paused == "paused":
+        assert await control("resume") in ("running", "simulator_owner_unreachable")
+    assert b.manager.runners[SIM].catching_up or paused == "paused"
+    assert await control("stop") == "stopped"
+    status = await b.status(SIM)
+    assert status["status"] == "stopped" and status.get("takeover") is None
+
+
+async def test_a_rebuild_slower_than_the_lease_keeps_the_run_on_one_node(
+        hosts: tuple[Hosts, Log, JournalStore], monkeypatch: pytest.MonkeyPatch) -> None:
+    """The node that won a takeover renews the run's lease while it rebuilds the run (an
+    engine process slow to start, a large snapshot): another node looking for runs to take
+    over meanwhile does not take it too."""
+    make, _log, _journal = hosts
+    a = make("A")
+    await a.start(SIM, DATA)
+    await a.close()  # hands the run over
+    b = make("B")
+    adopt = b.manager.adopt
+
+    async def slow_adopt(*args: Any, **kwargs: Any) -> dict[str, Any]:
+        await asyncio.sleep(2.5 * b.lease_s)
+        return await adopt(*args, **kwargs)
+
+    monkeypatch.setattr(b.manager, "adopt", slow_adopt)
+
+    async def rebuilding() -> bool:
+        return SIM in b._taking
+
+    await _until(rebuilding)
+    c = make("C")
+
+    async def taken_over() -> bool:
+        return (await b.status(SIM)).get("takeover") is None and SIM in b.manager.runners
+
+    await _until(taken_over)
+    assert SIM not in c.manager.runners
+    status = await c.status(SIM)
+    assert status["owner_node"] == "B" and status["status"] == "running", status

@@ -8,9 +8,10 @@ from typing import Any
 
 import pytest
 
-from ridecast.errors import Conflict, NotFound
+from ridecast.errors import Conflict, NotFound, ServiceUnavailable
 from ridecast.simulator import Engine, SimulatorSettings
 from ridecast.simulator.core.demand import hourly_rates
+from ridecast.simulator.hosting.backoff import Backoff
 from ridecast.simulator.hosting.clock import MaxClock, WallClock
 from ridecast.simulator.hosting.manager import SimulatorManager
 from ridecast.simulator.hosting.runner import Runner, Status
@@ -150,6 +151,29 @@ async def test_a_failed_submission_stops_the_run_with_its_error() -> None:
     assert sink.events == Engine(9, SMALL, START).advance(1e9)[: len(sink.events)]
     with pytest.raises(Conflict):
         await runner.operate(lambda e: e.set_vehicle_enabled(1, False))
+
+
+async def test_a_throttle_that_meets_a_store_outage_is_tried_again_not_the_end() -> None:
+    """The organisation's throttle reads the store; its outage is a store fault like a
+    failed write: tried again while the lease holds, and the run finishes whole."""
+    outages = [3, 4, 5]  # the calls that fail
+    calls = 0
+
+    async def throttle(count: int) -> None:
+        nonlocal calls
+        calls += 1
+        if calls in outages:
+            raise ServiceUnavailable("the store did not answer (InterfaceError)")
+
+    sink = Sink()
+    runner = Runner(9, Engine(9, SMALL, START), MaxClock(step_s=45.0), sink, max_batch=50,
+                    throttle=throttle, holds=lambda: True, backoff=Backoff(first_s=0.001))
+    runner.start()
+    async with asyncio.timeout(20):
+        await runner.wait_finished()
+    assert runner.status is Status.FINISHED, runner.error
+    assert sink.events == Engine(9, SMALL, START).advance(1e9)
+    assert calls > max(outages)
 
 
 async def test_stop_settles_the_step_in_flight() -> None:

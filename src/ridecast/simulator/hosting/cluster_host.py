@@ -57,7 +57,7 @@ from ...bus import Bus, BusMessage, SimulationChanged, SimulatorCommand, Simulat
 from ...errors import Conflict, RidecastError, ServiceUnavailable
 from ..core.commands import Command, apply
 from ..core.spec import ClockState, RunSpec
-from .backoff import Backoff
+from .backoff import Backoff, transient
 from .journal import JournalEntry, JournalStore
 from .lease import (
     ACTIVE,
@@ -117,6 +117,10 @@ class ClusterHost:
         self._takeover_task: asyncio.Task[None] | None = None
         # When each run taken over here was adopted (wall s, simulated s): replay speed.
         self._adopted: dict[int, tuple[float, float]] = {}
+        # Runs whose lease this node won and whose runner it is still building (loading the
+        # snapshot, starting an engine process): renewed like the runs it runs, else a slow
+        # rebuild lets the lease pass and a second node takes the run over as well.
+        self._taking: set[int] = set()
         self._spec_written: set[int] = set()
         # The previous owner's last snapshot of each run being replayed here: until the
         # engine has caught up, its clock and KPIs are what the run had reached, not the
@@ -337,16 +341,26 @@ class ClusterHost:
         error.retry_after = retry_after
         return error
 
-    async def _caught_up(self, simulation_id: int) -> float | None:
-        """Wait (up to 80% of the forward timeout) for a run taken over here to catch up;
-        then a 503 whose Retry-After is the replay's remaining time at its pace so far.
-        The seconds left of that wait (None: the run was not catching up)."""
+    def _command_wait_s(self) -> float:
+        """The longest a command waits here before its answer: less than the forward
+        timeout, so a node that forwarded the command gets this answer (and its
+        Retry-After) before it gives up waiting, and an answer of 503 did nothing."""
+        return 0.8 * self.forward_timeout_s
+
+    def _catching_up(self, simulation_id: int) -> bool:
+        runner = self.manager.runners.get(simulation_id)
+        return runner is not None and runner.catching_up
+
+    async def _caught_up(self, simulation_id: int, *, forwarded: bool) -> float | None:
+        """Wait (up to ``_command_wait_s``) for a run taken over here to catch up; then a
+        503 whose Retry-After is the replay's remaining time at its pace so far. The
+        seconds left of that wait, for the step in progress (None: as long as it takes,
+        for a caught-up run's command from this node's own client: nobody gives up
+        waiting for it sooner)."""
         runner = self.manager.runners.get(simulation_id)
         if runner is None or not runner.catching_up:
-            return None
-        # Less than the forward timeout: a node that forwarded the command gets this answer
-        # (and its Retry-After) before it gives up waiting.
-        deadline = time.monotonic() + 0.8 * self.forward_timeout_s
+            return self._command_wait_s() if forwarded else None
+        deadline = time.monotonic() + self._command_wait_s()
         while runner.catching_up and runner.status.value in ACTIVE:
             if time.monotonic() >= deadline:
                 raise self._taking_over(self._replay_left_s(simulation_id, runner))
@@ -360,19 +374,26 @@ class ClusterHost:
         left = runner.behind_s
         return left / rate if rate > 0 else TAKEOVER_POLL_S
 
-    async def _local(self, simulation_id: int, command: Command) -> dict[str, Any]:
+    async def _local(self, simulation_id: int, command: Command, *,
+                     forwarded: bool = False) -> dict[str, Any]:
         manager = self.manager
         if command.name == "start":
             org = command.args.get("org")
             return await self._start_here(simulation_id, command.args.get("data"),
                                           org if isinstance(org, int) else None)
-        wait_s = await self._caught_up(simulation_id)
+        if command.name == "stop":
+            # A stop needs no caught-up run: it ends the replay, after the step in progress.
+            bounded = forwarded or self._catching_up(simulation_id)
+            await manager.stop(simulation_id,
+                               wait_s=self._command_wait_s() if bounded else None)
+            await self._snapshot(simulation_id)
+            await manager.refresh(simulation_id)
+            return self._live_status(simulation_id)
+        wait_s = await self._caught_up(simulation_id, forwarded=forwarded)
         if command.name == "pause":
-            await manager.pause(simulation_id)
+            await manager.pause(simulation_id, wait_s=wait_s)
         elif command.name == "resume":
-            await manager.resume(simulation_id)
-        elif command.name == "stop":
-            await manager.stop(simulation_id)
+            await manager.resume(simulation_id, wait_s=wait_s)
         else:
             try:
                 return await manager.operate(simulation_id, partial(apply, command=command),
@@ -475,6 +496,15 @@ class ClusterHost:
                 "takeover": TAKEOVER_REPLAYING}):
             return False
         sim = record.simulation_id
+        self._taking.add(sim)
+        try:
+            return await self._rebuild(record)
+        finally:
+            self._taking.discard(sim)
+
+    async def _rebuild(self, record: RunRecord) -> bool:
+        """``take_over`` once this node holds the run's lease."""
+        sim = record.simulation_id
         try:
             spec = RunSpec.from_json(record.spec_json or {})
             progress_json = record.progress_json or {}
@@ -495,15 +525,15 @@ class ClusterHost:
                                      org=org if isinstance(org, int) else None)
             self._spec_written.add(sim)
             await self._snapshot(sim)
-        except ServiceUnavailable as exc:
-            # The store went down mid-takeover (its engine logs that once). Not the run's
-            # fault: it is not marked interrupted; the lease just taken runs out and the run
-            # is an orphan again, taken over once the store answers.
-            log.debug("taking over the simulator of simulation %s: %s", sim, exc)
-            self._adopted.pop(sim, None)
-            await self.manager.forget(sim)
-            return False
         except Exception as exc:
+            if transient(exc):
+                # The store went down mid-takeover (its engine logs that once). Not the
+                # run's fault: it is not marked interrupted; the lease just taken runs out
+                # and the run is an orphan again, taken over once the store answers.
+                log.debug("taking over the simulator of simulation %s: %s", sim, exc)
+                self._adopted.pop(sim, None)
+                await self.manager.forget(sim)
+                return False
             log.exception("taking over the simulator of simulation %s failed", sim)
             await self.manager.forget(sim)
             await self.leases.release(sim, self.node_id, interrupted(
@@ -558,11 +588,12 @@ class ClusterHost:
         """Extend this node's leases, drop runs it lost, and write changed snapshots."""
         for sim in list(self.manager.runners):
             await self._drop_lost(sim)
-        ids = set(self.manager.runners)
+        ids = set(self.manager.runners) | self._taking
         sent_at = time.monotonic()
         owned = await self.leases.renew(self.node_id, ids, self.lease_s)
         self._renewed_at = sent_at
-        for simulation_id in ids - owned:
+        owned &= set(self.manager.runners)  # a run still being rebuilt has nothing to write
+        for simulation_id in ids - owned - self._taking:
             log.warning("simulator of simulation %s: the run moved to another node; "
                         "stopping it here", simulation_id)
             await self.manager.forget(simulation_id)
@@ -651,6 +682,16 @@ class ClusterHost:
             elif isinstance(message, SimulationChanged) and message.deleted:
                 self._spawn(self.forget(message.simulation_id))
 
+    async def _refuse_given_up(self, simulation_id: int) -> None:
+        """A command forwarded here for a run this node gave up, or is taking over again,
+        and has no runner of yet: a 503 (it is being taken over), as this node answers its
+        own clients then; not the 409 of a run that was never started."""
+        if self._active_here(simulation_id):
+            return
+        record = await self.leases.read(simulation_id)
+        if record is not None and self._given_up(record):
+            raise self._taking_over(record.lease_until - record.read_at + TAKEOVER_POLL_S)
+
     def _spawn(self, work: Coroutine[Any, Any, None]) -> None:
         task = asyncio.get_running_loop().create_task(work)
         self._tasks.add(task)
@@ -668,7 +709,9 @@ class ClusterHost:
                 if (record is not None and record.status in ACTIVE
                         and record.owner_node != self.node_id and record.live(record.read_at)):
                     return  # another node took it (or has it): it answers
-            body = await self._local(message.simulation_id, command)
+            if command.name != "start":
+                await self._refuse_given_up(message.simulation_id)
+            body = await self._local(message.simulation_id, command, forwarded=True)
             reply = SimulatorReply(message.request_id, True, 200, json.dumps(body, default=str))
         except RidecastError as exc:
             if offered and isinstance(exc, _Taken):

@@ -203,16 +203,19 @@ class SimulatorManager:
             raise Conflict("the simulator has not been started", code="invalid_state")
         return runner
 
-    async def pause(self, simulation_id: int) -> dict[str, Any]:
-        await self._runner(simulation_id).pause()
+    async def pause(self, simulation_id: int, *,
+                    wait_s: float | None = None) -> dict[str, Any]:
+        await self._runner(simulation_id).pause(wait_s)
         return await self.current(simulation_id)
 
-    async def resume(self, simulation_id: int) -> dict[str, Any]:
-        await self._runner(simulation_id).resume()
+    async def resume(self, simulation_id: int, *,
+                    wait_s: float | None = None) -> dict[str, Any]:
+        await self._runner(simulation_id).resume(wait_s)
         return await self.current(simulation_id)
 
-    async def stop(self, simulation_id: int) -> dict[str, Any]:
-        await self._runner(simulation_id).stop()
+    async def stop(self, simulation_id: int, *,
+                   wait_s: float | None = None) -> dict[str, Any]:
+        await self._runner(simulation_id).stop(wait_s)
         return await self.current(simulation_id)
 
     async def refresh(self, simulation_id: int, wait_s: float | None = KPI_WAIT_S) -> None:

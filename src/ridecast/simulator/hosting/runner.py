@@ -47,7 +47,7 @@ import asyncio
 import contextlib
 import logging
 from collections import deque
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from enum import StrEnum
 from itertools import takewhile
 from typing import Any, Protocol
@@ -227,18 +227,23 @@ class Runner:
         # and a request that arrives meanwhile waits for it.
         size = self.max_batch if self.lane is None else min(self.max_batch, LANE_BATCH)
         for i in range(0, len(events), size):
-            chunk = events[i : i + size]
-            if self.throttle is not None:
-                await self.throttle(len(chunk))
-            await self._store(chunk)
+            await self._store(events[i : i + size])
 
     async def _store(self, chunk: list[dict[str, Any]]) -> None:
-        """Commit ``chunk``, trying again while the store does not answer and the lease
-        holds; each retry first drops what the failed attempt committed after all."""
+        """Commit ``chunk``, after its organisation's throttle let it through, trying both
+        again while the store does not answer and the lease holds; each retry first drops
+        what the failed attempt committed after all."""
         delays = self._backoff.delays()
         failures = 0
+        # The throttle reads the store too (the run's organisation): its outage is the
+        # store's, retried like a failed write, never an end of the run.
+        throttled = self.throttle is None
         while True:
             try:
+                if not throttled:
+                    assert self.throttle is not None
+                    await self.throttle(len(chunk))
+                    throttled = True
                 if failures:
                     chunk = await self._not_yet_stored(chunk)
                     if not chunk:
@@ -416,30 +421,53 @@ class Runner:
                 self.status = Status.STOPPED
             await self._free()
 
-    async def pause(self) -> None:
-        async with self.lock:
+    @contextlib.asynccontextmanager
+    async def _turn(self, wait_s: float | None) -> AsyncIterator[None]:
+        """The run's lock, waited for at most ``wait_s`` (None: as long as it takes); past
+        that a 503 and the command did nothing (a node that forwarded it gives up waiting
+        for the answer soon after: what it answers 503 must not take effect later)."""
+        try:
+            async with asyncio.timeout(wait_s):
+                await self.lock.acquire()
+        except TimeoutError:
+            raise ServiceUnavailable(
+                "the simulator is busy with its step in progress (catching up); the command "
+                "did nothing, retry it", code="simulator_owner_unreachable",
+                retry_after=1) from None
+        try:
+            yield
+        finally:
+            self.lock.release()
+
+    async def pause(self, wait_s: float | None = None) -> None:
+        async with self._turn(wait_s):
             if self.status is not Status.RUNNING:
                 raise Conflict(f"the simulator is {self.status.value}, not running",
                                code="invalid_state")
             self.clock.pause()
             self.status = Status.PAUSED
 
-    async def resume(self) -> None:
-        async with self.lock:
+    async def resume(self, wait_s: float | None = None) -> None:
+        async with self._turn(wait_s):
             if self.status is not Status.PAUSED:
                 raise Conflict(f"the simulator is {self.status.value}, not paused",
                                code="invalid_state")
             self.clock.resume()
             self.status = Status.RUNNING
 
-    async def stop(self) -> None:
+    async def stop(self, wait_s: float | None = None) -> None:
         if self.status is Status.INTERRUPTED:  # a run that cannot go on: acknowledged
             await self.close()
             self.status = Status.STOPPED
             return
-        if self.status not in (Status.RUNNING, Status.PAUSED):
-            raise Conflict(f"the simulator is {self.status.value}, not running or paused",
-                           code="invalid_state")
+        async with self._turn(wait_s):
+            if self.status not in (Status.RUNNING, Status.PAUSED):
+                raise Conflict(f"the simulator is {self.status.value}, not running or paused",
+                               code="invalid_state")
+            # Decided within the wait: the loop starts no step after this (the events of
+            # the one in flight are still submitted by ``close``).
+            if self._task is not None:
+                self._task.cancel()
         await self.close()
         self.status = Status.STOPPED
 
@@ -469,17 +497,8 @@ class Runner:
         ``wait_s``: the longest wait
         for the run's step in progress before a 503 (the operation then did nothing).
         """
-        try:
-            async with asyncio.timeout(wait_s):
-                await self.lock.acquire()
-        except TimeoutError:
-            raise ServiceUnavailable(
-                "the simulator is busy catching up; the operation did nothing, retry it",
-                code="simulator_owner_unreachable", retry_after=1) from None
-        try:
+        async with self._turn(wait_s):
             return await self._operate(op, command)
-        finally:
-            self.lock.release()
 
     async def _operate(self, op: Callable[[Engine], Result] | None,
                        command: Command | None) -> dict[str, Any]:
