@@ -285,7 +285,7 @@ async def test_controls_sent_while_a_run_replays_are_answered_within_the_wait(
     async def far_enough() -> bool:
         return a.manager.runners[SIM].engine.now > 400
 
-    await _until(far_enough, within_s=120)
+    await eventually_async(far_enough, timeout=120, what="the run far enough")
     await a.close()  # hands the run over
     b = make("B")
 
@@ -293,7 +293,7 @@ async def test_controls_sent_while_a_run_replays_are_answered_within_the_wait(
         runner = b.manager.runners.get(SIM)
         return runner is not None and runner.catching_up
 
-    await _until(replaying)
+    await eventually_async(replaying, timeout=30, what="the run replaying")
 
     async def control(name: str) -> str:
         """The run's status after ``name``, or the error's code."""
@@ -336,13 +336,13 @@ async def test_a_rebuild_slower_than_the_lease_keeps_the_run_on_one_node(
     async def rebuilding() -> bool:
         return SIM in b._taking
 
-    await _until(rebuilding)
+    await eventually_async(rebuilding, timeout=30, what="the run being rebuilt")
     c = make("C")
 
     async def taken_over() -> bool:
         return (await b.status(SIM)).get("takeover") is None and SIM in b.manager.runners
 
-    await _until(taken_over)
+    await eventually_async(taken_over, timeout=30, what="the run taken over")
     assert SIM not in c.manager.runners
     status = await c.status(SIM)
     assert status["owner_node"] == "B" and status["status"] == "running", status
