@@ -28,8 +28,9 @@ from typing import Any
 import httpx
 import psutil
 
-from tests.cluster.test_simulator_takeover import _events, _wait
+from tests.cluster.test_simulator_takeover import _events
 from tests.conftest import Server, User, drop_cluster_pair, launch_cluster_pair
+from tests.waiting import eventually
 
 ENV = {"RIDECAST_SIMULATOR_ENGINE_PROCESSES": "1", "RIDECAST_SIMULATOR_LEASE_S": "3",
        "RIDECAST_SIMULATOR_FORWARD_TIMEOUT_S": "2",
@@ -135,17 +136,22 @@ def test_a_killed_engine_process_loses_no_operation_and_no_event(tmp_path: Path)
         operator = Operator(nodes, user, sim)
         operator.start()
         # Past two snapshots, with operations journaled after the newest.
-        _wait(lambda: _sim_s(_status(pair, user, sim)) > 300)
+        eventually(lambda: _sim_s(_status(pair, user, sim)) > 300, timeout=120,
+                   what="the run past 300 simulated s")
         (engine,) = _engine_processes(owner)
         engine.send_signal(signal.SIGKILL)
         killed_at = _sim_s(_status(owner, user, sim))
-        _wait(lambda: [p for p in _engine_processes(owner) + _engine_processes(
-            nodes[1 - nodes.index(owner)]) if p.pid != engine.pid])
-        _wait(lambda: (s := _status(pair, user, sim))["status"] == "running"
-              and s.get("takeover") is None and _sim_s(s) > killed_at + 120)
+        eventually(lambda: [p for p in _engine_processes(owner) + _engine_processes(
+            nodes[1 - nodes.index(owner)]) if p.pid != engine.pid], timeout=120,
+                   what="a new engine process")
+        eventually(lambda: (s := _status(pair, user, sim))["status"] == "running"
+                   and s.get("takeover") is None and _sim_s(s) > killed_at + 120,
+                   timeout=120, what="the run going on past its engine's death")
         operator.stop()
-        _wait(lambda: _status(pair, user, sim)["status"] == "finished", timeout=240)
-        _wait(lambda: _status(nodes[1], user, sim)["status"] == "finished")
+        eventually(lambda: _status(pair, user, sim)["status"] == "finished", timeout=240,
+                   what="the run finished")
+        eventually(lambda: _status(nodes[1], user, sim)["status"] == "finished",
+                   timeout=120, what="node B seeing the run finished")
         logs = pair.logs()
         assert "taken over" in logs and "its snapshot at" in logs, "not from a snapshot"
 
