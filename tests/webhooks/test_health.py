@@ -109,7 +109,9 @@ def test_deliveries_queued_before_a_url_change_go_to_the_new_url(fast_server: Se
                 finally:
                     await engine.dispose()
 
-            assert asyncio.run(clock()) is not None and asyncio.run(clock())[0] == bad.url
+            # The receiver sees the request before the worker records the failure.
+            wait_for(lambda: asyncio.run(clock()) is not None)
+            assert asyncio.run(clock())[0] == bad.url
             patched = http.patch(f"/api/v2/simulation/{sim}",
                                  json={"data": {"messaging_webhook_url": good.url, **types}})
             assert patched.status_code == 200
