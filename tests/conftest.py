@@ -31,6 +31,26 @@ hypothesis_settings.register_profile("ridecast", derandomize=True, deadline=None
 hypothesis_settings.load_profile("ridecast")
 
 
+TEST_PASS = os.environ.get("RIDECAST_TEST_PASS", "")
+"""Set by ``scripts/test`` when it runs the suite in two passes: ``parallel`` (on xdist
+workers, every test but those marked ``serial``), then ``serial`` (those alone, in one
+process). Unset: every selected test runs."""
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    if TEST_PASS not in ("parallel", "serial"):
+        return
+    wanted = TEST_PASS == "serial"
+    kept: list[pytest.Item] = []
+    dropped: list[pytest.Item] = []
+    for item in items:
+        serial = item.get_closest_marker("serial") is not None
+        (kept if serial == wanted else dropped).append(item)
+    if dropped:
+        config.hook.pytest_deselected(items=dropped)
+        items[:] = kept
+
+
 def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
