@@ -487,39 +487,40 @@ class NetworkTravel:
         """The speed of a vehicle that left a for b ``elapsed_s`` ago: the length over the
         time of the piece of street it is on, at the current congestion factor (0 once it
         has arrived)."""
-        elapsed_s /= self.factor
-        leg = self._legs.get((a, b))
-        if leg is None:
-            leg = self.leg(a, b)
-        pts, times = leg.points, leg.times
-        if elapsed_s >= times[-1]:
+        leg, i, _at_s = self._piece(a, b, elapsed_s)
+        if i is None:
             return 0.0
-        i = max(1, bisect_right(times, max(0.0, elapsed_s)))
-        span = times[i] - times[i - 1]
+        span = leg.times[i] - leg.times[i - 1]
         if span <= 0:
             return 0.0
-        return _metres(pts[i - 1], pts[i]) / (span * self.factor)
+        return _metres(leg.points[i - 1], leg.points[i]) / (span * self.factor)
 
     def travelled_m(self, a: LatLon, b: LatLon, elapsed_s: float) -> float:
         """Metres driven along the leg from a to b after ``elapsed_s``: the share of the
         leg's length up to ``position``. (``distance_m`` to that point would route to the
         node nearest it, which may lie ahead, and count the way there and back.)"""
-        elapsed_s /= self.factor
+        leg, i, at_s = self._piece(a, b, elapsed_s)
+        if i is None:
+            return leg.metres
+        pts, times = leg.points, leg.times
+        span = times[i] - times[i - 1]
+        f = min(1.0, max(0.0, (at_s - times[i - 1]) / span if span > 0 else 1.0))
+        done = sum(_metres(p, q) for p, q in itertools.pairwise(pts[:i]))
+        done += f * _metres(pts[i - 1], pts[i])
+        total = sum(_metres(p, q) for p, q in itertools.pairwise(pts))
+        return leg.metres * done / total if total > 0 else 0.0
+
+    def _piece(self, a: LatLon, b: LatLon, elapsed_s: float) -> tuple[Leg, int | None, float]:
+        """The leg from a to b, the index of the point that ends the piece of street a
+        vehicle that left ``elapsed_s`` ago is on (None once it has arrived), and its time
+        on the leg in free-flow seconds."""
+        at_s = elapsed_s / self.factor
         leg = self._legs.get((a, b))
         if leg is None:
             leg = self.leg(a, b)
-        pts, times = leg.points, leg.times
-        if elapsed_s >= times[-1]:
-            return leg.metres
-        i = max(1, bisect_right(times, max(0.0, elapsed_s)))
-        span = times[i] - times[i - 1]
-        f = (elapsed_s - times[i - 1]) / span if span > 0 else 1.0
-        f = min(1.0, max(0.0, f))
-        done = sum(_metres(p, q) for p, q in itertools.pairwise(pts[:i]))
-        done += f * _metres(pts[i - 1], pts[i])
-        total = done + sum(_metres(p, q) for p, q in itertools.pairwise(pts[i - 1:]))
-        total -= f * _metres(pts[i - 1], pts[i])
-        return leg.metres * done / total if total > 0 else 0.0
+        if at_s >= leg.times[-1]:
+            return leg, None, at_s
+        return leg, max(1, bisect_right(leg.times, max(0.0, at_s))), at_s
 
     def point(self, a: LatLon, b: LatLon, elapsed_s: float) -> LatLon:
         """The position of ``position`` without its bearing (the scheduler's use)."""
