@@ -11,44 +11,27 @@ over (SIGTERM hands them over at once; a crash, after their lease).
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import logging
-import signal
 import sys
 
 from .process import exit_despite_lingering_threads
-from .worker import run_on_best_loop
+from .worker import run_on_best_loop, serve_until_signalled, store_address
 
 
 async def run_simulator() -> None:
     """Host simulator runs until SIGINT or SIGTERM."""
-    from sqlalchemy.engine import make_url
-
     from ..app import open_runtime
     from ..config import get_settings
 
     settings = get_settings()
     runtime = await open_runtime(settings, serve_streams=False, run_simulator=True,
                                  run_dispatcher=False, host_runs=True)
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        with contextlib.suppress(NotImplementedError):
-            loop.add_signal_handler(sig, stop.set)
-    store = make_url(settings.database_url).render_as_string(hide_password=True)
     node = getattr(runtime.simulator, "node_id", "?")
-    # Printed, not logged: at the default level (warning) a started process said nothing.
-    print(f"ridecast: simulator running on {store} (node {node}); stop it with Ctrl-C or "
-          "SIGTERM (its runs are handed over)", file=sys.stderr, flush=True)
-    try:
-        await stop.wait()
-    finally:
-        try:
-            # Bounded: a run not handed over by then is taken over after its lease.
-            await asyncio.wait_for(runtime.close(), timeout=20)
-        except TimeoutError:
-            logging.getLogger(__name__).warning("shutdown took over 20 s; exiting anyway")
+    # Bounded: a run not handed over by then is taken over after its lease.
+    await serve_until_signalled(
+        runtime, f"simulator running on {store_address(settings.database_url)} (node "
+        f"{node}); stop it with Ctrl-C or SIGTERM (its runs are handed over)",
+        close_timeout_s=20)
 
 
 def simulator() -> None:

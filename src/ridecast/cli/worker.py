@@ -12,41 +12,57 @@ import logging
 import signal
 import sys
 from collections.abc import Callable, Coroutine
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .process import exit_despite_lingering_threads
+
+if TYPE_CHECKING:
+    from ..runtime import Runtime
 
 
 async def run_worker() -> None:
     """Deliver webhooks until SIGINT or SIGTERM."""
-    from sqlalchemy.engine import make_url
-
     from ..app import open_runtime
     from ..config import get_settings
 
     settings = get_settings()
     runtime = await open_runtime(settings, serve_streams=False, run_simulator=False,
                                  run_dispatcher=True, watch_outbox=True)
+    loop = type(asyncio.get_running_loop()).__module__
+    # Bounded: whatever is not recorded by then is still leased in the outbox and is
+    # delivered again after the lease, so nothing is lost by giving up.
+    await serve_until_signalled(
+        runtime, f"webhook worker running on {store_address(settings.database_url)} "
+        f"(event loop: {loop}); stop it with Ctrl-C or SIGTERM", close_timeout_s=10)
+
+
+def store_address(database_url: str) -> str:
+    """The store's address without its password: secrets never reach a log."""
+    from sqlalchemy.engine import make_url
+
+    return make_url(database_url).render_as_string(hide_password=True)
+
+
+async def serve_until_signalled(runtime: Runtime, banner: str, *,
+                                close_timeout_s: float) -> None:
+    """Say ``banner`` on stderr, wait for SIGINT or SIGTERM, then close ``runtime``, giving
+    up after ``close_timeout_s`` (what the caller's process leaves undone is retaken after
+    its leases)."""
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
         with contextlib.suppress(NotImplementedError):
             loop.add_signal_handler(sig, stop.set)
-    # The store's address without its password: secrets never reach a log.
-    store = make_url(settings.database_url).render_as_string(hide_password=True)
-    # Printed, not logged: at the default level (warning) a started worker said nothing.
-    print(f"ridecast: webhook worker running on {store} (event loop: "
-          f"{type(loop).__module__}); stop it with Ctrl-C or SIGTERM",
-          file=sys.stderr, flush=True)
+    # Printed, not logged: at the default level (warning) a started process said nothing.
+    print(f"ridecast: {banner}", file=sys.stderr, flush=True)
     try:
         await stop.wait()
     finally:
         try:
-            # Bounded: whatever is not recorded by then is still leased in the outbox and
-            # is delivered again after the lease, so nothing is lost by giving up.
-            await asyncio.wait_for(runtime.close(), timeout=10)
+            await asyncio.wait_for(runtime.close(), timeout=close_timeout_s)
         except TimeoutError:
-            logging.getLogger(__name__).warning("shutdown took over 10 s; exiting anyway")
+            logging.getLogger(__name__).warning(
+                "shutdown took over %g s; exiting anyway", close_timeout_s)
 
 
 def event_loop_factory() -> Callable[[], asyncio.AbstractEventLoop] | None:
