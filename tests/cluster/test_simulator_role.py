@@ -25,6 +25,7 @@ import psutil
 
 from tests.conftest import Server
 from tests.hub.wsutil import open_stream
+from tests.waiting import eventually_async
 
 SETTINGS = {"seed": 5, "vehicles": 8, "bookings_per_hour": 600, "duration_s": 7200,
             "start_ts": "2024-05-06T08:00:00+00:00", "network": "straight",
@@ -66,21 +67,6 @@ class SimulatorProcess:
                 self.process.wait()
 
 
-async def _until(what: Callable[[], Any], timeout: float = 60.0,  # noqa: ASYNC109
-                 why: str = "") -> Any:
-    """``what()``'s first truthy value, polled until ``timeout`` (then fail)."""
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + timeout
-    while True:
-        value = what()
-        if asyncio.iscoroutine(value):
-            value = await value
-        if value:
-            return value
-        assert loop.time() < deadline, f"timed out waiting: {why}"
-        await asyncio.sleep(0.1)
-
-
 def test_runs_go_to_simulator_processes_and_survive_one(
         cluster: Callable[..., Server], tmp_path: Path) -> None:
     api = cluster({**ENV, "RIDECAST_SIMULATOR_HOST": "false"})
@@ -93,8 +79,9 @@ def test_runs_go_to_simulator_processes_and_survive_one(
 
     async def scenario() -> None:
         nonlocal second
-        node_1 = await _until(lambda: first.process.poll() is None and first.node(),
-                              why="the first simulator process running")
+        node_1 = await eventually_async(
+            lambda: first.process.poll() is None and first.node(), timeout=60,
+            what="the first simulator process running")
         stream = await open_stream(f"{api.ws_url}/simulation_events/{sim}?token={token}")
         async with httpx.AsyncClient(base_url=api.base_url, auth=user.auth,
                                      timeout=30) as http:
@@ -115,7 +102,8 @@ def test_runs_go_to_simulator_processes_and_survive_one(
             started = await http.post(base + "/simulator/start")
             assert started.status_code == 200, started.text
             assert started.json()["owner_node"] == node_1
-            await _until(first.engines, why="an engine process of the simulator process")
+            await eventually_async(first.engines, timeout=60,
+                                   what="an engine process of the simulator process")
             api_engines = [c for c in psutil.Process(api.process.pid).children(recursive=True)
                            if "engine_process" in " ".join(c.cmdline())]
             assert api_engines == []
@@ -136,24 +124,29 @@ def test_runs_go_to_simulator_processes_and_survive_one(
                                    for b in f.get("data", {}).get("bookings", []))
                            for f in stream.frames)
 
-            await _until(booked_seen, why="the booking's event on the API node's stream")
+            await eventually_async(booked_seen, timeout=60,
+                                   what="the booking's event on the API node's stream")
             before = (await status())["sim_ts"]
 
             first.process.send_signal(signal.SIGKILL)
             first.process.wait(10)
             second = SimulatorProcess(api, tmp_path / "simulator-2.log")
-            node_2 = await _until(lambda: second is not None and second.node(),
-                                  why="the second simulator process running")
+            node_2 = await eventually_async(
+                lambda: second is not None and second.node(), timeout=60,
+                what="the second simulator process running")
 
             async def taken_over() -> bool:
                 body = await status()
                 return (body["status"] == "running" and body.get("owner_node") == node_2
                         and body.get("takeover") is None and body["sim_ts"] > before)
 
-            await _until(taken_over, timeout=90, why="the run going on on the second process")
+            await eventually_async(taken_over, timeout=90,
+                                   what="the run going on on the second process")
             seen = len(stream.frames)
-            again = await _until(book, timeout=30, why="a booking acknowledged after it")
-            await _until(lambda: len(stream.frames) > seen, why="events after the takeover")
+            again = await eventually_async(book, timeout=30,
+                                           what="a booking acknowledged after it")
+            await eventually_async(lambda: len(stream.frames) > seen, timeout=60,
+                                   what="events after the takeover")
             assert again is not None
             assert "taken over" in second.log.read_text(errors="replace")
             stopped = await http.post(base + "/simulator/stop")
