@@ -13,6 +13,7 @@ from ridecast.simulator import Engine, SimulatorSettings
 from ridecast.simulator.core.demand import hourly_rates
 from ridecast.simulator.hosting.backoff import Backoff
 from ridecast.simulator.hosting.clock import MaxClock, WallClock
+from ridecast.simulator.hosting.engine_handle import LocalEngine
 from ridecast.simulator.hosting.manager import SimulatorManager
 from ridecast.simulator.hosting.runner import Runner, Status
 
@@ -105,6 +106,37 @@ async def test_manager_status_and_restart() -> None:
     assert status["sim_ts"] > status["started_sim_ts"]
     await manager.start(9, data)
     await manager.close()
+
+
+class RemoteLikeEngine(LocalEngine):
+    """Answers KPIs a turn of the event loop later, as an engine process does over its pipe."""
+
+    async def kpis(self, operations: int, *, running: bool, throttle: bool,
+                   settled: bool) -> dict[str, Any]:
+        await asyncio.sleep(0)
+        return await super().kpis(operations, running=running, throttle=throttle,
+                                  settled=settled)
+
+
+async def test_a_run_reads_finished_only_with_its_final_kpis() -> None:
+    """Whoever sees ``finished`` sees the final KPIs, not those of a step before the end
+    (a status read between the two once showed a finished run with 0 bookings)."""
+    runner = Runner(9, RemoteLikeEngine(Engine(9, SMALL, START)), MaxClock(step_s=45.0),
+                    Sink())
+    runner.start()
+    seen: list[dict[str, Any]] = []
+
+    async def watch() -> None:
+        while runner.status is Status.RUNNING:
+            await asyncio.sleep(0)
+        seen.append(dict(runner.kpis()))
+
+    async with asyncio.timeout(20):
+        await asyncio.gather(watch(), runner.wait_finished())
+    assert runner.status is Status.FINISHED
+    final = runner.kpis()
+    assert final["bookings"] > 0
+    assert seen == [final]
 
 
 class SlowSink(Sink):

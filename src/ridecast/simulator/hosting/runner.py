@@ -353,12 +353,23 @@ class Runner:
                 throttle=running and isinstance(self.clock, MaxClock),
                 settled=not self.catching_up)
 
-    async def _free(self) -> None:
-        """Keep the final KPIs and free the engine (the run is over)."""
-        with contextlib.suppress(Exception):
-            await self._fetch_kpis(final=True)
+    async def _free(self, *, keep_kpis: bool = True) -> None:
+        """Keep the final KPIs (unless kept already) and free the engine (the run is over)."""
+        if keep_kpis:
+            await self._keep_final_kpis()
         with contextlib.suppress(Exception):
             await self.engine.close()
+
+    async def _keep_final_kpis(self) -> None:
+        with contextlib.suppress(Exception):
+            await self._fetch_kpis(final=True)
+
+    async def _end(self, status: Status) -> None:
+        """Say the run is over only once its final KPIs are kept: a status that reads
+        ``finished`` never shows the KPIs of a step before the end."""
+        await self._keep_final_kpis()
+        self.status = status
+        await self._free(keep_kpis=False)
 
     def start(self) -> None:
         self.status = Status.RUNNING
@@ -389,8 +400,7 @@ class Runner:
                                 name=f"simulator-{self.simulation_id}-submit")
                         if engine.finished:
                             await self._settle()
-                            self.status = Status.FINISHED
-                            await self._free()
+                            await self._end(Status.FINISHED)
                             return
                 if self.catching_up:
                     await asyncio.sleep(0)  # catching up: only let the event loop turn
@@ -404,8 +414,7 @@ class Runner:
             log.error("simulator of simulation %s cannot be resumed: %s", self.simulation_id,
                       exc)
             self.error = f"this run cannot be resumed: {exc}"
-            self.status = Status.INTERRUPTED
-            await self._free()
+            await self._end(Status.INTERRUPTED)
         except EngineLost as exc:
             # The engine's process died: the run goes on where it is rebuilt from its newest
             # snapshot and journal (the cluster host hands it over and takes it again).
