@@ -10,6 +10,7 @@ store and migrations, bus, event log, caches, webhooks, simulator host, websocke
 from __future__ import annotations
 
 import logging
+import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import AsyncExitStack, asynccontextmanager
 from typing import Any
@@ -257,7 +258,8 @@ def _simulator_host(settings: Settings, engine: AsyncEngine, bus: Bus,
         raise ValueError("RIDECAST_SIMULATOR_HOST=false leaves simulator runs to `ridecast "
                          "simulator` processes, which only a shared bus reaches: set "
                          "RIDECAST_BUS_URL=redis://...")
-    journal = JournalStore(engine)
+    node_id = uuid.uuid4().hex
+    journal = JournalStore(engine, owner=node_id)
     processes = settings.simulator_engine_processes
     pool = None if processes == 0 or not host_runs else EnginePool(
         default_size() if processes is None else processes,
@@ -277,7 +279,8 @@ def _simulator_host(settings: Settings, engine: AsyncEngine, bus: Bus,
                                    max_bytes=settings.simulator_snapshot_max_bytes))
     host = ClusterHost(manager, LeaseStore(engine), bus, lease_s=settings.simulator_lease_s,
                        forward_timeout_s=settings.simulator_forward_timeout_s,
-                       journal=journal, tail=LogTail(event_log), hosts_runs=host_runs)
+                       journal=journal, tail=LogTail(event_log), hosts_runs=host_runs,
+                       node_id=node_id)
     host.start_renewing()
     return host
 

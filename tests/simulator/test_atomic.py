@@ -93,9 +93,11 @@ async def hosts(database_url: str) -> AsyncIterator[tuple[Hosts, Log, JournalSto
     made: list[ClusterHost] = []
 
     def host(name: str) -> ClusterHost:
-        manager = SimulatorManager(log, journal=journal, tail=log)
+        # Each node's entries fenced by its own lease, as ``ridecast serve`` wires them.
+        own = JournalStore(engine, owner=name)
+        manager = SimulatorManager(log, journal=own, tail=log)
         made.append(ClusterHost(manager, LeaseStore(engine), bus, lease_s=3.0,
-                                forward_timeout_s=2.0, node_id=name, journal=journal,
+                                forward_timeout_s=2.0, node_id=name, journal=own,
                                 tail=log))
         made[-1].start_renewing()
         return made[-1]

@@ -20,6 +20,7 @@ from ridecast.simulator import Engine, SimulatorSettings
 from ridecast.simulator.core.commands import Command, apply
 from ridecast.simulator.hosting.clock import MaxClock
 from ridecast.simulator.hosting.journal import JournalEntry, JournalStore
+from ridecast.simulator.hosting.lease import CLAIMED_STATUS, LeaseStore
 from ridecast.simulator.hosting.resume import AlreadyPublished, Progress
 from ridecast.simulator.hosting.runner import Runner, Status
 from ridecast.store.engine import create_engine, upgrade
@@ -199,5 +200,35 @@ async def test_a_journal_that_cannot_be_written_gives_the_run_up(tmp_path: Path)
             await _op(runner, "set_vehicle_enabled", vehicle_id=3, enabled=False)
         assert not any(e["message_type"] == "vehicle_use" and e["data"]["vehicle_id"] == 2
                        for e in sink.events[published:])
+    finally:
+        await engine.dispose()
+
+
+async def test_an_owner_that_lost_its_lease_journals_and_publishes_nothing(
+        tmp_path: Path) -> None:
+    """Another node took the run: this node's next operation is refused by the journal's
+    lease fence (503), publishes nothing, and the runner gives the run up here."""
+    url = f"sqlite+aiosqlite:///{tmp_path / 'j.db'}"
+    await upgrade(url)
+    engine = create_engine(url)
+    try:
+        leases = LeaseStore(engine)
+        assert await leases.acquire(3, "A", 30, CLAIMED_STATUS)
+        store = JournalStore(engine, owner="A")
+        sink = Sink()
+        runner = Runner(3, Engine(3, SMALL, START), MaxClock(step_s=45.0), sink,
+                        record=lambda entry: store.append(3, "run", entry))
+        runner.start()
+        await runner.pause()
+        await _op(runner, "set_vehicle_enabled", vehicle_id=1, enabled=False)
+        assert await leases.hand_over(3, "A", {"status": "paused"}, {})
+        assert await leases.acquire(3, "B", 30, CLAIMED_STATUS)  # B has the run now
+        published = len(sink.events)
+        with pytest.raises(ServiceUnavailable, match="lease"):
+            await _op(runner, "set_vehicle_enabled", vehicle_id=2, enabled=False)
+        assert "lease" in (runner.lost or "")
+        assert [entry.seq for entry in await store.read("run")] == [1]
+        assert sink.events[published:] == []
+        await runner.close()
     finally:
         await engine.dispose()

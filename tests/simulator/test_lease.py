@@ -12,6 +12,7 @@ import pytest
 
 from ridecast.simulator.hosting.lease import CLAIMED_STATUS, LeaseStore, effective_status
 from ridecast.store.engine import create_engine, upgrade
+from ridecast.store.simulator_journal import JournalRow, JournalRows, LeaseLost
 from ridecast.store.simulator_runs import RunRecord
 from tests.waiting import eventually_async
 
@@ -37,6 +38,16 @@ def database_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
         return f"sqlite+aiosqlite:///{tmp_path / 'lease.db'}"
     url: str = request.getfixturevalue("pg_url")
     return url
+
+
+@pytest.fixture
+async def journal_rows(database_url: str) -> AsyncIterator[tuple[LeaseStore, JournalRows]]:
+    await upgrade(database_url)
+    engine = create_engine(database_url)
+    try:
+        yield LeaseStore(engine), JournalRows(engine)
+    finally:
+        await engine.dispose()
 
 
 @pytest.fixture
@@ -150,3 +161,30 @@ async def test_skewed_node_clocks_neither_take_a_live_lease_nor_keep_a_dead_one(
 
 def _fields(record: RunRecord) -> dict[str, object]:
     return {name: getattr(record, name) for name in RunRecord.__slots__}
+
+
+def _row(seq: int, command: str = "set_vehicle_enabled") -> JournalRow:
+    return JournalRow(seq, 60.0 + seq, command, '{"vehicle_id": 1, "enabled": false}')
+
+
+async def test_a_journal_entry_is_written_only_under_its_owners_live_lease(
+        journal_rows: tuple[LeaseStore, JournalRows]) -> None:
+    """An owner's entry is written while its lease holds; another node's, or the owner's
+    once its lease has ended, is refused with nothing written. The same entry again (a
+    retry whose first commit's answer was lost) stays a no-op, even after the lease."""
+    leases, rows = journal_rows
+    assert await leases.acquire(5, "A", 10, CLAIMED_STATUS)
+    await rows.append(5, "run", _row(1), owner="A")
+    with pytest.raises(LeaseLost):
+        await rows.append(5, "run", _row(2), owner="B")
+    with pytest.raises(LeaseLost):  # no lease row at all: nobody owns simulation 6's run
+        await rows.append(6, "run6", _row(1), owner="A")
+    assert [row.seq for row in await rows.page("run", after_seq=0, limit=10)] == [1]
+    assert await leases.hand_over(5, "A", RUNNING, {})  # A's lease ends now
+    await rows.append(5, "run", _row(1), owner="A")  # already there: a no-op
+    with pytest.raises(LeaseLost):
+        await rows.append(5, "run", _row(2), owner="A")
+    assert [row.seq for row in await rows.page("run", after_seq=0, limit=10)] == [1]
+    assert await leases.acquire(5, "B", 10, CLAIMED_STATUS)
+    await rows.append(5, "run", _row(2), owner="B")
+    assert [row.seq for row in await rows.page("run", after_seq=0, limit=10)] == [1, 2]

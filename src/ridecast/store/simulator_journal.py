@@ -4,18 +4,29 @@ The one module that holds this table's SQL. An entry is a row per (run, seq): th
 name and JSON arguments and the simulated time it applied at; ``simulator/hosting/journal.py``
 gives them their meaning. Writing an entry twice (a retry after a commit whose answer was
 lost) is not an error when the row written is the same.
+
+An append by an owner is fenced by its lease: the row is written only where the run's
+``simulator_runs`` row names that owner with a lease live by the database's clock, in the
+same statement (on PostgreSQL the lease row is share-locked, so a takeover's UPDATE either
+comes before the check and refuses it, or waits for the append and then reads it).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
-from sqlalchemy import delete, insert, select
+from sqlalchemy import Select, delete, insert, literal, select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from .dbclock import db_epoch
 from .tables import simulator_journal as journal
+from .tables import simulator_runs as runs
+
+
+class LeaseLost(RuntimeError):
+    """A fenced write found that its node no longer holds the run's live lease."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -34,22 +45,40 @@ class JournalRows:
     def __init__(self, engine: AsyncEngine) -> None:
         self._engine = engine
 
-    async def append(self, simulation_id: int, run_id: str, row: JournalRow) -> None:
+    async def append(self, simulation_id: int, run_id: str, row: JournalRow, *,
+                     owner: str | None = None) -> None:
         """Write ``row``; committed when this returns. The same row again is a no-op, a
-        different one with the same seq an ``IntegrityError``."""
+        different one with the same seq an ``IntegrityError``. With ``owner``, only while
+        that node holds the run's live lease (else ``LeaseLost``, nothing written)."""
+        values = {"run_id": run_id, "seq": row.seq, "simulation_id": simulation_id,
+                  "sim_t": row.sim_t, "command": row.command, "args_json": row.args_json}
         try:
             async with self._engine.begin() as conn:
-                await conn.execute(insert(journal).values(
-                    run_id=run_id, seq=row.seq, simulation_id=simulation_id,
-                    sim_t=row.sim_t, command=row.command, args_json=row.args_json,
-                    created_at=db_epoch()))
+                if owner is None:
+                    await conn.execute(insert(journal).values(**values,
+                                                              created_at=db_epoch()))
+                    return
+                written = await conn.execute(insert(journal).from_select(
+                    [*values, "created_at"], _fenced(values, simulation_id, owner)))
+            if written.rowcount == 1:
+                return
         except IntegrityError:
-            async with self._engine.connect() as conn:
-                stored = (await conn.execute(
-                    select(journal.c.sim_t, journal.c.command, journal.c.args_json)
-                    .where(journal.c.run_id == run_id, journal.c.seq == row.seq))).first()
-            if stored is None or tuple(stored) != (row.sim_t, row.command, row.args_json):
+            if not await self._stored(run_id, row):
                 raise
+            return
+        # Refused by the fence; unless this is a retry after a commit whose answer was lost.
+        if not await self._stored(run_id, row):
+            raise LeaseLost(f"this node no longer holds the lease of simulation "
+                            f"{simulation_id}'s run: its journal entry {row.seq} was not "
+                            "written")
+
+    async def _stored(self, run_id: str, row: JournalRow) -> bool:
+        """Whether ``row`` is stored exactly as it is."""
+        async with self._engine.connect() as conn:
+            stored = (await conn.execute(
+                select(journal.c.sim_t, journal.c.command, journal.c.args_json)
+                .where(journal.c.run_id == run_id, journal.c.seq == row.seq))).first()
+        return stored is not None and tuple(stored) == (row.sim_t, row.command, row.args_json)
 
     async def page(self, run_id: str, *, after_seq: int, limit: int) -> list[JournalRow]:
         """Up to ``limit`` of the run's rows after ``after_seq``, in order."""
@@ -68,3 +97,12 @@ class JournalRows:
             where.append(journal.c.run_id != keep_run)
         async with self._engine.begin() as conn:
             await conn.execute(delete(journal).where(*where))
+
+
+def _fenced(values: dict[str, object], simulation_id: int, owner: str) -> Select[Any]:
+    """The row's values, selected only from the run's lease row that ``owner`` holds live."""
+    return (select(*(literal(value, journal.c[name].type) for name, value in values.items()),
+                   db_epoch())
+            .where(runs.c.simulation_id == simulation_id, runs.c.owner_node == owner,
+                   runs.c.lease_until > db_epoch())
+            .with_for_update(read=True))

@@ -32,14 +32,19 @@ class JournalEntry:
 class JournalStore:
     """Appends and reads runs' journals as operation commands."""
 
-    def __init__(self, engine: AsyncEngine) -> None:
+    def __init__(self, engine: AsyncEngine, *, owner: str | None = None) -> None:
         self._rows = JournalRows(engine)
+        # The node whose runs' entries this writes: each only while its lease holds
+        # (``store/simulator_journal.py``). None: unfenced, a process with no leases.
+        self.owner = owner
 
     async def append(self, simulation_id: int, run_id: str, entry: JournalEntry) -> None:
         """Write ``entry``; committed when this returns (written again, the same entry is
-        a no-op; another with its seq is an error)."""
+        a no-op; another with its seq is an error; ``LeaseLost`` when the owner's lease on
+        the run no longer holds)."""
         await self._rows.append(simulation_id, run_id, JournalRow(
-            entry.seq, entry.sim_t, entry.command.name, entry.command.args_json()))
+            entry.seq, entry.sim_t, entry.command.name, entry.command.args_json()),
+            owner=self.owner)
 
     PAGE = 1000
     """Entries read per query."""

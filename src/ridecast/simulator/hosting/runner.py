@@ -53,6 +53,7 @@ from itertools import takewhile
 from typing import Any, Protocol
 
 from ...errors import BadRequest, Conflict, RidecastError, ServiceUnavailable
+from ...store.simulator_journal import LeaseLost
 from ..core.commands import Command
 from ..core.engine import Engine
 from ..core.operations import Result
@@ -580,6 +581,12 @@ class Runner:
             try:
                 await self._record(entry)
                 break
+            except LeaseLost as exc:
+                # Another node has the run (or may take it now): what this one computed
+                # is the new owner's to publish, from the journal it reads.
+                self.give_up(str(exc))
+                raise RunLost("this node no longer holds the run's lease; nothing of the "
+                              "operation took effect") from exc
             except Exception as exc:
                 retry = (transient(exc) and self._holds is not None and self._holds()
                          and asyncio.get_running_loop().time() < deadline)
