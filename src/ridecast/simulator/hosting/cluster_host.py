@@ -701,6 +701,7 @@ class ClusterHost:
         """Run a command sent to this node and answer it; an ``offered`` start (sent to
         every hosting node) is tried after a delay that grows with this node's runs, and
         is not answered when another node has the run."""
+        received = time.monotonic()
         try:
             command = Command.from_json(message.command, message.args_json)
             if offered:
@@ -709,6 +710,11 @@ class ClusterHost:
                 if (record is not None and record.status in ACTIVE
                         and record.owner_node != self.node_id and record.live(record.read_at)):
                     return  # another node took it (or has it): it answers
+                if time.monotonic() - received > self._command_wait_s():
+                    # Its asker answers 503 about now: a start it refused must not happen.
+                    log.warning("simulator of simulation %s: an offered start came too late "
+                                "to be answered in time; not taken", message.simulation_id)
+                    return
             if command.name != "start":
                 await self._refuse_given_up(message.simulation_id)
             body = await self._local(message.simulation_id, command, forwarded=True)
