@@ -45,12 +45,26 @@ from .slices import Request
 log = logging.getLogger(__name__)
 
 
-def default_size() -> int:
-    """Engine processes by default: one per CPU this process may use."""
+def usable_cpus() -> int:
+    """CPUs this process may run on."""
     try:
         return max(1, len(os.sched_getaffinity(0)))
     except AttributeError:  # not Linux
         return max(1, os.cpu_count() or 1)
+
+
+def default_size(cpus: int | None = None) -> int:
+    """Engine processes by default: one per CPU but one, and at least one.
+
+    The CPU left over is the serving process's: its event loop, its store threads and the
+    publishing of the runs' events. Engine processes at 'max' never rest, so with one per
+    CPU every request and stream waits for a CPU an engine holds, however low the engines'
+    priority (docs/performance.md, "Simulator isolation").
+
+    >>> [default_size(n) for n in (1, 2, 4, 16)]
+    [1, 1, 3, 15]
+    """
+    return max(1, (usable_cpus() if cpus is None else cpus) - 1)
 
 
 class EngineProcessClient:
