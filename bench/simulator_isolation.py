@@ -20,7 +20,9 @@ Phases: idle; beside one run at ``speed: "max"`` of another organisation (``--ve
 ``--bookings-per-hour``, a day long); beside ``--runs`` such runs, one per organisation.
 Printed per phase: p50 and p99 of each, their ratio to idle (target: p99 at most 2x idle,
 ``/healthz`` p99 under 50 ms), and each run's simulated seconds per wall second (fairness:
-the runs' rates side by side) and the CPU each engine process used per wall second (runs
+the runs' rates side by side; a run that costs more per simulated second is slower on the
+same CPU), each run's engine CPU per wall second (``engine_cpu_s`` of its status: the share
+that fair turns give out), and the CPU each engine process used per wall second (runs
 share their process's CPU, so with several processes the runs' rates are only as even as
 the processes' counts of runs). Then the memory: the resident set of the server and every
 process it started, before the runs, at their peak, and after stop and DELETE of every run
@@ -156,14 +158,22 @@ class Probe:
 
 
 def sim_seconds(http: httpx.Client, sim: int) -> float:
+    return progress(http, sim)[0]
+
+
+def progress(http: httpx.Client, sim: int) -> tuple[float, float]:
+    """Simulated seconds the run has reached, and CPU seconds its engine computed (NaN
+    from a tree whose status does not say)."""
     try:
         status = http.get(f"/api/v2/simulation/{sim}/simulator", timeout=30).json()
     except httpx.TimeoutException:
-        return float("nan")
+        return float("nan"), float("nan")
+    cpu = status.get("engine_cpu_s")
+    cpu_s = float("nan") if cpu is None else float(cpu)
     if not status.get("sim_ts") or not status.get("started_sim_ts"):
-        return 0.0
+        return 0.0, cpu_s
     return (datetime.fromisoformat(status["sim_ts"])
-            - datetime.fromisoformat(status["started_sim_ts"])).total_seconds()
+            - datetime.fromisoformat(status["started_sim_ts"])).total_seconds(), cpu_s
 
 
 def engine_cpu(pid: int) -> dict[int, float]:
@@ -219,6 +229,7 @@ def contender(name: str, src: str, tmp: Path, args: argparse.Namespace,
         rss_peak = rss_before
         results: dict[str, dict[str, list[float]]] = {}
         rates: dict[str, list[float]] = {}
+        cpus: dict[str, list[float]] = {}
         lags: dict[str, float] = {}
         engines: dict[str, list[float]] = {}
         started: list[int] = []
@@ -234,7 +245,7 @@ def contender(name: str, src: str, tmp: Path, args: argparse.Namespace,
                     print(f"  {name}: {phase}: starting run {i + 1} failed or timed out")
                 started.append(sims[i])
             time.sleep(args.warmup)
-            at0 = [sim_seconds(clients[1 + i], sims[i]) for i in range(running)]
+            at0 = [progress(clients[1 + i], sims[i]) for i in range(running)]
             cpu0 = engine_cpu(server.pid)
             wall0 = time.monotonic()
             results[phase] = asyncio.run(probe.measure(args.seconds))
@@ -242,8 +253,9 @@ def contender(name: str, src: str, tmp: Path, args: argparse.Namespace,
             cpu1 = engine_cpu(server.pid)
             engines[phase] = sorted((cpu1[pid] - cpu0.get(pid, 0.0)) / wall
                                     for pid in cpu1)
-            at1 = [sim_seconds(clients[1 + i], sims[i]) for i in range(running)]
-            rates[phase] = [(b - a) / wall for a, b in zip(at0, at1, strict=True)]
+            at1 = [progress(clients[1 + i], sims[i]) for i in range(running)]
+            rates[phase] = [(b[0] - a[0]) / wall for a, b in zip(at0, at1, strict=True)]
+            cpus[phase] = [(b[1] - a[1]) / wall for a, b in zip(at0, at1, strict=True)]
             lags[phase] = (time.monotonic() - rt_wall0) - sim_seconds(observer, realtime)
             rss_peak = max(rss_peak, tree_rss(server.pid))
         observer.post(f"/api/v2/simulation/{realtime}/simulator/stop")
@@ -295,6 +307,11 @@ def contender(name: str, src: str, tmp: Path, args: argparse.Namespace,
             shown = ", ".join(f"{rate:7.1f}" for rate in rates[phase])
             spread = min(rates[phase]) / max(1e-9, max(rates[phase]))
             print(f"  {'':8s} simulated s per wall s, per run: {shown}  (slowest / fastest "
+                  f"{spread:.2f})")
+        if cpus.get(phase) and all(cpu == cpu for cpu in cpus[phase]):  # no NaN
+            shown = ", ".join(f"{cpu:.3f}" for cpu in cpus[phase])
+            spread = min(cpus[phase]) / max(1e-9, max(cpus[phase]))
+            print(f"  {'':8s} engine CPU s per wall s, per run: {shown}  (least / most "
                   f"{spread:.2f})")
         print(f"  {'':8s} CPU s per wall s of each engine process: "
               + (", ".join(f"{cpu:.2f}" for cpu in engines[phase]) or "none"))

@@ -318,8 +318,10 @@ class RemoteEngine(HandleState):
                        urgent: bool = True) -> dict[str, Any]:
         if not self._open:
             raise EngineLost("the engine of this run has been freed")
-        return await self._client.request(self._key, op, args, urgent=urgent,
-                                          group=self._group)
+        answer = await self._client.request(self._key, op, args, urgent=urgent,
+                                            group=self._group)
+        self.cpu_s += float(answer.get("cpu_s", 0.0))
+        return answer
 
     async def advance(self, until: float, entries: Sequence[JournalEntry] = (), *,
                       budget_s: float | None = None) -> Step:

@@ -170,6 +170,7 @@ class EngineProcess:
                 answer = {"error": exc}
             except Exception as exc:  # a bug: reported to the run, not fatal to the others
                 answer = {"error": RuntimeError(f"{type(exc).__name__}: {exc}")}
+            answer["cpu_s"] = time.process_time() - cpu0  # the run's share, as charged
             write_frame(self.sock, (request.req_id, answer))
             # Its answer's encoding included (it grows with the events); charged before the
             # queue is read again, so the run's next step finds its group's place.
