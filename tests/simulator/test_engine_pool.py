@@ -9,6 +9,7 @@ from typing import Any
 import psutil
 
 from ridecast.simulator.core.spec import RunSpec
+from ridecast.simulator.hosting.engine_handle import LocalEngine
 from ridecast.simulator.hosting.engine_pool import EnginePool, RemoteEngine, default_size
 
 
@@ -99,3 +100,21 @@ async def test_an_organisations_runs_go_to_different_processes() -> None:
         for handle in handles.values():
             await handle.close()
         await engines.close()
+
+
+async def test_handles_count_the_cpu_their_engine_computed() -> None:
+    """``cpu_s`` (a run's ``engine_cpu_s``) grows with the steps computed, in an engine
+    process and in this one alike."""
+    engines = pool(1)
+    try:
+        remote = await engines.open(1, spec(1), group="a")
+        assert remote.cpu_s >= 0.0
+        before = remote.cpu_s
+        await remote.advance(600.0)
+        assert remote.now == 600.0
+        assert remote.cpu_s > before
+    finally:
+        await engines.close()
+    local = LocalEngine(spec(1).engine(1))
+    await local.advance(600.0)
+    assert local.cpu_s > 0.0

@@ -159,6 +159,7 @@ class LocalEngine(HandleState):
     async def apply(self, op: Callable[[Engine], Result] | None,
                     command: Command | None) -> Result:
         engine = self._live()
+        cpu0 = time.thread_time()
         try:
             if op is not None:
                 return op(engine)
@@ -166,6 +167,7 @@ class LocalEngine(HandleState):
             return apply(engine, command)
         finally:
             self._sync()
+            self.cpu_s += time.thread_time() - cpu0
 
     async def kpis(self, operations: int, *, running: bool, throttle: bool,
                    settled: bool) -> dict[str, Any]:
