@@ -1,18 +1,20 @@
 """The engine processes of one ``ridecast serve`` process.
 
-``EnginePool`` starts up to ``size`` engine processes (``engine_process.py``) when runs need
-them, gives each new run to the least loaded one (runs at ``speed: "max"`` count most, and
-an organisation's runs are spread over the processes), and supervises them: a process that
-exits fails the requests it had with ``EngineLost`` (their runners give the runs up, to be
-taken over from their snapshots), and the next run starts a fresh process. A process left
-with no engine whose memory grew by more than ``recycle_bytes`` since it started is ended
-at once, so memory a big run took goes back to the system (a Python process seldom returns
-freed memory itself); one left empty for ``idle_s`` is ended too: a server with no run has
-no engine process. Engine processes run at a lower priority (``nice``) than the serving
-process.
+``EnginePool`` starts up to ``size`` engine processes (``engine_process.py``; by default
+one per CPU but one: ``default_size``) when runs need them, gives each new run to the least
+loaded one (runs at ``speed: "max"`` count most, and an organisation's runs are spread over
+the processes), and supervises them: a process that exits fails the requests it had with
+``EngineLost`` (their runners give the runs up, to be taken over from their snapshots), and
+the next run starts a fresh process. A process left with no engine whose memory grew by
+more than ``recycle_bytes`` since it started is ended at once, so memory a big run took
+goes back to the system (a Python process seldom returns freed memory itself); one left
+empty for ``idle_s`` is ended too: a server with no run has no engine process. Engine
+processes run at a lower priority (``nice``) than the serving process.
 
 ``RemoteEngine`` is the ``EngineHandle`` of one run in such a process: each call is one
-request and one answer over the process's socket; the serving event loop only waits.
+request and one answer over the process's socket; the serving event loop only waits. Each
+answer says the CPU time its request took, summed in the handle's ``cpu_s`` (the run's
+``engine_cpu_s``), so the share each run got can be seen.
 """
 
 from __future__ import annotations
