@@ -3,6 +3,8 @@
     python bench/simulator_isolation.py                     # 3,000-vehicle runs at 'max'
     python bench/simulator_isolation.py --base-src /tmp/before/src   # beside another tree
     python bench/simulator_isolation.py --quick             # smoke run
+    python bench/simulator_isolation.py --base-src SRC --base-env \
+        RIDECAST_SIMULATOR_ENGINE_PROCESSES=2               # old settings as 'base'
 
 One ``ridecast serve`` on SQLite (in a temporary directory) per source tree. An observer of
 its own organisation holds a simulation that runs nothing and measures, one request at a
@@ -18,7 +20,11 @@ Phases: idle; beside one run at ``speed: "max"`` of another organisation (``--ve
 ``--bookings-per-hour``, a day long); beside ``--runs`` such runs, one per organisation.
 Printed per phase: p50 and p99 of each, their ratio to idle (target: p99 at most 2x idle,
 ``/healthz`` p99 under 50 ms), and each run's simulated seconds per wall second (fairness:
-the runs' rates side by side). Then the memory: the resident set of the server and every
+the runs' rates side by side; a run that costs more per simulated second is slower on the
+same CPU), each run's engine CPU per wall second (``engine_cpu_s`` of its status: the share
+that fair turns give out), and the CPU each engine process used per wall second (runs
+share their process's CPU, so with several processes the runs' rates are only as even as
+the processes' counts of runs). Then the memory: the resident set of the server and every
 process it started, before the runs, at their peak, and after stop and DELETE of every run
 (target: back within 20% of before).
 """
@@ -152,19 +158,39 @@ class Probe:
 
 
 def sim_seconds(http: httpx.Client, sim: int) -> float:
+    return progress(http, sim)[0]
+
+
+def progress(http: httpx.Client, sim: int) -> tuple[float, float]:
+    """Simulated seconds the run has reached, and CPU seconds its engine computed (NaN
+    from a tree whose status does not say)."""
     try:
         status = http.get(f"/api/v2/simulation/{sim}/simulator", timeout=30).json()
     except httpx.TimeoutException:
-        return float("nan")
+        return float("nan"), float("nan")
+    cpu = status.get("engine_cpu_s")
+    cpu_s = float("nan") if cpu is None else float(cpu)
     if not status.get("sim_ts") or not status.get("started_sim_ts"):
-        return 0.0
+        return 0.0, cpu_s
     return (datetime.fromisoformat(status["sim_ts"])
-            - datetime.fromisoformat(status["started_sim_ts"])).total_seconds()
+            - datetime.fromisoformat(status["started_sim_ts"])).total_seconds(), cpu_s
 
 
-def contender(name: str, src: str, tmp: Path, args: argparse.Namespace) -> None:
+def engine_cpu(pid: int) -> dict[int, float]:
+    """CPU seconds so far of each engine process under server ``pid``."""
+    out = {}
+    for child in psutil.Process(pid).children(recursive=True):
+        with contextlib.suppress(psutil.NoSuchProcess):  # it ended meanwhile
+            if "engine_process" in " ".join(child.cmdline()):
+                out[child.pid] = sum(child.cpu_times()[:2])
+    return out
+
+
+def contender(name: str, src: str, tmp: Path, args: argparse.Namespace,
+              settings: list[str]) -> None:
     url = f"sqlite+aiosqlite:///{tmp / f'{name}.db'}"
-    env = {**os.environ, "RIDECAST_DATABASE_URL": url, "RIDECAST_LOG_LEVEL": "warning"}
+    env = {**os.environ, "RIDECAST_DATABASE_URL": url, "RIDECAST_LOG_LEVEL": "warning",
+           **dict(setting.split("=", 1) for setting in settings)}
     if src:
         env["PYTHONPATH"] = src
     users = subprocess.run([sys.executable, __file__, "--make-users", url,
@@ -203,7 +229,9 @@ def contender(name: str, src: str, tmp: Path, args: argparse.Namespace) -> None:
         rss_peak = rss_before
         results: dict[str, dict[str, list[float]]] = {}
         rates: dict[str, list[float]] = {}
+        cpus: dict[str, list[float]] = {}
         lags: dict[str, float] = {}
+        engines: dict[str, list[float]] = {}
         started: list[int] = []
         for phase, running in (("idle", 0), ("one run", 1), (f"{args.runs} runs", args.runs)):
             for i in range(len(started), running):
@@ -217,12 +245,17 @@ def contender(name: str, src: str, tmp: Path, args: argparse.Namespace) -> None:
                     print(f"  {name}: {phase}: starting run {i + 1} failed or timed out")
                 started.append(sims[i])
             time.sleep(args.warmup)
-            at0 = [sim_seconds(clients[1 + i], sims[i]) for i in range(running)]
+            at0 = [progress(clients[1 + i], sims[i]) for i in range(running)]
+            cpu0 = engine_cpu(server.pid)
             wall0 = time.monotonic()
             results[phase] = asyncio.run(probe.measure(args.seconds))
             wall = time.monotonic() - wall0
-            at1 = [sim_seconds(clients[1 + i], sims[i]) for i in range(running)]
-            rates[phase] = [(b - a) / wall for a, b in zip(at0, at1, strict=True)]
+            cpu1 = engine_cpu(server.pid)
+            engines[phase] = sorted((cpu1[pid] - cpu0.get(pid, 0.0)) / wall
+                                    for pid in cpu1)
+            at1 = [progress(clients[1 + i], sims[i]) for i in range(running)]
+            rates[phase] = [(b[0] - a[0]) / wall for a, b in zip(at0, at1, strict=True)]
+            cpus[phase] = [(b[1] - a[1]) / wall for a, b in zip(at0, at1, strict=True)]
             lags[phase] = (time.monotonic() - rt_wall0) - sim_seconds(observer, realtime)
             rss_peak = max(rss_peak, tree_rss(server.pid))
         observer.post(f"/api/v2/simulation/{realtime}/simulator/stop")
@@ -275,6 +308,13 @@ def contender(name: str, src: str, tmp: Path, args: argparse.Namespace) -> None:
             spread = min(rates[phase]) / max(1e-9, max(rates[phase]))
             print(f"  {'':8s} simulated s per wall s, per run: {shown}  (slowest / fastest "
                   f"{spread:.2f})")
+        if cpus.get(phase) and all(cpu == cpu for cpu in cpus[phase]):  # no NaN
+            shown = ", ".join(f"{cpu:.3f}" for cpu in cpus[phase])
+            spread = min(cpus[phase]) / max(1e-9, max(cpus[phase]))
+            print(f"  {'':8s} engine CPU s per wall s, per run: {shown}  (least / most "
+                  f"{spread:.2f})")
+        print(f"  {'':8s} CPU s per wall s of each engine process: "
+              + (", ".join(f"{cpu:.2f}" for cpu in engines[phase]) or "none"))
     print(f"  {name}: resident memory of the server and its processes: before "
           f"{rss_before / 2**20:.0f} MiB, peak {rss_peak / 2**20:.0f} MiB, after stop and "
           f"DELETE {rss_after / 2**20:.0f} MiB ({rss_after / rss_before:.2f} x before; the "
@@ -296,6 +336,11 @@ def main() -> None:
     parser.add_argument("--base-src", default="",
                         help="a ridecast source tree (its src/ directory) to measure as "
                              "'base', beside this one in the same run")
+    parser.add_argument("--env", action="append", default=[], metavar="NAME=VALUE",
+                        help="a setting for this tree's server (repeatable)")
+    parser.add_argument("--base-env", action="append", default=[], metavar="NAME=VALUE",
+                        help="a setting for the base's server (repeatable); with "
+                             "--base-src . the same code under other settings")
     parser.add_argument("--make-users", nargs=2, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.make_users:
@@ -305,9 +350,9 @@ def main() -> None:
         args.vehicles, args.bookings_per_hour, args.runs = 20, 600, 2
         args.seconds, args.warmup, args.settle = 1.0, 0.5, 15.0
     with tempfile.TemporaryDirectory() as tmp:
-        contender("ridecast", "", Path(tmp), args)
+        contender("ridecast", "", Path(tmp), args, args.env)
         if args.base_src:
-            contender("base", args.base_src, Path(tmp), args)
+            contender("base", args.base_src, Path(tmp), args, args.base_env)
     print("simulator isolation: done")
 
 

@@ -363,9 +363,11 @@ class Settings(BaseSettings):
     )
     simulator_engine_processes: int | None = Field(
         None, ge=0, description="Engine processes a serving process starts (when runs need "
-        "them) to compute its simulator runs, each hosting several runs; unset: one per CPU. "
-        "0 computes runs on the serving event loop itself (tests and debugging only: a big "
-        "run then slows every request of the process)."
+        "them) to compute its simulator runs, each hosting several runs; unset: one per CPU "
+        "but one (at least one), so that requests, streams and publishing keep a CPU while "
+        "runs at speed \"max\" take the others. 0 computes runs on the serving event loop "
+        "itself (tests and debugging only: a big run then slows every request of the "
+        "process)."
     )
     simulator_slice_ms: float = Field(
         20.0, gt=0, le=1000, description="CPU time one step of a run at speed \"max\" may "

@@ -12,6 +12,7 @@ from typing import Any
 import httpx
 import psutil
 
+from ridecast.simulator.hosting.engine_pool import default_size
 from tests.conftest import Server, User
 from tests.waiting import eventually
 
@@ -61,6 +62,15 @@ class Run:
         return (datetime.fromisoformat(status["sim_ts"])
                 - datetime.fromisoformat(status["started_sim_ts"])).total_seconds()
 
+    def progress(self) -> tuple[float, float]:
+        """Simulated seconds reached and CPU seconds its engine computed so far."""
+        status = self.status()
+        if status["sim_ts"] is None:
+            return 0.0, 0.0
+        return ((datetime.fromisoformat(status["sim_ts"])
+                 - datetime.fromisoformat(status["started_sim_ts"])).total_seconds(),
+                float(status["engine_cpu_s"]))
+
     def close(self) -> None:
         self.http.post(self.base + "/stop")
         self.http.close()
@@ -92,6 +102,27 @@ def test_engine_computes_in_another_process(start_server: Callable[..., Server])
         assert metric(server, "ridecast_simulator_engine_processes") == 1
     finally:
         run.close()
+
+
+def test_by_default_a_cpu_is_left_to_the_server(start_server: Callable[..., Server]) -> None:
+    """Without RIDECAST_SIMULATOR_ENGINE_PROCESSES, two runs at 'max' of two organisations
+    get one engine process per CPU but one (each its own while there are enough), at the
+    default lower priority."""
+    server = start_server({})
+    runs = [Run(server, busy(7)), Run(server, busy(8))]
+    expected = min(len(runs), default_size())
+    try:
+        for run in runs:
+            run.start()
+        children = eventually(lambda: len(found := engine_processes(server)) == expected
+                              and found, timeout=60, what=f"{expected} engine process(es)")
+        server_nice = psutil.Process(server.process.pid).nice()
+        assert [child.nice() for child in children] == [min(19, server_nice + 10)] * expected
+        assert metric(server, "ridecast_simulator_engine_processes") == expected
+        assert metric(server, "ridecast_simulator_engines") == len(runs)
+    finally:
+        for run in runs:
+            run.close()
 
 
 def test_a_killed_engine_process_costs_its_run_a_takeover_not_the_run(
@@ -161,8 +192,9 @@ def test_finished_run_frees_its_engine_and_the_process_is_recycled(
 def test_max_speed_runs_share_fairly_by_organisation(
         start_server: Callable[..., Server]) -> None:
     """Two runs at 'max' of one organisation and one of another, in one engine process:
-    the organisations get comparable shares, so the lone run advances about twice as fast
-    as each of the other two (a share per run would give all three the same)."""
+    the organisations get comparable shares of CPU, so the lone run computes about twice
+    as long and advances about twice as fast as each of the other two (a share per run
+    would give all three the same)."""
     server = start_server({"RIDECAST_SIMULATOR_ENGINE_PROCESSES": "1"})
     many = server.create_user()
     runs = [Run(server, busy(4), many), Run(server, busy(5), many), Run(server, busy(6))]
@@ -170,12 +202,16 @@ def test_max_speed_runs_share_fairly_by_organisation(
         for run in runs:
             run.start()
         eventually(lambda: all(run.sim_s() > 300 for run in runs), timeout=60, what="all under way")
-        before = [run.sim_s() for run in runs]
-        eventually(lambda: runs[2].sim_s() - before[2] > 3600, timeout=180,
+        before = [run.progress() for run in runs]
+        eventually(lambda: runs[2].sim_s() - before[2][0] > 3600, timeout=180,
                    what="an hour simulated by the lone run")
-        gained = [run.sim_s() - b for run, b in zip(runs, before, strict=True)]
+        after = [run.progress() for run in runs]
+        gained = [a[0] - b[0] for a, b in zip(after, before, strict=True)]
         assert gained[2] > 1.3 * max(gained[:2]), gained
         assert gained[2] < 3.0 * min(gained[:2]), gained
+        cpu = [a[1] - b[1] for a, b in zip(after, before, strict=True)]
+        assert cpu[2] > 1.3 * max(cpu[:2]), cpu
+        assert cpu[2] < 3.0 * min(cpu[:2]), cpu
     finally:
         for run in runs:
             run.close()

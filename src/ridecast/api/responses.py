@@ -196,6 +196,10 @@ class SimulatorStatus(BaseModel):
                                                              "node went away.")
     settings: dict[str, Any] | None = Field(None, description="The effective data.simulator.")
     kpis: Kpis
+    engine_cpu_s: float | None = Field(
+        None, description="CPU seconds the run's engine has computed on the node that runs "
+        "it (since the run started there or was taken over). Runs at speed \"max\" that "
+        "share an engine process gain it at the same rate per organisation.")
 
 
 def _published() -> Any:

@@ -12,6 +12,7 @@ KPIs) and nothing else: the engine itself is gone.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
@@ -52,6 +53,8 @@ class EngineHandle(Protocol):
     now: float
     next_t: float | None
     finished: bool
+    cpu_s: float
+    """CPU seconds the engine has computed for this handle: what fair turns share out."""
 
     def timestamp(self, t: float | None = None) -> str:
         """ISO 8601 of simulated time ``t`` (default: ``now``)."""
@@ -92,6 +95,7 @@ class HandleState:
         self.now = 0.0
         self.next_t: float | None = 0.0
         self.finished = False
+        self.cpu_s = 0.0
         self._emitter = Emitter(simulation_id, epoch)
 
     def timestamp(self, t: float | None = None) -> str:
@@ -132,6 +136,7 @@ class LocalEngine(HandleState):
                       budget_s: float | None = None) -> Step:
         engine = self._live()
         step = Step()
+        cpu0 = time.thread_time()  # this thread's: the engine computes on it
         try:
             for entry in entries:
                 if entry.sim_t > until:
@@ -148,11 +153,13 @@ class LocalEngine(HandleState):
             step.events += engine.advance(until)
         finally:
             self._sync()
+            self.cpu_s += time.thread_time() - cpu0
         return step
 
     async def apply(self, op: Callable[[Engine], Result] | None,
                     command: Command | None) -> Result:
         engine = self._live()
+        cpu0 = time.thread_time()
         try:
             if op is not None:
                 return op(engine)
@@ -160,6 +167,7 @@ class LocalEngine(HandleState):
             return apply(engine, command)
         finally:
             self._sync()
+            self.cpu_s += time.thread_time() - cpu0
 
     async def kpis(self, operations: int, *, running: bool, throttle: bool,
                    settled: bool) -> dict[str, Any]:

@@ -1,18 +1,20 @@
 """The engine processes of one ``ridecast serve`` process.
 
-``EnginePool`` starts up to ``size`` engine processes (``engine_process.py``) when runs need
-them, gives each new run to the least loaded one (runs at ``speed: "max"`` count most, and
-an organisation's runs are spread over the processes), and supervises them: a process that
-exits fails the requests it had with ``EngineLost`` (their runners give the runs up, to be
-taken over from their snapshots), and the next run starts a fresh process. A process left
-with no engine whose memory grew by more than ``recycle_bytes`` since it started is ended
-at once, so memory a big run took goes back to the system (a Python process seldom returns
-freed memory itself); one left empty for ``idle_s`` is ended too: a server with no run has
-no engine process. Engine processes run at a lower priority (``nice``) than the serving
-process.
+``EnginePool`` starts up to ``size`` engine processes (``engine_process.py``; by default
+one per CPU but one: ``default_size``) when runs need them, gives each new run to the least
+loaded one (runs at ``speed: "max"`` count most, and an organisation's runs are spread over
+the processes), and supervises them: a process that exits fails the requests it had with
+``EngineLost`` (their runners give the runs up, to be taken over from their snapshots), and
+the next run starts a fresh process. A process left with no engine whose memory grew by
+more than ``recycle_bytes`` since it started is ended at once, so memory a big run took
+goes back to the system (a Python process seldom returns freed memory itself); one left
+empty for ``idle_s`` is ended too: a server with no run has no engine process. Engine
+processes run at a lower priority (``nice``) than the serving process.
 
 ``RemoteEngine`` is the ``EngineHandle`` of one run in such a process: each call is one
-request and one answer over the process's socket; the serving event loop only waits.
+request and one answer over the process's socket; the serving event loop only waits. Each
+answer says the CPU time its request took, summed in the handle's ``cpu_s`` (the run's
+``engine_cpu_s``), so the share each run got can be seen.
 """
 
 from __future__ import annotations
@@ -45,12 +47,26 @@ from .slices import Request
 log = logging.getLogger(__name__)
 
 
-def default_size() -> int:
-    """Engine processes by default: one per CPU this process may use."""
+def usable_cpus() -> int:
+    """CPUs this process may run on."""
     try:
         return max(1, len(os.sched_getaffinity(0)))
     except AttributeError:  # not Linux
         return max(1, os.cpu_count() or 1)
+
+
+def default_size(cpus: int | None = None) -> int:
+    """Engine processes by default: one per CPU but one, and at least one.
+
+    The CPU left over is the serving process's: its event loop, its store threads and the
+    publishing of the runs' events. Engine processes at 'max' never rest, so with one per
+    CPU every request and stream waits for a CPU an engine holds, however low the engines'
+    priority (docs/performance.md, "Simulator isolation").
+
+    >>> [default_size(n) for n in (1, 2, 4, 16)]
+    [1, 1, 3, 15]
+    """
+    return max(1, (usable_cpus() if cpus is None else cpus) - 1)
 
 
 class EngineProcessClient:
@@ -304,8 +320,10 @@ class RemoteEngine(HandleState):
                        urgent: bool = True) -> dict[str, Any]:
         if not self._open:
             raise EngineLost("the engine of this run has been freed")
-        return await self._client.request(self._key, op, args, urgent=urgent,
-                                          group=self._group)
+        answer = await self._client.request(self._key, op, args, urgent=urgent,
+                                            group=self._group)
+        self.cpu_s += float(answer.get("cpu_s", 0.0))
+        return answer
 
     async def advance(self, until: float, entries: Sequence[JournalEntry] = (), *,
                       budget_s: float | None = None) -> Step:

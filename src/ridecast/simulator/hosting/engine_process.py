@@ -170,6 +170,9 @@ class EngineProcess:
                 answer = {"error": exc}
             except Exception as exc:  # a bug: reported to the run, not fatal to the others
                 answer = {"error": RuntimeError(f"{type(exc).__name__}: {exc}")}
+            # What computing it cost, for the run's ``engine_cpu_s`` (its encoding, charged
+            # to the turns below, is the process's own).
+            answer["cpu_s"] = time.process_time() - cpu0
             write_frame(self.sock, (request.req_id, answer))
             # Its answer's encoding included (it grows with the events); charged before the
             # queue is read again, so the run's next step finds its group's place.

@@ -244,6 +244,7 @@ class SimulatorManager:
             "error": runner.error,
             "settings": engine.settings.model_dump(mode="json"),
             "kpis": runner.kpis(),
+            "engine_cpu_s": round(engine.cpu_s, 3),
         }
 
     async def operate(self, simulation_id: int, op: Callable[[Engine], Result] | None,
