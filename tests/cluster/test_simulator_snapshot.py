@@ -38,7 +38,8 @@ from tests.conftest import (
     User,
     drop_cluster_pair,
     launch_cluster_pair,
-    launch_server,
+    launch_servers,
+    spawn_server,
 )
 from tests.waiting import eventually
 
@@ -128,8 +129,9 @@ def nodes(request: pytest.FixtureRequest, tmp_path: Path) -> Any:
     (tmp_path / "a").mkdir()
     (tmp_path / "b").mkdir()
     url = f"sqlite+aiosqlite:///{tmp_path / 'shared.db'}"
-    first = launch_server(tmp_path / "a", ENV, database_url=url)
-    second = launch_server(tmp_path / "b", ENV, database_url=url)
+    first, second = launch_servers(  # their start-ups overlap
+        lambda: spawn_server(tmp_path / "a", ENV, database_url=url),
+        lambda: spawn_server(tmp_path / "b", ENV, database_url=url))
     yield first, second, False
     first.stop()
     second.stop()

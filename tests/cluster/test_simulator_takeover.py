@@ -36,8 +36,10 @@ from tests.conftest import (
     Server,
     User,
     launch_server,
+    launch_servers,
     redis_answers,
     service_missing,
+    spawn_server,
 )
 from tests.waiting import eventually
 from tests.webhooks.helpers import Recorder, start_worker, worker_running
@@ -179,18 +181,22 @@ def _scenario(reference: list[dict[str, Any]], tmp_path: Path, pg_url: str, sig:
     workers = [start_worker(pg_url, worker_env, log) for log in worker_logs]
     env = {**env, "RIDECAST_WEBHOOK_WORKERS": "false"}  # the nodes: the workers deliver
 
-    def launch(port: int | None = None) -> Server:
+    def spawn(port: int | None = None) -> Server:
         folder = tmp_path / f"node{len(started_nodes)}"
         folder.mkdir()
-        node = launch_server(folder, env, database_url=pg_url, port=port)
+        node = spawn_server(folder, env, database_url=pg_url, port=port)
         started_nodes.append(node)
+        return node
+
+    def launch(port: int | None = None) -> Server:
+        (node,) = launch_servers(lambda: spawn(port))
         return node
 
     recorder = Recorder()
     receiver = ReceiverThread(recorder).start()
     subscribers: list[Subscriber] = []
     try:
-        owner, other = launch(), launch()
+        owner, other = launch_servers(spawn, spawn)  # their start-ups overlap
         user = owner.create_user()
         sim = owner.create_simulation(user, {
             **FAST, "messaging_webhook_url": receiver.url,
