@@ -37,6 +37,19 @@ workers, every test but those marked ``serial``), then ``serial`` (those alone, 
 process). Unset: every selected test runs."""
 
 
+SERIAL_MARK = "@pytest.mark.serial"
+"""How a test module marks a test ``serial``: the serial pass imports only the modules whose
+text says it (collecting the whole suite again would take longer than the serial tests),
+and the parallel pass fails if a test is marked ``serial`` any other way."""
+
+
+def pytest_ignore_collect(collection_path: Path, config: pytest.Config) -> bool | None:
+    if (TEST_PASS != "serial" or collection_path.suffix != ".py"
+            or not collection_path.name.startswith("test_")):
+        return None
+    return SERIAL_MARK not in collection_path.read_text(errors="replace") or None
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     if TEST_PASS not in ("parallel", "serial"):
         return
@@ -45,6 +58,10 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     dropped: list[pytest.Item] = []
     for item in items:
         serial = item.get_closest_marker("serial") is not None
+        if serial and SERIAL_MARK not in item.path.read_text(errors="replace"):
+            raise pytest.UsageError(
+                f"{item.nodeid} is marked serial without {SERIAL_MARK} in its module: the "
+                "serial pass of scripts/test would not collect it")
         (kept if serial == wanted else dropped).append(item)
     if dropped:
         config.hook.pytest_deselected(items=dropped)
