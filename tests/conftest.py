@@ -37,6 +37,19 @@ workers, every test but those marked ``serial``), then ``serial`` (those alone, 
 process). Unset: every selected test runs."""
 
 
+SERIAL_MARK = "@pytest.mark.serial"
+"""How a test module marks a test ``serial``: the serial pass imports only the modules whose
+text says it (collecting the whole suite again would take longer than the serial tests),
+and the parallel pass fails if a test is marked ``serial`` any other way."""
+
+
+def pytest_ignore_collect(collection_path: Path, config: pytest.Config) -> bool | None:
+    if (TEST_PASS != "serial" or collection_path.suffix != ".py"
+            or not collection_path.name.startswith("test_")):
+        return None
+    return SERIAL_MARK not in collection_path.read_text(errors="replace") or None
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     if TEST_PASS not in ("parallel", "serial"):
         return
@@ -45,6 +58,10 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     dropped: list[pytest.Item] = []
     for item in items:
         serial = item.get_closest_marker("serial") is not None
+        if serial and SERIAL_MARK not in item.path.read_text(errors="replace"):
+            raise pytest.UsageError(
+                f"{item.nodeid} is marked serial without {SERIAL_MARK} in its module: the "
+                "serial pass of scripts/test would not collect it")
         (kept if serial == wanted else dropped).append(item)
     if dropped:
         config.hook.pytest_deselected(items=dropped)
@@ -145,6 +162,18 @@ def launch_server(tmp: Path, env: dict[str, str] | None = None, *,
                   database_url: str | None = None, port: int | None = None,
                   args: list[str] | None = None, scheme: str = "http") -> Server:
     """Start ``ridecast serve`` with its own SQLite file (unless given) and wait for /healthz."""
+    server = spawn_server(tmp, env, database_url=database_url, port=port, args=args)
+    wait_healthy(server, scheme)
+    return server
+
+
+def spawn_server(tmp: Path, env: dict[str, str] | None = None, *,
+                 database_url: str | None = None, port: int | None = None,
+                 args: list[str] | None = None) -> Server:
+    """``launch_server`` without the wait for /healthz (``wait_healthy``): a test that needs
+    several servers starts them all, then waits once, so their start-ups overlap. The store
+    is upgraded here, before the process starts, so servers spawned together on one
+    database find it migrated and do not race to migrate it."""
     port = port or free_port()
     database_url = database_url or f"sqlite+aiosqlite:///{tmp / 'ridecast.db'}"
     full_env = {
@@ -162,21 +191,44 @@ def launch_server(tmp: Path, env: dict[str, str] | None = None, *,
              *(args or [])],
             env=full_env, stdout=log_file, stderr=subprocess.STDOUT, cwd=tmp,
         )
-    server = Server(port, database_url, full_env, process, log_path)
-    health = f"{scheme}://127.0.0.1:{port}/healthz"
+    return Server(port, database_url, full_env, process, log_path)
+
+
+def wait_healthy(server: Server, scheme: str = "http") -> None:
+    """Wait until a spawned server answers /healthz; stop it and fail with its log if it
+    exits or does not answer in time."""
+    health = f"{scheme}://127.0.0.1:{server.port}/healthz"
 
     def healthy() -> bool:
-        if process.poll() is not None:
-            raise RuntimeError(f"server exited with {process.returncode}:\n{server.logs()}")
+        if server.process.poll() is not None:
+            raise RuntimeError(f"server exited with {server.process.returncode}:\n"
+                               f"{server.logs()}")
         return httpx.get(health, timeout=1, verify=False).status_code == 200
 
     try:
         eventually(healthy, timeout=30, step=0.1, ignoring=(httpx.HTTPError,),
                    what="the server healthy")
-    except AssertionError:
+    except BaseException as exc:
         server.stop()
-        raise RuntimeError(f"server did not become healthy:\n{server.logs()}") from None
-    return server
+        if isinstance(exc, AssertionError):
+            raise RuntimeError(f"server did not become healthy:\n{server.logs()}") from None
+        raise
+
+
+def launch_servers(*spawns: Callable[[], Server], scheme: str = "http") -> list[Server]:
+    """Start a server with each of ``spawns`` (``spawn_server`` calls), then wait until all
+    are healthy: their start-ups overlap. If one cannot start, all are stopped."""
+    spawned: list[Server] = []
+    try:
+        for spawn in spawns:
+            spawned.append(spawn())
+        for server in spawned:
+            wait_healthy(server, scheme)
+    except BaseException:
+        for server in spawned:
+            server.stop()
+        raise
+    return spawned
 
 
 @pytest.fixture(scope="session")
@@ -264,12 +316,9 @@ def launch_cluster_pair(tmp: Path, env: dict[str, str] | None = None) -> CrossNo
     node_env = {"RIDECAST_BUS_URL": REDIS_URL, "RIDECAST_BUS_PREFIX": prefix, **(env or {})}
     (tmp / "a").mkdir()
     (tmp / "b").mkdir()
-    first = launch_server(tmp / "a", node_env, database_url=url)
-    try:
-        second = launch_server(tmp / "b", node_env, database_url=url)
-    except BaseException:
-        first.stop()
-        raise
+    first, second = launch_servers(
+        lambda: spawn_server(tmp / "a", node_env, database_url=url),
+        lambda: spawn_server(tmp / "b", node_env, database_url=url))
     return CrossNodeServer(first.port, url, first.env, first.process, first.log_path,
                            other=second, bus_prefix=prefix)
 

@@ -38,13 +38,18 @@ from tests.conftest import (
     User,
     drop_cluster_pair,
     launch_cluster_pair,
-    launch_server,
+    launch_servers,
+    spawn_server,
 )
 from tests.waiting import eventually
 
-SETTINGS = {"seed": 8, "vehicles": 8, "bookings_per_hour": 240, "duration_s": 2400,
+SETTINGS = {"seed": 8, "vehicles": 8, "bookings_per_hour": 240, "duration_s": 900,
             "start_ts": "2024-05-06T08:00:00+00:00", "network": "straight",
+            "vehicle_speed_kmh": 90, "max_wait_s": 300,
             "area": {"lat": 57.705, "lon": 11.963, "radius_m": 3000}, "speed": 40}
+"""About 30 s of wall time: demand goes on well past the kill (after the first snapshot, at
+120 simulated s) and B's takeover and bookings; fast vehicles and a short longest wait end
+the trips soon after the demand. No claim depends on the fleet."""
 TRIP = {"pickup_lat": 57.70, "pickup_lon": 11.96, "dropoff_lat": 57.71, "dropoff_lon": 11.97,
         "passengers": 1}
 ENV = {"RIDECAST_SIMULATOR_LEASE_S": "2", "RIDECAST_SIMULATOR_FORWARD_TIMEOUT_S": "2",
@@ -128,8 +133,9 @@ def nodes(request: pytest.FixtureRequest, tmp_path: Path) -> Any:
     (tmp_path / "a").mkdir()
     (tmp_path / "b").mkdir()
     url = f"sqlite+aiosqlite:///{tmp_path / 'shared.db'}"
-    first = launch_server(tmp_path / "a", ENV, database_url=url)
-    second = launch_server(tmp_path / "b", ENV, database_url=url)
+    first, second = launch_servers(  # their start-ups overlap
+        lambda: spawn_server(tmp_path / "a", ENV, database_url=url),
+        lambda: spawn_server(tmp_path / "b", ENV, database_url=url))
     yield first, second, False
     first.stop()
     second.stop()

@@ -36,8 +36,10 @@ from tests.conftest import (
     Server,
     User,
     launch_server,
+    launch_servers,
     redis_answers,
     service_missing,
+    spawn_server,
 )
 from tests.waiting import eventually
 from tests.webhooks.helpers import Recorder, start_worker, worker_running
@@ -47,9 +49,13 @@ SETTINGS = {"seed": 21, "vehicles": 6, "bookings_per_hour": 300, "duration_s": 4
             "area": {"lat": 57.705, "lon": 11.963, "radius_m": 3000},
             "vehicle_break_probability": 0.3, "break_duration_s": 120}
 FAST = {"simulator": {**SETTINGS, "speed": 15}}
-"""About 90 s of wall time (the run goes on to about 08:23 simulated): long enough that, on a
-loaded machine, the run is still running when its last owner is signalled after the worker
-and node restarts before it (at 30x it could finish first). The speed changes no event."""
+"""About 100 s of wall time (the run goes on to about 08:25 simulated): long enough that, on
+a loaded machine, the run is still running when its last owner is signalled after the two
+worker and node restarts before it (at 30x it could finish first). The speed changes no
+event."""
+FASTER = {"simulator": {**SETTINGS, "speed": 30}}
+"""For one restart (one worker, then the owner): half of ``FAST``'s wall time, still several
+times what a worker restart and the signal take on a loaded machine."""
 REFERENCE = {"simulator": {**SETTINGS, "speed": "max"}}
 ENV = {"RIDECAST_SIMULATOR_LEASE_S": "3", "RIDECAST_SIMULATOR_FORWARD_TIMEOUT_S": "2",
        # A delivery a stopped node had claimed, or that failed as it stopped, is retried soon.
@@ -163,7 +169,7 @@ def _restart_worker(workers: list[subprocess.Popen[bytes]], k: int, database_url
 
 
 def _scenario(reference: list[dict[str, Any]], tmp_path: Path, pg_url: str, sig: int,
-              restarts: int) -> list[float]:
+              restarts: int, run: dict[str, Any]) -> list[float]:
     """Start on node 0, with two workers delivering the webhooks; ``restarts`` times restart
     a worker with SIGTERM (each in turn), then stop the run's owner with ``sig`` (the other
     node takes it over) and start the node again on the same address; check the stream and
@@ -179,21 +185,25 @@ def _scenario(reference: list[dict[str, Any]], tmp_path: Path, pg_url: str, sig:
     workers = [start_worker(pg_url, worker_env, log) for log in worker_logs]
     env = {**env, "RIDECAST_WEBHOOK_WORKERS": "false"}  # the nodes: the workers deliver
 
-    def launch(port: int | None = None) -> Server:
+    def spawn(port: int | None = None) -> Server:
         folder = tmp_path / f"node{len(started_nodes)}"
         folder.mkdir()
-        node = launch_server(folder, env, database_url=pg_url, port=port)
+        node = spawn_server(folder, env, database_url=pg_url, port=port)
         started_nodes.append(node)
+        return node
+
+    def launch(port: int | None = None) -> Server:
+        (node,) = launch_servers(lambda: spawn(port))
         return node
 
     recorder = Recorder()
     receiver = ReceiverThread(recorder).start()
     subscribers: list[Subscriber] = []
     try:
-        owner, other = launch(), launch()
+        owner, other = launch_servers(spawn, spawn)  # their start-ups overlap
         user = owner.create_user()
         sim = owner.create_simulation(user, {
-            **FAST, "messaging_webhook_url": receiver.url,
+            **run, "messaging_webhook_url": receiver.url,
             "messaging_webhook_message_types": sorted(ALL_TYPES)})
         subscribers += [Subscriber([owner.base_url, other.base_url], user, sim),
                         Subscriber([other.base_url, owner.base_url], user, sim)]
@@ -304,7 +314,7 @@ def test_a_rolling_restart_changes_nothing_in_the_run(
     replacements, then the same with the other worker and the new owner: the run's stream
     is the uninterrupted run's, the run finishes, a following subscriber sees no gap and no
     duplicate, every webhook arrives."""
-    takeovers = _scenario(reference, tmp_path, pg_url, signal.SIGTERM, restarts=2)
+    takeovers = _scenario(reference, tmp_path, pg_url, signal.SIGTERM, restarts=2, run=FAST)
     print(f"SIGTERM takeovers caught up after {[round(t, 2) for t in takeovers]} s")
 
 
@@ -312,5 +322,6 @@ def test_a_killed_owner_is_taken_over_within_the_lease(
         reference: list[dict[str, Any]], tmp_path: Path, pg_url: str) -> None:
     """SIGKILL of the owner: once its lease (3 s here) has passed the other node takes the
     run over and it goes on exactly as the uninterrupted run, with no gap or duplicate."""
-    takeovers = _scenario(reference, tmp_path, pg_url, signal.SIGKILL, restarts=1)
+    takeovers = _scenario(reference, tmp_path, pg_url, signal.SIGKILL, restarts=1,
+                          run=FASTER)
     print(f"SIGKILL takeover caught up after {takeovers[0]:.2f} s (lease 3 s)")

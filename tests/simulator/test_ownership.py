@@ -18,7 +18,7 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.conftest import Server, User, launch_server
+from tests.conftest import Server, User, launch_server, launch_servers, spawn_server
 from tests.waiting import eventually
 
 DATA = {"simulator": {"seed": 3, "vehicles": 3, "speed": 1, "bookings_per_hour": 0,
@@ -31,12 +31,13 @@ ENV = {"RIDECAST_SIMULATOR_LEASE_S": "1", "RIDECAST_SIMULATOR_FORWARD_TIMEOUT_S"
 
 def _two_nodes(tmp_path: Path, database_url: str,
                env: dict[str, str]) -> tuple[Server, Server]:
-    nodes = []
-    for name in "ab":
-        folder = tmp_path / name
-        folder.mkdir()
-        nodes.append(launch_server(folder, {**ENV, **env}, database_url=database_url))
-    return nodes[0], nodes[1]
+    """Nodes A and B on one store, started together (their start-ups overlap)."""
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    a, b = launch_servers(
+        lambda: spawn_server(tmp_path / "a", {**ENV, **env}, database_url=database_url),
+        lambda: spawn_server(tmp_path / "b", {**ENV, **env}, database_url=database_url))
+    return a, b
 
 
 def _call(server: Server, user: User, method: str, path: str,
