@@ -44,8 +44,9 @@ class KpiCache:
     ``compute`` walks the bookings the engine holds and every vehicle (and the leg each
     moving vehicle is on), so a status request should not pay it when nothing changed: the
     value is reused while the world's time, its event count and the run's count of
-    operations are the same. While the run is under way, unless an operation ran since, it
-    is also reused
+    operations are the same. While the run is under way, or catching up after a takeover
+    (``settled`` false; paused too: its engine still moves), unless an operation ran since,
+    it is also reused
 
     - for ``KPI_COST_SHARE`` times as long as it took to compute: pollers, however many and
       however often, cost the run at most ``1 / KPI_COST_SHARE`` of its time;
@@ -75,7 +76,7 @@ class KpiCache:
         now = self._monotonic()
         if self._key is not None and key[2:] == self._key[2:]:
             age = now - self._at
-            if key == self._key or (running and (
+            if key == self._key or ((running or not settled) and (
                     age < self._reuse_s or (throttle and age < self.max_age_s))):
                 return self._value
         value = compute(world)
