@@ -102,11 +102,10 @@ def _round(value: float | None, digits: int = 3) -> float | None:
 def _bookings(world: World) -> Tally:
     """The retired bookings' tally with the bookings the world still holds added: every
     booking of the run (tally.py)."""
-    tally = world.tally.copy()
+    tally = world.tally.copy(to_read=True)
     offers = world.offers
-    for booking in world.bookings.values():
-        tally.add(booking, offers.get(booking.offer_id) if booking.offer_id is not None
-                  else None)
+    tally.add([(b, offers.get(b.offer_id) if b.offer_id is not None else None)
+               for b in world.bookings.values()])
     return tally
 
 

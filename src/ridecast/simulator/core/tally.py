@@ -19,8 +19,9 @@ how many bookings there were. Pure.
 from __future__ import annotations
 
 import math
+import sys
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 
 from .model import Booking, BookingStatus, Offer, OfferStatus
 
@@ -47,61 +48,96 @@ def _add_exact(partials: list[float], x: float) -> None:
     partials[i:] = [x]
 
 
+PENDING = 1024
+"""Values a ``Sample`` holds as they came before it folds them into its sums and histogram."""
+
+
 class Sample:
     """Values seen: how many, their exact sum, and (``digits`` or ``significant`` given)
-    how many fell on each value rounded to that many decimals or significant digits."""
+    how many fell on each value rounded to that many decimals or significant digits.
 
-    __slots__ = ("count", "digits", "hist", "partials", "significant")
+    A value added is kept as it is until ``PENDING`` of them are (adding is an append:
+    ``kpis.compute`` adds the bookings the engine holds to a copy at every call), then
+    folded in: the sample's size is set by the range of its values, not by their number.
+    """
+
+    __slots__ = ("digits", "folded", "hist", "partials", "pending", "significant", "values")
 
     def __init__(self, digits: int | None = None, significant: int | None = None) -> None:
         self.digits = digits
         self.significant = significant
-        self.count = 0
+        self.folded = 0
         self.partials: list[float] = []
         self.hist: Counter[float] = Counter()
+        self.values: list[float] = []
+        self.pending = PENDING
 
-    def key(self, x: float) -> float | None:
+    def _keys(self, values: list[float]) -> list[float]:
         if self.digits is not None:
-            return round(x, self.digits)
+            digits = self.digits
+            return [round(x, digits) for x in values]
         if self.significant is not None:
-            return float(f"{x:.{self.significant}g}")
-        return None
+            form = f".{self.significant}g"
+            return [float(format(x, form)) for x in values]
+        return []
 
     def add(self, x: float) -> None:
-        self.count += 1
-        _add_exact(self.partials, x)
-        key = self.key(x)
-        if key is not None:
-            self.hist[key] += 1
+        self.values.append(x)
+        if len(self.values) >= self.pending:
+            self.fold()
 
     def extend(self, values: Iterable[float]) -> None:
+        self.values.extend(values)
+        if len(self.values) >= self.pending:
+            self.fold()
+
+    def fold(self) -> None:
+        """Fold the values kept as they came into the sums and the histogram."""
+        values = self.values
         for x in values:
-            self.add(x)
+            _add_exact(self.partials, x)
+        self.hist.update(self._keys(values))
+        self.folded += len(values)
+        self.values = []
+
+    @property
+    def count(self) -> int:
+        return self.folded + len(self.values)
 
     @property
     def sum(self) -> float:
-        return math.fsum(self.partials)
+        return math.fsum(self.partials + self.values)
 
     def mean(self) -> float | None:
         return self.sum / self.count if self.count else None
 
     def percentile(self, q: float) -> float | None:
         """Nearest-rank percentile (``q`` in [0, 100]) of the rounded values."""
-        if not self.count:
+        count = self.count
+        if not count:
             return None
-        rank = max(1, math.ceil(q / 100.0 * self.count))
+        hist = self.hist
+        if self.values:
+            hist = Counter(hist)
+            hist.update(self._keys(self.values))
+        rank = max(1, math.ceil(q / 100.0 * count))
         seen = 0
-        for key in sorted(self.hist):
-            seen += self.hist[key]
+        for key in sorted(hist):
+            seen += hist[key]
             if seen >= rank:
                 return key
         raise AssertionError("a sample's histogram holds its count")  # pragma: no cover
 
-    def copy(self) -> Sample:
+    def copy(self, *, to_read: bool = False) -> Sample:
+        """A copy; ``to_read``: one that is added to and read once (it never folds: a
+        read merges its values as they are)."""
         other = Sample(self.digits, self.significant)
-        other.count = self.count
+        other.folded = self.folded
         other.partials = list(self.partials)
         other.hist = Counter(self.hist)
+        other.values = list(self.values)
+        if to_read:
+            other.pending = sys.maxsize
         return other
 
 
@@ -127,31 +163,29 @@ class Part:
         self.shared = 0  # served bookings that shared part of their ride
         self.direct_m = Sample()  # of served bookings
 
-    def add(self, booking: Booking, offer: Offer | None, dwell_s: float) -> None:
-        b = booking
-        self.requests += 1
-        self.statuses[b.status] += 1
-        self.reasons[b.cancel_reason] += 1
-        if b.cancel_reason == "no_vehicle" and b.status is not BookingStatus.NO_OFFER:
-            self.no_vehicle_cancelled += 1
-        if offer is not None:
-            self.offers[offer.status] += 1
-        if b.picked_up_t is not None:
-            self.waits.add(b.picked_up_t - dwell_s - b.requested_t)
-            if offer is not None:
-                late = b.picked_up_t - dwell_s - offer.estimated_pickup_t
-                self.late.add(late)
-                self.punctual += abs(late) <= PUNCTUAL_S
-            if b.dropped_off_t is not None:
-                ride = b.dropped_off_t - b.picked_up_t
-                self.rides.add(ride)
-                if b.direct_s > 0:
-                    self.detours.add(ride / b.direct_s)
-        if b.status is BookingStatus.COMPLETED:
-            self.shared += b.shared
-            self.direct_m.add(b.direct_m)
+    def add(self, pairs: Sequence[tuple[Booking, Offer | None]], dwell_s: float) -> None:
+        """Count bookings in, each with its offer (a pass per figure: ``kpis.compute`` adds
+        every booking the engine holds at each call)."""
+        completed, no_offer = BookingStatus.COMPLETED, BookingStatus.NO_OFFER
+        self.requests += len(pairs)
+        self.statuses.update([b.status for b, _ in pairs])
+        self.reasons.update([b.cancel_reason for b, _ in pairs])
+        self.no_vehicle_cancelled += sum(b.cancel_reason == "no_vehicle"
+                                         and b.status is not no_offer for b, _ in pairs)
+        self.offers.update([o.status for _, o in pairs if o is not None])
+        picked = [(b, b.picked_up_t, o) for b, o in pairs if b.picked_up_t is not None]
+        self.waits.extend([at - dwell_s - b.requested_t for b, at, _ in picked])
+        late = [at - dwell_s - o.estimated_pickup_t for _, at, o in picked if o is not None]
+        self.late.extend(late)
+        self.punctual += sum(abs(x) <= PUNCTUAL_S for x in late)
+        done = [(b, b.dropped_off_t - at) for b, at, _ in picked if b.dropped_off_t is not None]
+        self.rides.extend([ride for _, ride in done])
+        self.detours.extend([ride / b.direct_s for b, ride in done if b.direct_s > 0])
+        served = [b for b, _ in pairs if b.status is completed]
+        self.shared += sum(b.shared for b in served)
+        self.direct_m.extend([b.direct_m for b in served])
 
-    def copy(self) -> Part:
+    def copy(self, *, to_read: bool = False) -> Part:
         other = Part()
         other.requests = self.requests
         other.statuses = Counter(self.statuses)
@@ -159,7 +193,7 @@ class Part:
         other.no_vehicle_cancelled = self.no_vehicle_cancelled
         other.offers = Counter(self.offers)
         for name in ("waits", "rides", "detours", "late", "direct_m"):
-            setattr(other, name, getattr(self, name).copy())
+            setattr(other, name, getattr(self, name).copy(to_read=to_read))
         other.punctual = self.punctual
         other.shared = self.shared
         return other
@@ -178,17 +212,17 @@ class Tally:
         # Offers by status (every offer belongs to a booking, retired with it).
         self.offers: Counter[OfferStatus] = Counter()
 
-    def add(self, booking: Booking, offer: Offer | None) -> None:
-        """Count one booking (and its offer) in."""
-        if offer is not None:
-            self.offers[offer.status] += 1
-        self.run.add(booking, offer, self.dwell_s)
-        if booking.requested_t >= self.warmup_s:
-            self.measured.add(booking, offer, self.dwell_s)
+    def add(self, pairs: Sequence[tuple[Booking, Offer | None]]) -> None:
+        """Count bookings in, each with its offer."""
+        self.offers.update([o.status for _, o in pairs if o is not None])
+        self.run.add(pairs, self.dwell_s)
+        warmup = self.warmup_s
+        self.measured.add([(b, o) for b, o in pairs if b.requested_t >= warmup], self.dwell_s)
 
-    def copy(self) -> Tally:
+    def copy(self, *, to_read: bool = False) -> Tally:
+        """A copy; ``to_read``: see ``Sample.copy``."""
         other = Tally(self.dwell_s, self.warmup_s)
-        other.run = self.run.copy()
-        other.measured = self.measured.copy()
+        other.run = self.run.copy(to_read=to_read)
+        other.measured = self.measured.copy(to_read=to_read)
         other.offers = Counter(self.offers)
         return other

@@ -131,6 +131,7 @@ class World:
         depend on when this runs."""
         ended = self._ended
         horizon = self.now - self.keep_finished_s
+        retired: list[tuple[Booking, Offer | None]] = []
         while ended and ended[0][0] < horizon:
             _, booking_id = ended.popleft()
             booking = self.bookings.pop(booking_id, None)
@@ -138,10 +139,12 @@ class World:
                 continue
             offer = (self.offers.pop(booking.offer_id, None) if booking.offer_id is not None
                      else None)
-            self.tally.add(booking, offer)
+            retired.append((booking, offer))
             for node in (booking.pickup_node, booking.dropoff_node):
                 if node is not None:
                     self.nodes.pop(node.id, None)
+        if retired:
+            self.tally.add(retired)
 
     def position(self, vehicle: Vehicle, *, keep: bool = False) -> tuple[LatLon, float, float]:
         """(position, bearing, speed m/s) of a vehicle now; ``keep``: it becomes the
