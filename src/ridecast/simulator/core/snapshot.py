@@ -6,7 +6,8 @@ not stored: it is pickled as a reference and reattached from the run's settings 
 travel model's search caches (shortest-path trees by node) are pure functions of that network
 and are dropped too, and so are the engine's cache of encoded legs and its emitter's of
 formatted timestamps; what else the travel model remembers (the congestion factor, mid-edge
-positions, cached legs) is state that later events depend on, and is kept. Everything else in
+positions) is state that later events depend on, and is kept (the mid-edge positions resolved
+as their first use would resolve them, without the legs they were seen on). Everything else in
 the engine is plain data (dicts, lists, dataclasses, ``random.Random``), so a restored engine
 gives byte for byte the events the original would have given from that point on
 (tests/simulator/test_snapshot.py). The engine retires the bookings that ended long ago into
@@ -44,6 +45,8 @@ _HEADER = struct.Struct(">6sH")
 _NETWORK = "road-network"
 # NetworkTravel attributes rebuilt from the network on load (pure caches and indexes).
 _REBUILT = ("net", "_edge_m", "_node_at", "node_at", "_sources", "_targets", "_legs", "_pairs")
+# Mid-edge positions the travel model remembers, stored resolved (``NetworkTravel.resolved``).
+_RESOLVED = ("_mids", "_scratch")
 # Pure caches of the engine (polylines of legs between two stops) and of its emitter
 # (formatted timestamps), stored empty: the same values are computed again on demand.
 _EMPTIED: dict[type, dict[str, Any]] = {Engine: {"_encoded": OrderedDict()},
@@ -76,6 +79,8 @@ class _Pickler(pickle.Pickler):
     def reducer_override(self, obj: Any) -> Any:
         if type(obj) is NetworkTravel:
             state = {k: v for k, v in vars(obj).items() if k not in _REBUILT}
+            for name in _RESOLVED:
+                state[name] = obj.resolved(state[name])
             return _restore_travel, (obj.net, state)
         emptied = _EMPTIED.get(type(obj))
         if emptied is not None:
