@@ -22,6 +22,7 @@ from typing import Any
 import orjson
 import pytest
 
+from ridecast.errors import Conflict, NotFound
 from ridecast.simulator import Engine, SimulatorSettings
 from ridecast.simulator.core import snapshot
 from ridecast.simulator.core.commands import Command, apply
@@ -163,6 +164,22 @@ def test_the_engine_and_its_snapshot_do_not_grow_with_ended_bookings() -> None:
     assert held[1] < 1.25 * held[0]
     assert sizes[1] < 1.25 * sizes[0]
     assert len(engine.bookings) < 0.5 * created[1]
+
+
+def test_a_retired_booking_offer_or_node_answers_as_an_ended_one() -> None:
+    """Operations naming a booking, offer or node retired since its booking ended answer 409
+    ``invalid_state``, as for an ended booking still held; an id the run never gave, 404."""
+    engine = Engine(1, LONG, START)
+    engine.advance(3 * 3600.0)
+    assert 1 not in engine.bookings and 1 not in engine.offers and 1 not in engine.nodes
+    for name, args in (("cancel_booking", {"booking_id": 1}),
+                       ("accept_offer", {"offer_id": 1}),
+                       ("node_status", {"node_id": 1, "action": "pickup_success"})):
+        with pytest.raises(Conflict) as refused:
+            apply(engine, Command(name, args))
+        assert refused.value.code == "invalid_state"
+    with pytest.raises(NotFound):
+        apply(engine, Command("cancel_booking", {"booking_id": 10**9}))
 
 
 @pytest.fixture(params=["sqlite", "postgresql"])
