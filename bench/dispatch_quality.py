@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import statistics
 import time
 from dataclasses import dataclass
@@ -87,6 +88,7 @@ def run_ridecast(settings: SimulatorSettings) -> tuple[Engine, list[Any], Result
     """The online run; returns the engine, the fleet's start points, ridecast's result and
     each vehicle's executed stops as (booking index, 0 pickup / 1 dropoff)."""
     engine = Engine(1, settings, START)
+    engine.keep_finished_s = math.inf  # every booking of the run is read afterwards
     starts = [engine.vehicles[vid].anchor for vid in sorted(engine.vehicles)]
     while not engine.finished:
         engine.advance(engine.now + 600.0)

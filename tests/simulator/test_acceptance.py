@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from datetime import UTC, datetime
 
 import pytest
@@ -37,6 +38,7 @@ def test_thresholds_in_order() -> None:
 def _accepted_share(settings: SimulatorSettings) -> tuple[float, float]:
     """Accepted share of offers with a short and with a long offered wait."""
     engine = Engine(1, settings, START)
+    engine.keep_finished_s = math.inf  # every offer of the run is looked at afterwards
     while not engine.finished:
         engine.advance(engine.now + 600.0)
     short, long = [0, 0], [0, 0]

@@ -161,6 +161,24 @@ def test_kpi_cache_does_not_carry_a_replays_kpis_past_the_catch_up() -> None:
     assert caught_up["bookings"] > replaying["bookings"]
 
 
+def test_kpi_cache_bounds_what_pollers_cost_while_a_paused_run_catches_up() -> None:
+    """A run taken over while paused still catches up (its engine moves on each step): its
+    KPIs are reused by what they cost, as a running run's, until it has caught up (a status
+    poller must not make the catch-up compute KPIs at every step)."""
+    engine = Engine(1, SimulatorSettings(seed=4, vehicles=3, bookings_per_hour=120,
+                                         duration_s=1800), datetime(2024, 1, 1, 8, tzinfo=UTC))
+    engine.advance(60.0)
+    readings = iter([0.0, 0.1,  # the compute takes 0.1 s: reused for 5 s
+                     1.0,  # replaying, 0.9 s later: reused
+                     1.2, 1.3])  # caught up: where the paused run stands
+    cache = KpiCache(max_age_s=0.0, monotonic=lambda: next(readings))
+    replaying = cache.get(engine, 0, throttle=False, running=False, settled=False)
+    engine.advance(600.0)
+    assert cache.get(engine, 0, throttle=False, running=False, settled=False) is replaying
+    caught_up = cache.get(engine, 0, throttle=False, running=False)
+    assert caught_up is not replaying and caught_up == compute(engine)
+
+
 def test_literature_kpis_follow_their_definitions() -> None:
     from ridecast.simulator.core.model import BookingStatus
 

@@ -22,9 +22,11 @@ from typing import Any
 import orjson
 import pytest
 
+from ridecast.errors import Conflict, NotFound
 from ridecast.simulator import Engine, SimulatorSettings
 from ridecast.simulator.core import snapshot
 from ridecast.simulator.core.commands import Command, apply
+from ridecast.simulator.core.kpis import compute
 from ridecast.simulator.core.network import NetworkTravel, load_bundled
 from ridecast.simulator.core.spec import RunSpec
 from ridecast.simulator.hosting.clock import MaxClock
@@ -91,11 +93,93 @@ def test_another_format_or_damage_is_refused() -> None:
     engine = Engine(1, STRAIGHT, START)
     engine.advance(300.0)
     data = snapshot.dumps(engine)
-    older = struct.pack(">6sH", snapshot.MAGIC, snapshot.FORMAT_VERSION - 1) + data[8:]
-    assert snapshot.format_version(older) == snapshot.FORMAT_VERSION - 1
-    for bad in (older, data[:8] + b"not zlib", b"", b"RCSNAP"):
+    others = [struct.pack(">6sH", snapshot.MAGIC, version) + data[8:]
+              for version in (0, snapshot.FORMAT_VERSION + 1)]
+    assert [snapshot.format_version(other) for other in others] == [
+        0, snapshot.FORMAT_VERSION + 1]
+    for bad in (*others, data[:8] + b"not zlib", b"", b"RCSNAP"):
         with pytest.raises(snapshot.SnapshotFormatError):
             snapshot.loads(bad, STRAIGHT)
+
+
+LONG = SimulatorSettings(seed=6, vehicles=10, bookings_per_hour=400, duration_s=5 * 3600,
+                         speed="max", network="straight", demand_profile=[1.0] * 24)
+
+
+def _kpis(engine: Engine) -> dict[str, Any]:
+    """The KPIs but the scheduler's wall-clock decision times."""
+    k = compute(engine)
+    return {key: value for key, value in k.items() if "decision_ms" not in key}
+
+
+def _as_format_1(engine: Engine) -> bytes:
+    """A snapshot of ``engine`` as format 1 wrote it: every booking held, every scheduler
+    decision time in a list, no tally (the engine must have retired nothing yet)."""
+    old = snapshot.loads(snapshot.dumps(engine), engine.settings)
+    assert old.tally.run.requests == 0
+    state = vars(old)
+    state["decision_ms"] = [1.0] * old.decisions.count
+    for name in ("decisions", "tally", "keep_finished_s", "_ended"):
+        del state[name]
+    return struct.pack(">6sH", snapshot.MAGIC, 1) + snapshot.dumps(old)[8:]
+
+
+def test_a_format_1_snapshot_is_migrated() -> None:
+    """A snapshot of the format that kept every booking loads: the run goes on with the same
+    events and KPIs as the engine it was taken of, and retires the ended bookings later."""
+    engine = Engine(1, LONG, START)
+    engine.keep_finished_s = float("inf")  # as format 1: every booking held
+    engine.advance(3600.0)
+    data = _as_format_1(engine)
+    assert snapshot.format_version(data) == 1
+    copy = snapshot.loads(data, LONG)
+    engine.keep_finished_s = copy.keep_finished_s
+    assert copy.decisions.count == engine.decisions.count
+    assert _kpis(copy) == _kpis(engine)
+    original: list[dict[str, Any]] = []
+    restored: list[dict[str, Any]] = []
+    for until in (4000.0, 8000.0, 5 * 3600.0):
+        original += engine.advance(until)
+        restored += copy.advance(until)
+        original += _operate(engine, "create_booking", **TRIP)
+        restored += _operate(copy, "create_booking", **TRIP)
+    assert _bytes(restored) == _bytes(original)
+    assert _kpis(copy) == _kpis(engine)
+    assert copy.tally.run.requests > 0 and len(copy.bookings) < _kpis(copy)["bookings"]
+
+
+def test_the_engine_and_its_snapshot_do_not_grow_with_ended_bookings() -> None:
+    """At a steady demand the engine holds about as many bookings, offers and nodes, and its
+    snapshot is about as big, after five hours as after two; the KPIs still count all."""
+    engine = Engine(1, LONG, START)
+    held: list[int] = []
+    sizes: list[int] = []
+    created: list[int] = []
+    for hours in (2, 5):
+        engine.advance(hours * 3600.0)
+        held.append(len(engine.bookings) + len(engine.offers) + len(engine.nodes))
+        sizes.append(len(snapshot.dumps(engine)))
+        created.append(compute(engine)["bookings"])
+    assert created[1] > 2.2 * created[0]
+    assert held[1] < 1.25 * held[0]
+    assert sizes[1] < 1.25 * sizes[0]
+    assert len(engine.bookings) < 0.5 * created[1]
+
+
+def test_a_retired_booking_offer_or_node_answers_as_an_ended_one() -> None:
+    """Operations naming a booking, offer or node retired since its booking ended answer 409
+    ``invalid_state``, as for an ended booking still held; an id the run never gave, 404."""
+    engine = Engine(1, LONG, START)
+    engine.advance(3 * 3600.0)
+    assert 1 not in engine.bookings and 1 not in engine.offers and 1 not in engine.nodes
+    for name, args in (("cancel_booking", {"booking_id": 1}),
+                       ("accept_offer", {"offer_id": 1}),
+                       ("node_status", {"node_id": 1, "action": "pickup_success"})):
+        with pytest.raises(Conflict) as refused:
+            apply(engine, Command(name, args))
+        assert refused.value.code == "invalid_state"
+    with pytest.raises(NotFound):
+        apply(engine, Command("cancel_booking", {"booking_id": 10**9}))
 
 
 @pytest.fixture(params=["sqlite", "postgresql"])

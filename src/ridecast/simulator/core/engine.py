@@ -159,9 +159,12 @@ class Engine(Operations):
         if self._next_arrival < len(self._arrivals):
             self.at(self._arrivals[self._next_arrival], DEMAND)
 
+    # A timer of a booking or offer retired since (world.py ``retire``) finds it ended: as
+    # one of an ended booking, it does nothing.
+
     def _on_respond(self, offer_id: int, accept: int) -> None:
-        offer = self.offers[offer_id]
-        if offer.status is not OfferStatus.PENDING:
+        offer = self.offers.get(offer_id)
+        if offer is None or offer.status is not OfferStatus.PENDING:
             return
         if accept:
             self.accept(offer, "rider")
@@ -169,8 +172,8 @@ class Engine(Operations):
             self.reject(offer, OfferStatus.REJECTED, "rider")
 
     def _on_expire(self, offer_id: int, _version: int) -> None:
-        offer = self.offers[offer_id]
-        if offer.status is OfferStatus.PENDING:
+        offer = self.offers.get(offer_id)
+        if offer is not None and offer.status is OfferStatus.PENDING:
             self.reject(offer, OfferStatus.EXPIRED, "expired")
 
     def _on_arrive(self, vehicle_id: int, version: int) -> None:
@@ -231,15 +234,16 @@ class Engine(Operations):
         self.at(self.now + self.settings.arrival_interval_s, TRACKER)
 
     def _on_cancel(self, booking_id: int, _version: int) -> None:
-        booking = self.bookings[booking_id]
-        if booking.status in (BookingStatus.OFFERED, BookingStatus.ASSIGNED):
+        booking = self.bookings.get(booking_id)
+        if booking is not None and booking.status in (BookingStatus.OFFERED,
+                                                      BookingStatus.ASSIGNED):
             self.cancel(booking, "rider")
 
     def _on_change(self, booking_id: int, direction: int) -> None:
-        booking = self.bookings[booking_id]
+        booking = self.bookings.get(booking_id)
         # One more or one fewer rider; the other way when that does not fit.
-        if booking.status is BookingStatus.ASSIGNED and not self.change_demand(
-                booking, booking.passengers + direction):
+        if (booking is not None and booking.status is BookingStatus.ASSIGNED
+                and not self.change_demand(booking, booking.passengers + direction)):
             self.change_demand(booking, booking.passengers - direction)
 
     def _on_end(self, _target: int, _version: int) -> None:

@@ -7,7 +7,8 @@ The top-level keys (which the dashboard reads) cover the whole run so far:
 - level of service: wait (pickup minus request time) mean and p95, ride time over direct
   time (detour factor) mean;
 - efficiency: vehicle km, empty km, passenger km, occupancy = passenger-km / vehicle-km;
-- the scheduler's wall-clock decision time per booking, p50 and p99 (not part of any event);
+- the scheduler's wall-clock decision time per booking, p50 and p99 to three significant
+  digits (not part of any event);
 - the ride-pooling literature's indicators (``literature``): served share, fleet utilisation
   (share of vehicle time with stops to make), pooling share (served riders who shared any
   part of their ride), distance saved (direct km of served riders / vehicle-km), rides per
@@ -17,17 +18,20 @@ The top-level keys (which the dashboard reads) cover the whole run so far:
 ``measured`` holds the same quantities after the warm-up (``kpi_warmup_s``): bookings
 requested from then on, and driving done from then on, with the window stated; see
 ``docs/simulator.md`` for each definition.
+
+Every figure covers every booking of the run: those the engine still holds are walked, those
+it has retired (tally.py) are read from their tally, with the same result.
 """
 
 from __future__ import annotations
 
 import math
 import time
-from collections import Counter
 from collections.abc import Callable, Sequence
 from typing import Any
 
 from .model import BookingStatus, OfferStatus
+from .tally import PUNCTUAL_S, Sample, Tally
 from .world import World
 
 # A run spends at most about 1/KPI_COST_SHARE of its wall time on KPIs for pollers.
@@ -37,10 +41,12 @@ KPI_COST_SHARE = 50
 class KpiCache:
     """The last KPIs of one run, and what they were computed from.
 
-    ``compute`` walks every booking and vehicle (and the leg each moving vehicle is on), so
-    a status request should not pay it when nothing changed: the value is reused while the
-    world's time, its event count and the run's count of operations are the same. While the
-    run is under way, unless an operation ran since, it is also reused
+    ``compute`` walks the bookings the engine holds and every vehicle (and the leg each
+    moving vehicle is on), so a status request should not pay it when nothing changed: the
+    value is reused while the world's time, its event count and the run's count of
+    operations are the same. While the run is under way, or catching up after a takeover
+    (``settled`` false; paused too: its engine still moves), unless an operation ran since,
+    it is also reused
 
     - for ``KPI_COST_SHARE`` times as long as it took to compute: pollers, however many and
       however often, cost the run at most ``1 / KPI_COST_SHARE`` of its time;
@@ -70,7 +76,7 @@ class KpiCache:
         now = self._monotonic()
         if self._key is not None and key[2:] == self._key[2:]:
             age = now - self._at
-            if key == self._key or (running and (
+            if key == self._key or ((running or not settled) and (
                     age < self._reuse_s or (throttle and age < self.max_age_s))):
                 return self._value
         value = compute(world)
@@ -89,143 +95,120 @@ def percentile(values: Sequence[float], q: float) -> float | None:
     return ordered[rank - 1]
 
 
-def _sorted_percentile(ordered: Sequence[float], q: float) -> float | None:
-    """``percentile`` of values already in order (one sort serves several percentiles)."""
-    if not ordered:
-        return None
-    rank = max(1, math.ceil(q / 100.0 * len(ordered)))
-    return ordered[rank - 1]
-
-
 def _round(value: float | None, digits: int = 3) -> float | None:
     return None if value is None else round(value, digits)
 
 
+def _bookings(world: World) -> Tally:
+    """The retired bookings' tally with the bookings the world still holds added: every
+    booking of the run (tally.py)."""
+    tally = world.tally.copy(to_read=True)
+    offers = world.offers
+    tally.add([(b, offers.get(b.offer_id) if b.offer_id is not None else None)
+               for b in world.bookings.values()])
+    return tally
+
+
 def compute(world: World) -> dict[str, Any]:
-    """The KPIs of ``world`` so far (cheap enough to answer every status request)."""
-    bookings = world.bookings.values()
-    statuses = [b.status for b in bookings]
-    total = len(statuses)
-    no_offer = statuses.count(BookingStatus.NO_OFFER)
-    offer_statuses = Counter(o.status for o in world.offers.values())
-    waits = [b.picked_up_t - world.settings.dwell_s - b.requested_t for b in bookings
-             if b.picked_up_t is not None]
-    detours = [(b.dropped_off_t - b.picked_up_t) / b.direct_s for b in bookings
-               if b.dropped_off_t is not None and b.picked_up_t is not None and b.direct_s > 0]
+    """The KPIs of ``world`` so far (cheap enough to answer every status request: the
+    bookings ended long ago are a tally, not walked)."""
+    tally = _bookings(world)
+    run = tally.run
+    statuses = run.statuses
+    total = run.requests
+    no_offer = statuses[BookingStatus.NO_OFFER]
+    offer_statuses = tally.offers
+    waits, detours = run.waits, run.detours
     vehicles = world.vehicles.values()
     vehicle_m = sum(v.vehicle_m for v in vehicles)
     passenger_m = sum(v.passenger_m for v in vehicles)
-    decisions = sorted(world.decision_ms)
-    lit = literature(world)
+    decisions = world.decisions
+    lit = literature(world, tally)
     return {
         "bookings": total,
-        "offered": len(world.offers),
+        "offered": sum(offer_statuses.values()),
         "accepted": offer_statuses[OfferStatus.ACCEPTED],
         "offers_rejected": offer_statuses[OfferStatus.REJECTED],
         "offers_expired": offer_statuses[OfferStatus.EXPIRED],
-        "served": statuses.count(BookingStatus.COMPLETED),
-        "on_board": statuses.count(BookingStatus.PICKED_UP),
+        "served": statuses[BookingStatus.COMPLETED],
+        "on_board": statuses[BookingStatus.PICKED_UP],
         "no_offer": no_offer,
         "rejected_rate": _round(no_offer / total if total else None, 4),
-        "no_shows": statuses.count(BookingStatus.NO_SHOW),
-        "cancellations": statuses.count(BookingStatus.CANCELLED),
-        "wait_mean_s": _round(sum(waits) / len(waits) if waits else None, 1),
-        "wait_p95_s": _round(percentile(waits, 95), 1),
-        "ride_over_direct_mean": _round(sum(detours) / len(detours) if detours else None),
+        "no_shows": statuses[BookingStatus.NO_SHOW],
+        "cancellations": statuses[BookingStatus.CANCELLED],
+        "wait_mean_s": _round(waits.mean(), 1),
+        "wait_p95_s": _round(waits.percentile(95), 1),
+        "ride_over_direct_mean": _round(detours.mean()),
         "vehicle_km": round(vehicle_m / 1000.0, 3),
         "empty_km": round(sum(v.empty_m for v in vehicles) / 1000.0, 3),
         "passenger_km": round(passenger_m / 1000.0, 3),
         "occupancy": _round(passenger_m / vehicle_m if vehicle_m else None),
         "vehicles": len(world.vehicles),
         "vehicles_enabled": sum(v.enabled for v in vehicles),
-        "scheduler_decisions": len(decisions),
-        "scheduler_decision_ms_p50": _round(_sorted_percentile(decisions, 50), 4),
-        "scheduler_decision_ms_p99": _round(_sorted_percentile(decisions, 99), 4),
+        "scheduler_decisions": decisions.count,
+        "scheduler_decision_ms_p50": _round(decisions.percentile(50), 4),
+        "scheduler_decision_ms_p99": _round(decisions.percentile(99), 4),
         "events": sum(world.emitter.counts.values()),
         "events_by_type": dict(sorted(world.emitter.counts.items())),
-        "measured": measured(world),
+        "measured": measured(world, tally),
         **{k: v for k, v in lit.items() if not isinstance(v, dict)},
         "punctuality": lit["punctuality"],
     }
 
 
-#: A pickup this close to the offered time (either way) counts as punctual.
-PUNCTUAL_S = 60.0
-
-
-def literature(world: World) -> dict[str, Any]:
+def literature(world: World, tally: Tally | None = None) -> dict[str, Any]:
     """The indicators of the ride-pooling literature over the run so far (module
-    docstring); None where nothing is there to divide by yet."""
+    docstring); None where nothing is there to divide by yet. ``tally``: every booking's
+    (``_bookings``), when the caller has it already."""
+    run = (tally or _bookings(world)).run
     now = world.now
-    bookings = world.bookings.values()
-    total = len(world.bookings)
-    served = [b for b in bookings if b.status is BookingStatus.COMPLETED]
+    total = run.requests
+    served = run.statuses[BookingStatus.COMPLETED]
     vehicles = world.vehicles.values()
     vehicle_m = sum(v.vehicle_m for v in vehicles)
     busy = sum(v.busy_s + (now - v.busy_since if v.busy_since is not None else 0.0)
                for v in vehicles)
     fleet_s = len(world.vehicles) * now
-    dwell = world.settings.dwell_s
-    late: list[float] = []
-    for b in bookings:
-        if b.picked_up_t is not None and b.offer_id is not None:
-            late.append(b.picked_up_t - dwell - world.offers[b.offer_id].estimated_pickup_t)
-    ordered = sorted(late)
+    late = run.late
     return {
-        "served_share": _round(len(served) / total if total else None, 4),
+        "served_share": _round(served / total if total else None, 4),
         "fleet_utilisation": _round(busy / fleet_s if fleet_s > 0 else None, 4),
-        "pooling_share": _round(sum(b.shared for b in served) / len(served)
-                                if served else None, 4),
-        "distance_saved": _round(sum(b.direct_m for b in served) / vehicle_m
-                                 if vehicle_m else None),
-        "rides_per_vehicle_hour": _round(len(served) / (fleet_s / 3600.0)
+        "pooling_share": _round(run.shared / served if served else None, 4),
+        "distance_saved": _round(run.direct_m.sum / vehicle_m if vehicle_m else None),
+        "rides_per_vehicle_hour": _round(served / (fleet_s / 3600.0)
                                          if fleet_s > 0 else None),
         "rebalancing_km": round(sum(v.rebalance_m for v in vehicles) / 1000.0, 3),
         "punctuality": {
-            "pickups": len(late),
-            "late_mean_s": _round(sum(late) / len(late) if late else None, 1),
-            "late_p95_s": _round(_sorted_percentile(ordered, 95), 1),
-            "punctual_share": _round(sum(abs(x) <= PUNCTUAL_S for x in late) / len(late)
-                                     if late else None, 4),
+            "pickups": late.count,
+            "late_mean_s": _round(late.mean(), 1),
+            "late_p95_s": _round(late.percentile(95), 1),
+            "punctual_share": _round(run.punctual / late.count if late.count else None, 4),
             "window_s": PUNCTUAL_S,
         },
     }
 
 
-def _stats(values: Sequence[float], digits: int = 1) -> dict[str, float | None]:
-    ordered = sorted(values)
-    return {"mean": _round(sum(values) / len(values) if values else None, digits),
-            "p50": _round(_sorted_percentile(ordered, 50), digits),
-            "p95": _round(_sorted_percentile(ordered, 95), digits)}
+def _stats(values: Sample, digits: int = 1) -> dict[str, float | None]:
+    return {"mean": _round(values.mean(), digits),
+            "p50": _round(values.percentile(50), digits),
+            "p95": _round(values.percentile(95), digits)}
 
 
-def measured(world: World) -> dict[str, Any]:
+def measured(world: World, tally: Tally | None = None) -> dict[str, Any]:
     """The KPIs after the warm-up: bookings requested at or after it, driving after it."""
     warmup = world.settings.kpi_warmup_s
     started = world.now >= warmup
     window = {"warmup_s": warmup, "from_s": warmup, "to_s": round(world.now, 3),
               "started": started}
-    bookings = [b for b in world.bookings.values() if b.requested_t >= warmup]
-    dwell = world.settings.dwell_s
-    offers = world.offers
-    total = len(bookings)
-    statuses = Counter(b.status for b in bookings)
-    reasons = Counter(b.cancel_reason for b in bookings)
+    part = (tally or _bookings(world)).measured
+    total = part.requests
+    statuses = part.statuses
+    reasons = part.reasons
     # No offer, or cancelled for want of a vehicle (counted once if both).
-    no_vehicle = statuses[BookingStatus.NO_OFFER]
-    if reasons["no_vehicle"]:
-        no_vehicle += sum(b.status is not BookingStatus.NO_OFFER for b in bookings
-                          if b.cancel_reason == "no_vehicle")
-    answered = [offers[b.offer_id].status for b in bookings if b.offer_id is not None]
-    rider_rejected = answered.count(OfferStatus.REJECTED)
-    expired = answered.count(OfferStatus.EXPIRED)
-    picked = [b for b in bookings if b.picked_up_t is not None]
-    waits = [b.picked_up_t - dwell - b.requested_t for b in picked
-             if b.picked_up_t is not None]
-    done = [b for b in picked if b.dropped_off_t is not None and b.picked_up_t is not None]
-    rides = [b.dropped_off_t - b.picked_up_t for b in done
-             if b.dropped_off_t is not None and b.picked_up_t is not None]
-    detours = [ride / b.direct_s for ride, b in zip(rides, done, strict=True) if b.direct_s > 0]
+    no_vehicle = statuses[BookingStatus.NO_OFFER] + part.no_vehicle_cancelled
+    rider_rejected = part.offers[OfferStatus.REJECTED]
+    expired = part.offers[OfferStatus.EXPIRED]
+    waits, rides, detours = part.waits, part.rides, part.detours
     vm = em = pm = 0.0
     if started:
         base = world.warmup_m or {}

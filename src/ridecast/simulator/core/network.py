@@ -361,6 +361,16 @@ class NetworkTravel:
         m = _metres(a, pos)
         return node, [a, pos], m / CONNECTOR_MPS, m
 
+    def resolved(self, known: dict[LatLon, _Mid | tuple[Leg, int, float]],
+                 ) -> dict[LatLon, _Mid | tuple[Leg, int, float]]:
+        """A copy of ``known`` (``_mids`` or ``_scratch``, its type and order kept) with every
+        point resolved as ``_mid`` resolves it on first use: the same answers, without the
+        whole leg each point was seen on (what a snapshot stores)."""
+        out = type(known)()
+        for pos, mid in known.items():
+            out[pos] = self._resolve(pos, *mid) if isinstance(mid, tuple) else mid
+        return out
+
     def _mid(self, a: LatLon) -> _Mid | None:
         """The remembered mid-edge position at a (resolved on first use), or None."""
         for known in (self._mids, self._scratch):

@@ -114,14 +114,25 @@ class Operations(World):
 
     # ---- lookups -----------------------------------------------------------------------
 
+    def _retired(self, kind: str, ident: int) -> bool:
+        """The run had a booking, offer or node of this id, retired since it ended (world.py
+        ``retire``): ids are given in order, so it is one not held at or below the last."""
+        return 0 < ident <= self._ids[kind]
+
     def _booking(self, booking_id: int) -> Booking:
-        try:
-            return self.bookings[booking_id]
-        except KeyError:
-            raise NotFound(f"no booking {booking_id} in this simulation") from None
+        booking = self.bookings.get(booking_id)
+        if booking is not None:
+            return booking
+        if self._retired("booking", booking_id):
+            raise Conflict(f"booking {booking_id} has ended: only an offered or assigned "
+                           "booking can be changed", code="invalid_state")
+        raise NotFound(f"no booking {booking_id} in this simulation")
 
     def _offer(self, offer_id: int) -> Offer:
         offer = self.offers.get(offer_id)
+        if offer is None and self._retired("offer", offer_id):
+            raise Conflict(f"offer {offer_id} is no longer pending (its booking has ended)",
+                           code="invalid_state")
         if offer is None:
             raise NotFound(f"no offer {offer_id} in this simulation")
         if offer.status is not OfferStatus.PENDING:
@@ -220,6 +231,9 @@ class Operations(World):
             raise BadRequest(f"action must be one of {', '.join(NODE_ACTIONS)}",
                              details=[{"loc": ["action"], "msg": f"got {action!r}"}])
         node = self.nodes.get(node_id)
+        if node is None and self._retired("node", node_id):
+            raise Conflict(f"node {node_id} is not on a vehicle's route (its booking has "
+                           "ended)", code="invalid_state")
         if node is None:
             raise NotFound(f"no node {node_id} in this simulation")
         booking = self.bookings[node.booking_id]

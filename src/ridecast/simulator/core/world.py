@@ -11,7 +11,7 @@ from __future__ import annotations
 import heapq
 import math
 import time
-from collections import OrderedDict
+from collections import OrderedDict, deque
 from datetime import datetime
 from typing import Any
 
@@ -31,6 +31,7 @@ from .polyline import LatLon, encode
 from .rng import Source, Streams
 from .scheduler import Insertion, Plan, Scheduler, apply_insertion, build_plan
 from .settings import BBox, SimulatorSettings
+from .tally import ENDED, Sample, Tally
 from .travel import TravelModel
 
 # Timer kinds; a heap entry is (time, seq, kind, target id, version).
@@ -40,6 +41,18 @@ from .travel import TravelModel
 ENCODED_LEGS = 20_000
 
 OPEN_STATES = (BookingStatus.OFFERED, BookingStatus.ASSIGNED, BookingStatus.PICKED_UP)
+
+KEEP_FINISHED_S = 3600.0
+"""Simulated seconds an ended booking is kept (at least the rebalancing window) before it
+is retired into the KPIs' tally (tally.py)."""
+DECISION_DIGITS = 3
+"""Significant digits of the scheduler decision times the KPIs' percentiles are taken of."""
+
+
+def keep_finished_s(settings: SimulatorSettings) -> float:
+    """How long an ended booking stays in the engine: rebalancing reads every request of
+    its window (rebalance.py), so at least that."""
+    return max(KEEP_FINISHED_S, settings.rebalance_window_s)
 
 
 class World:
@@ -60,7 +73,13 @@ class World:
         self.bookings: dict[int, Booking] = {}
         self.offers: dict[int, Offer] = {}
         self.nodes: dict[int, RouteNode] = {}
-        self.decision_ms: list[float] = []
+        #: Wall-clock milliseconds of each scheduler decision (to ``DECISION_DIGITS``).
+        self.decisions = Sample(significant=DECISION_DIGITS)
+        #: Ended bookings, (when they ended, id) in that order, until they are retired.
+        self._ended: deque[tuple[float, int]] = deque()
+        self.keep_finished_s = keep_finished_s(settings)
+        #: The KPIs' share of the retired bookings (and their offers).
+        self.tally = Tally(settings.dwell_s, settings.kpi_warmup_s)
         self._encoded: OrderedDict[tuple[LatLon, LatLon], str] = OrderedDict()
         #: Per vehicle (vehicle m, empty m, passenger m) driven before the warm-up ended.
         self.warmup_m: dict[int, tuple[float, float, float]] | None = None
@@ -100,6 +119,32 @@ class World:
         was_open = booking.status in OPEN_STATES
         booking.status = status
         self.open_bookings += (status in OPEN_STATES) - was_open
+        if status in ENDED:
+            self._ended.append((self.now, booking.id))
+            self.retire()
+
+    def retire(self) -> None:
+        """Retire the bookings that ended over ``keep_finished_s`` ago: their share of the
+        KPIs goes into the tally, and they, their offers and their nodes are dropped. Only
+        state no timer or route refers to any more goes (an ended booking is on no route,
+        and a timer of it finds it gone as it would find it ended); the run's events do not
+        depend on when this runs."""
+        ended = self._ended
+        horizon = self.now - self.keep_finished_s
+        retired: list[tuple[Booking, Offer | None]] = []
+        while ended and ended[0][0] < horizon:
+            _, booking_id = ended.popleft()
+            booking = self.bookings.pop(booking_id, None)
+            if booking is None:
+                continue
+            offer = (self.offers.pop(booking.offer_id, None) if booking.offer_id is not None
+                     else None)
+            retired.append((booking, offer))
+            for node in (booking.pickup_node, booking.dropoff_node):
+                if node is not None:
+                    self.nodes.pop(node.id, None)
+        if retired:
+            self.tally.add(retired)
 
     def position(self, vehicle: Vehicle, *, keep: bool = False) -> tuple[LatLon, float, float]:
         """(position, bearing, speed m/s) of a vehicle now; ``keep``: it becomes the
@@ -255,7 +300,7 @@ class World:
         began = time.perf_counter()
         found = self.scheduler.best_insertion(booking, self.vehicles.values(), self.bookings,
                                               self.now, prefer)
-        self.decision_ms.append((time.perf_counter() - began) * 1000.0)
+        self.decisions.add((time.perf_counter() - began) * 1000.0)
         return found
 
     def make_nodes(self, booking: Booking) -> None:
