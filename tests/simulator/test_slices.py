@@ -116,15 +116,18 @@ def test_groups_are_charged_the_cpu_their_steps_took() -> None:
 async def test_the_publish_lane_is_fair_by_organisation_when_runs_come_back_late() -> None:
     """Runs that publish batch after batch, each coming back to the lane a moment after its
     turn (as a run does between two batches): the lone run of one organisation publishes
-    as much as the two runs of the other together."""
-    lane = PublishLane(1.0)
+    as much as the two runs of the other together. Each batch takes exactly a millisecond
+    of the lane's clock, so the shares do not depend on a loaded machine's timers."""
+    now = [0.0]
+    lane = PublishLane(1.0, clock=lambda: now[0])
     done: dict[str, int] = {"many": 0, "one": 0}
     stop = asyncio.Event()
 
     async def publish(group: str) -> None:
         while not stop.is_set():
             async with lane.turn(group):
-                await asyncio.sleep(0.001)
+                await asyncio.sleep(0)  # the loop turns while a batch is published
+                now[0] += 0.001
                 done[group] += 1
             await asyncio.sleep(0)  # back a moment later
             if sum(done.values()) >= 300:

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 
 from .slices import FairTurns
@@ -26,10 +26,11 @@ class PublishLane:
     """One publishing batch of the runs at 'max' at a time, at most ``share`` of the time,
     in fair turns by group (an organisation), then by run within it."""
 
-    def __init__(self, share: float) -> None:
+    def __init__(self, share: float, clock: Callable[[], float] = time.monotonic) -> None:
         if not 0 < share <= 1:
             raise ValueError("share must be in (0, 1]")
         self.share = share
+        self._clock = clock  # what a batch is charged by (injectable for tests)
         self._busy = False
         self._waiting: FairTurns[asyncio.Future[None]] = FairTurns()
         self._open_at = 0.0
@@ -63,15 +64,15 @@ class PublishLane:
     async def turn(self, group: str = "") -> AsyncIterator[None]:
         await self._acquire(group)
         try:
-            wait = self._open_at - time.monotonic()
+            wait = self._open_at - self._clock()
             if wait > 0:
                 await asyncio.sleep(wait)
-            started = time.monotonic()
+            started = self._clock()
             try:
                 yield
             finally:
-                took = time.monotonic() - started
+                took = self._clock() - started
                 self._waiting.charge(group, took)
-                self._open_at = time.monotonic() + took * (1 - self.share) / self.share
+                self._open_at = self._clock() + took * (1 - self.share) / self.share
         finally:
             self._release()
