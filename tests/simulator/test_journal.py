@@ -173,6 +173,17 @@ async def test_journal_store_keeps_times_exactly(tmp_path: Path) -> None:
         await engine.dispose()
 
 
+async def _paused_with_one_entry(store: JournalStore, sink: Sink) -> Runner:
+    """A paused runner of simulation 3 journaling into ``store`` (run "run"), one operation
+    (vehicle 1 disabled) accepted."""
+    runner = Runner(3, Engine(3, SMALL, START), MaxClock(step_s=45.0), sink,
+                    record=lambda entry: store.append(3, "run", entry))
+    runner.start()
+    await runner.pause()
+    await _op(runner, "set_vehicle_enabled", vehicle_id=1, enabled=False)
+    return runner
+
+
 async def test_a_journal_that_cannot_be_written_gives_the_run_up(tmp_path: Path) -> None:
     """The store refuses the entry (its table is gone): the operation answers 503, its
     events are not published, and the runner gives the run up (to be rebuilt from its
@@ -183,11 +194,7 @@ async def test_a_journal_that_cannot_be_written_gives_the_run_up(tmp_path: Path)
     try:
         store = JournalStore(engine)
         sink = Sink()
-        runner = Runner(3, Engine(3, SMALL, START), MaxClock(step_s=45.0), sink,
-                        record=lambda entry: store.append(3, "run", entry))
-        runner.start()
-        await runner.pause()
-        await _op(runner, "set_vehicle_enabled", vehicle_id=1, enabled=False)
+        runner = await _paused_with_one_entry(store, sink)
         assert len(await store.read("run")) == 1
         async with engine.begin() as conn:
             await conn.exec_driver_sql("DROP TABLE simulator_journal")
@@ -216,11 +223,7 @@ async def test_an_owner_that_lost_its_lease_journals_and_publishes_nothing(
         assert await leases.acquire(3, "A", 30, CLAIMED_STATUS)
         store = JournalStore(engine, owner="A")
         sink = Sink()
-        runner = Runner(3, Engine(3, SMALL, START), MaxClock(step_s=45.0), sink,
-                        record=lambda entry: store.append(3, "run", entry))
-        runner.start()
-        await runner.pause()
-        await _op(runner, "set_vehicle_enabled", vehicle_id=1, enabled=False)
+        runner = await _paused_with_one_entry(store, sink)
         assert await leases.hand_over(3, "A", {"status": "paused"}, {})
         assert await leases.acquire(3, "B", 30, CLAIMED_STATUS)  # B has the run now
         published = len(sink.events)

@@ -119,8 +119,8 @@ class RemoteLikeEngine(LocalEngine):
 
 
 async def test_a_run_reads_finished_only_with_its_final_kpis() -> None:
-    """Whoever sees ``finished`` sees the final KPIs, not those of a step before the end
-    (a status read between the two once showed a finished run with 0 bookings)."""
+    """Whoever sees ``finished`` sees the final KPIs, not those of a step before the end:
+    a client that reads a finished run's status takes its KPIs as the run's result."""
     runner = Runner(9, RemoteLikeEngine(Engine(9, SMALL, START)), MaxClock(step_s=45.0),
                     Sink())
     runner.start()
