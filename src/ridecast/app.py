@@ -49,6 +49,7 @@ from .simulator.hosting.manager import SimThrottle, SimulatorManager
 from .simulator.hosting.resume import LogTail
 from .simulator.hosting.snapshots import SnapshotPolicy
 from .store.accounts import AccountStore
+from .store.driver_connections import close_engine
 from .store.engine import create_engine, upgrade
 from .store.eventlog import EventLog
 from .store.newest_id import newest_id_reader
@@ -114,7 +115,7 @@ async def _start(
                            pool_overflow=settings.database_pool_overflow,
                            pool_timeout_s=settings.database_pool_timeout_s,
                            sqlite_synchronous=settings.sqlite_synchronous)
-    stack.push_async_callback(engine.dispose)
+    stack.push_async_callback(close_engine, engine)
     bus = create_bus(settings.bus_url, prefix=settings.bus_prefix,
                      maxlen=settings.bus_stream_maxlen,
                      catch_up_interval_s=settings.bus_catch_up_interval_s,

@@ -221,6 +221,7 @@ async def ensure_user(database_url: str, path: Path) -> DemoCredentials:
     """The demo user with a working API key: the saved one, else a new key (or user)."""
     from ..auth.credentials import BasicCredentials
     from ..store.accounts import AccountStore
+    from ..store.driver_connections import close_engine
     from ..store.engine import create_engine, upgrade
 
     await upgrade(database_url)
@@ -242,7 +243,7 @@ async def ensure_user(database_url: str, path: Path) -> DemoCredentials:
         write_credentials(path, creds)
         return creds
     finally:
-        await engine.dispose()
+        await close_engine(engine)
 
 
 def _check(response: httpx.Response, doing: str) -> Any:

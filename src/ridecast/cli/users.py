@@ -29,6 +29,7 @@ def with_accounts(work: Callable[[AccountStore], Awaitable[T]]) -> T:
     from ..config import get_settings
     from ..errors import RidecastError
     from ..store.accounts import AccountStore
+    from ..store.driver_connections import close_engine
     from ..store.engine import create_engine, upgrade
     from .datadir import prepare_store
 
@@ -41,7 +42,7 @@ def with_accounts(work: Callable[[AccountStore], Awaitable[T]]) -> T:
         try:
             return await work(AccountStore(engine))
         finally:
-            await engine.dispose()
+            await close_engine(engine)
 
     try:
         return asyncio.run(run())

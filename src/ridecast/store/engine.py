@@ -1,4 +1,9 @@
-"""The async SQLAlchemy engine, tuned per backend, and schema migration at start-up."""
+"""The async SQLAlchemy engine, tuned per backend, and schema migration at start-up.
+
+Close an engine made here with ``close_engine`` (``driver_connections``), not only
+``dispose()``: a connect or a query cancelled mid-way can leave a driver connection outside
+the pool.
+"""
 
 from __future__ import annotations
 
@@ -16,6 +21,7 @@ from sqlalchemy.pool import AsyncAdaptedQueuePool, ConnectionPoolEntry, PoolRese
 
 from ..errors import ServiceUnavailable
 from . import outage
+from .driver_connections import Connect, DriverConnections, register
 
 log = logging.getLogger(__name__)
 
@@ -78,7 +84,10 @@ def create_engine(url: str, *, outage_log_interval_s: float = 30.0, pool_size: i
         # that thread) leaves none open.
         kwargs["connect_args"] = {"timeout": 30}
         kwargs["pool_reset_on_return"] = None
+    connections = DriverConnections(_driver_connect(url))
+    kwargs.setdefault("connect_args", {})["async_creator_fn"] = connections.connect
     engine = create_async_engine(url, **kwargs)
+    register(engine, connections)
     outage.install(engine, log_interval_s=outage_log_interval_s)
     if is_sqlite(url):
         _require_sqlite_json()
@@ -95,6 +104,18 @@ def create_engine(url: str, *, outage_log_interval_s: float = 30.0, pool_size: i
             cur.close()
 
     return engine
+
+
+def _driver_connect(url: str) -> Connect:
+    """The driver's own connect for ``url``, which SQLAlchemy would otherwise call."""
+    if is_sqlite(url):
+        import aiosqlite
+
+        return aiosqlite.connect
+    import asyncpg  # type: ignore[import-untyped]
+
+    connect: Connect = asyncpg.connect
+    return connect
 
 
 def _rollback_if_open(dbapi_conn: Any, _record: Any, state: PoolResetState) -> None:

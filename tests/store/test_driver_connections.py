@@ -1,0 +1,123 @@
+"""A task cancelled while the pool opens its connection leaves nothing open once the engine
+is closed (``store/driver_connections.py``), on SQLite and on PostgreSQL.
+
+The cancellation is tried after more and more turns of the event loop, from the task's
+start until the task ends before it, so it lands before, during and after the driver's
+connect and the first-connect pragmas. Each try runs in an event loop of its own that
+closes afterwards, as a process's does at exit: an aiosqlite thread left behind fails
+there ("Event loop is closed"), as CI met it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import threading
+from collections.abc import Callable
+from pathlib import Path
+
+import asyncpg
+import pytest
+from sqlalchemy import text
+
+from ridecast.store.driver_connections import close_engine
+from ridecast.store.engine import create_engine
+from tests.waiting import eventually
+
+MAX_TRIES = 200
+
+
+def _tries(url: Callable[[int], str]) -> list[bool]:
+    """Whether each try was cancelled: the turns grow by one, then by a tenth, until the
+    query ends before its cancellation. ``url(n)``: the store of the n-th try."""
+    cancelled: list[bool] = []
+    turns = 0
+    while len(cancelled) < MAX_TRIES:
+        cancelled.append(asyncio.run(_cancelled_at(url(len(cancelled)), turns)))
+        if not cancelled[-1]:
+            return cancelled
+        turns = max(turns + 1, int(turns * 1.1))
+    raise AssertionError(f"the query never ended within {turns} turns of the loop")
+
+
+def _driver_threads() -> set[threading.Thread]:
+    return {t for t in threading.enumerate() if "_connection_worker_thread" in t.name}
+
+
+async def _cancelled_at(url: str, turns: int) -> bool:
+    """Start a query on a fresh engine, cancel it after ``turns`` turns of the loop, close
+    the engine; True when the cancellation came before the query ended."""
+    engine = create_engine(url)
+
+    async def query() -> None:
+        async with engine.connect() as conn:
+            await conn.execute(text("SELECT 1"))
+
+    task = asyncio.create_task(query())
+    for _ in range(turns):
+        await asyncio.sleep(0)
+    task.cancel()
+    with contextlib.suppress(asyncio.CancelledError):
+        await task
+    await close_engine(engine)
+    return task.cancelled()
+
+
+def _backends(database: str) -> int:
+    async def count() -> int:
+        conn = await asyncpg.connect("postgresql://postgres@127.0.0.1:5432/postgres")
+        try:
+            return int(await conn.fetchval(
+                "SELECT count(*) FROM pg_stat_activity WHERE datname = $1", database))
+        finally:
+            await conn.close()
+
+    return asyncio.run(count())
+
+
+def test_a_connect_cancelled_on_sqlite_leaves_no_thread(tmp_path: Path) -> None:
+    # A file per try: a query cancelled on SQLite can leave the next connection to the same
+    # file waiting out its busy timeout (30 s), with this module's change or without it.
+    def url(n: int) -> str:
+        return f"sqlite+aiosqlite:///{tmp_path / f'cancel-{n}.db'}"
+
+    before = _driver_threads()
+    errors: list[BaseException | None] = []
+    previous_hook = threading.excepthook
+    threading.excepthook = lambda args: errors.append(args.exc_value)
+    try:
+        cancelled = _tries(url)
+        eventually(lambda: _driver_threads() <= before, timeout=10,
+                   what="every aiosqlite thread ended",
+                   why=lambda: _driver_threads() - before)
+    finally:
+        threading.excepthook = previous_hook
+    assert errors == []
+    assert cancelled.count(True) > 1  # the tries spanned the query, up to its end
+
+
+def test_a_connect_cancelled_on_postgresql_leaves_no_backend(pg_url: str) -> None:
+    database = pg_url.rsplit("/", 1)[1]
+    cancelled = _tries(lambda _n: pg_url)
+    # Without a close, a connection whose connect was cancelled keeps its backend until the
+    # garbage collector finds it; closed, the server lets go of it within moments.
+    eventually(lambda: _backends(database) == 0, timeout=10,
+               what="no backend left on the test database", why=lambda: _backends(database))
+    assert cancelled.count(True) > 1
+
+
+@pytest.mark.parametrize("store", ["sqlite", "postgresql"])
+def test_closing_an_engine_twice_is_harmless(store: str, tmp_path: Path,
+                                              request: pytest.FixtureRequest) -> None:
+    url = (f"sqlite+aiosqlite:///{tmp_path / 'twice.db'}" if store == "sqlite"
+           else request.getfixturevalue("pg_url"))
+
+    async def run() -> int:
+        engine = create_engine(url)
+        async with engine.connect() as conn:
+            one = (await conn.execute(text("SELECT 1"))).scalar_one()
+        await close_engine(engine)
+        await close_engine(engine)
+        return int(one)
+
+    assert asyncio.run(run()) == 1
