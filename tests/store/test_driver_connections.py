@@ -76,8 +76,9 @@ def _backends(database: str) -> int:
 
 
 def test_a_connect_cancelled_on_sqlite_leaves_no_thread(tmp_path: Path) -> None:
-    # A file per try: a query cancelled on SQLite can leave the next connection to the same
-    # file waiting out its busy timeout (30 s), with this module's change or without it.
+    # A file per try: under pytest, a query cancelled on SQLite can leave the next
+    # connection to the same file waiting out its busy timeout (30 s), with this module's
+    # change or without it (not seen in the same loop run outside pytest).
     def url(n: int) -> str:
         return f"sqlite+aiosqlite:///{tmp_path / f'cancel-{n}.db'}"
 
