@@ -367,6 +367,23 @@ def server_per_backend(label: str, *, scope: Literal["session", "module"] = "ses
     return shared
 
 
+def pg_backends(database_url: str) -> int:
+    """Server processes connected to the PostgreSQL database of ``database_url`` (ours not
+    counted: it connects to another database)."""
+    import asyncpg
+
+    async def count() -> int:
+        conn = await asyncpg.connect(POSTGRES_ADMIN_URL, timeout=3)
+        try:
+            return int(await conn.fetchval(
+                "SELECT count(*) FROM pg_stat_activity WHERE datname = $1",
+                database_url.rsplit("/", 1)[1]))
+        finally:
+            await conn.close()
+
+    return asyncio.run(count())
+
+
 async def _postgres_admin(sql: str) -> None:
     import asyncpg
 

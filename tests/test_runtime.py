@@ -22,7 +22,7 @@ from ridecast.app import open_runtime
 from ridecast.config import Settings
 from ridecast.store.eventlog import NewEvent
 from tests.cluster.privateredis import PrivateRedis
-from tests.conftest import free_port
+from tests.conftest import free_port, pg_backends
 from tests.waiting import eventually
 
 
@@ -46,19 +46,7 @@ class Backend:
         """Connections held to this backend's database and Redis (but ours counting)."""
         count = 0
         if self.database_url.startswith("postgresql"):
-            name = self.database_url.rsplit("/", 1)[1]
-
-            async def backends() -> int:
-                import asyncpg
-
-                conn = await asyncpg.connect("postgresql://postgres@127.0.0.1:5432/postgres")
-                try:
-                    return int(await conn.fetchval(
-                        "SELECT count(*) FROM pg_stat_activity WHERE datname = $1", name))
-                finally:
-                    await conn.close()
-
-            count += asyncio.run(backends())
+            count += pg_backends(self.database_url)
         if self.redis is not None:
             client = redis.Redis.from_url(self.redis.url)
             try:

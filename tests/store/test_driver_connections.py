@@ -16,12 +16,12 @@ import threading
 from collections.abc import Callable
 from pathlib import Path
 
-import asyncpg
 import pytest
 from sqlalchemy import text
 
 from ridecast.store.driver_connections import close_engine
 from ridecast.store.engine import create_engine
+from tests.conftest import pg_backends
 from tests.waiting import eventually
 
 MAX_TRIES = 200
@@ -63,18 +63,6 @@ async def _cancelled_at(url: str, turns: int) -> bool:
     return task.cancelled()
 
 
-def _backends(database: str) -> int:
-    async def count() -> int:
-        conn = await asyncpg.connect("postgresql://postgres@127.0.0.1:5432/postgres")
-        try:
-            return int(await conn.fetchval(
-                "SELECT count(*) FROM pg_stat_activity WHERE datname = $1", database))
-        finally:
-            await conn.close()
-
-    return asyncio.run(count())
-
-
 def test_a_connect_cancelled_on_sqlite_leaves_no_thread(tmp_path: Path) -> None:
     # A file per try: under pytest, a query cancelled on SQLite can leave the next
     # connection to the same file waiting out its busy timeout (30 s), with this module's
@@ -98,12 +86,11 @@ def test_a_connect_cancelled_on_sqlite_leaves_no_thread(tmp_path: Path) -> None:
 
 
 def test_a_connect_cancelled_on_postgresql_leaves_no_backend(pg_url: str) -> None:
-    database = pg_url.rsplit("/", 1)[1]
     cancelled = _tries(lambda _n: pg_url)
     # Without a close, a connection whose connect was cancelled keeps its backend until the
     # garbage collector finds it; closed, the server lets go of it within moments.
-    eventually(lambda: _backends(database) == 0, timeout=10,
-               what="no backend left on the test database", why=lambda: _backends(database))
+    eventually(lambda: pg_backends(pg_url) == 0, timeout=10,
+               what="no backend left on the test database", why=lambda: pg_backends(pg_url))
     assert cancelled.count(True) > 1
 
 
