@@ -56,6 +56,7 @@ from .store.newest_id import newest_id_reader
 from .store.outbox import OutboxSql, outbox_sql
 from .store.quota_usage import QuotaUsageStore
 from .store.revocations import RevocationWatcher
+from .store.run_fence import RunFence
 from .store.simulations import SimulationStore
 from .store.snapshots import SnapshotStore
 from .webhooks.bodies import Bodies
@@ -267,7 +268,14 @@ def _simulator_host(settings: Settings, engine: AsyncEngine, bus: Bus,
         slice_s=settings.simulator_slice_ms / 1000.0,
         recycle_bytes=int(settings.simulator_engine_recycle_mb * (1 << 20)),
         idle_s=settings.simulator_engine_idle_s, nice=settings.simulator_engine_nice)
-    manager = SimulatorManager(ingest.submit_trusted, max_batch=ingest.max_batch,
+
+    async def publish(simulation_id: int, events: list[dict[str, Any]]) -> object:
+        # A run's events are written only while this node holds its lease (as its journal
+        # is): a node that stalled past it publishes nothing the new owner also does.
+        return await ingest.submit_trusted(simulation_id, events,
+                                           fence=RunFence(simulation_id, node_id))
+
+    manager = SimulatorManager(publish, max_batch=ingest.max_batch,
                                max_finished=settings.simulator_max_finished_runs,
                                journal=journal, throttle=throttle,
                                tail=LogTail(event_log), pool=pool,

@@ -22,6 +22,7 @@ from .isotime import iso_from_ns
 from .metrics import count_ingested
 from .simulations import SimulationCatalog, SimulationMeta
 from .store.eventlog import EventLog, NewEvent
+from .store.run_fence import RunFence
 
 _GPS = MessageType.GPS_DATA.value
 
@@ -156,26 +157,28 @@ class Ingest:
 
     async def submit(
         self, simulation_id: int, items: Sequence[Any], *, meta: SimulationMeta | None = None,
-        validate: bool = True, from_json: bool = False,
+        validate: bool = True, from_json: bool = False, fence: RunFence | None = None,
     ) -> list[StoredEvent]:
         """Validate, append and publish ``items`` for ``simulation_id``, all or nothing.
 
         ``meta``: the simulation's, when the caller has just looked it up (the API has, to
-        check visibility): no second lookup. ``from_json``: see ``prepare``.
+        check visibility): no second lookup. ``from_json``: see ``prepare``. ``fence``: the
+        lease the append depends on (``EventLog.append``).
         """
         if meta is None or meta.id != simulation_id:
             meta = await self._catalog.get(simulation_id)
         if meta is None:
             raise NotFound(f"simulation {simulation_id} not found", code="simulation_not_found")
         stored = await self._log.append(self.prepare(meta, items, validate=validate,
-                                                       from_json=from_json))
+                                                       from_json=from_json), fence=fence)
         count_ingested([event.message_type for event in stored])
         return stored
 
-    async def submit_trusted(self, simulation_id: int,
-                             items: Sequence[Any]) -> list[StoredEvent]:
+    async def submit_trusted(self, simulation_id: int, items: Sequence[Any], *,
+                             fence: RunFence | None = None) -> list[StoredEvent]:
         """``submit`` for the in-process simulator, whose events are built from the same
         models and checked against them by its tests (tests/simulator: every event of a
         run on straight lines and on streets validates): stamped, serialised and stored
-        without a second validation."""
-        return await self.submit(simulation_id, items, validate=False)
+        without a second validation; with ``fence``, only while the run's owner holds its
+        lease."""
+        return await self.submit(simulation_id, items, validate=False, fence=fence)

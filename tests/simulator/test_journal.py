@@ -13,8 +13,12 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+import orjson
 import pytest
+from sqlalchemy import func, select
+from sqlalchemy.ext.asyncio import AsyncEngine
 
+from ridecast.bus import MemoryBus
 from ridecast.errors import NotFound, ServiceUnavailable
 from ridecast.simulator import Engine, SimulatorSettings
 from ridecast.simulator.core.commands import Command, apply
@@ -24,6 +28,10 @@ from ridecast.simulator.hosting.lease import CLAIMED_STATUS, LeaseStore
 from ridecast.simulator.hosting.resume import AlreadyPublished, Progress
 from ridecast.simulator.hosting.runner import Runner, Status
 from ridecast.store.engine import create_engine, upgrade
+from ridecast.store.eventlog import EventLog, NewEvent
+from ridecast.store.run_fence import RunFence
+from ridecast.store.tables import events as events_table
+from tests.waiting import eventually_async
 
 START = datetime(2024, 1, 1, 8, tzinfo=UTC)
 SMALL = SimulatorSettings(seed=4, vehicles=5, bookings_per_hour=120, duration_s=1200,
@@ -235,3 +243,49 @@ async def test_an_owner_that_lost_its_lease_journals_and_publishes_nothing(
         await runner.close()
     finally:
         await engine.dispose()
+
+
+async def test_an_owner_that_lost_its_lease_stores_none_of_its_events(tmp_path: Path) -> None:
+    """The runner's events go to the event log fenced by the owner's lease (as the app wires
+    it): once another node holds the run, the next step's events are refused whole, none
+    is stored, and the runner gives the run up here without marking it stopped."""
+    url = f"sqlite+aiosqlite:///{tmp_path / 'j.db'}"
+    await upgrade(url)
+    engine = create_engine(url)
+    event_log = EventLog(engine, MemoryBus())
+    await event_log.start()
+    try:
+        leases = LeaseStore(engine)
+        assert await leases.acquire(3, "A", 30, CLAIMED_STATUS)
+
+        async def fenced(simulation_id: int, events: list[dict[str, Any]]) -> object:
+            return await event_log.append(
+                [NewEvent(simulation_id, 1, 1, event["message_type"], orjson.dumps(event))
+                 for event in events], fence=RunFence(simulation_id, "A"))
+
+        runner = Runner(3, Engine(3, SMALL, START), MaxClock(step_s=45.0), fenced)
+        runner.start()
+        await eventually_async(lambda: runner.progress.count > 0, timeout=60,
+                               what="the first step's events stored under A's lease")
+        await runner.pause()
+        stored = await _stored_count(engine, 3)
+        assert stored == runner.progress.count
+        assert await leases.hand_over(3, "A", {"status": "paused"}, {})
+        assert await leases.acquire(3, "B", 30, CLAIMED_STATUS)  # B has the run now
+        await runner.resume()
+        await eventually_async(lambda: runner.lost is not None, timeout=30,
+                               what="the runner gave the run up")
+        assert "lease" in (runner.lost or "")
+        assert runner.status is not Status.STOPPED
+        assert await _stored_count(engine, 3) == stored
+        await runner.close()
+    finally:
+        await event_log.close()
+        await engine.dispose()
+
+
+async def _stored_count(engine: AsyncEngine, simulation_id: int) -> int:
+    async with engine.connect() as conn:
+        return int((await conn.execute(select(func.count()).select_from(events_table)
+                                       .where(events_table.c.simulation_id == simulation_id)))
+                   .scalar_one())

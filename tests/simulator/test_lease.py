@@ -9,11 +9,16 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
+from sqlalchemy import func, select
 
+from ridecast.bus import MemoryBus, StoredEvent
 from ridecast.simulator.hosting.lease import CLAIMED_STATUS, LeaseStore, effective_status
 from ridecast.store.engine import create_engine, upgrade
-from ridecast.store.simulator_journal import JournalRow, JournalRows, LeaseLost
+from ridecast.store.eventlog import EventLog, NewEvent
+from ridecast.store.run_fence import LeaseLost, RunFence
+from ridecast.store.simulator_journal import JournalRow, JournalRows
 from ridecast.store.simulator_runs import RunRecord
+from ridecast.store.tables import events, webhook_deliveries
 from tests.waiting import eventually_async
 
 
@@ -188,3 +193,60 @@ async def test_a_journal_entry_is_written_only_under_its_owners_live_lease(
     assert await leases.acquire(5, "B", 10, CLAIMED_STATUS)
     await rows.append(5, "run", _row(2), owner="B")
     assert [row.seq for row in await rows.page("run", after_seq=0, limit=10)] == [1, 2]
+
+
+def _new_event(simulation_id: int, n: int, webhook: bool = False) -> NewEvent:
+    return NewEvent(simulation_id=simulation_id, org_id=1, owner_id=1,
+                    message_type="vehicle_use", body=b'{"n":%d}' % n,
+                    webhook_url="http://127.0.0.1:9/hook" if webhook else None)
+
+
+async def test_a_runs_events_are_written_only_under_its_owners_live_lease(
+        database_url: str) -> None:
+    """The event log's fenced append (a run's owner publishing its events): stored and
+    published while the owner's lease holds; another node's, one for a run nobody owns, or
+    the owner's once its lease has ended, is refused whole (``LeaseLost``), with nothing
+    stored, queued for delivery or published, and the unfenced appends queued beside it
+    are stored as usual."""
+    await upgrade(database_url)
+    engine = create_engine(database_url)
+    bus = MemoryBus()
+    published: list[StoredEvent] = []
+    bus.subscribe(lambda messages: published.extend(
+        m for m in messages if isinstance(m, StoredEvent)))
+    event_log = EventLog(engine, bus, max_batch=500)
+    await event_log.start()
+    leases = LeaseStore(engine)
+    try:
+        assert await leases.acquire(5, "A", 10, CLAIMED_STATUS)
+        owned = await event_log.append([_new_event(5, n, webhook=n % 2 == 1)
+                                        for n in range(4)], fence=RunFence(5, "A"))
+        assert [e.simulation_id for e in owned] == [5] * 4
+        beside = await asyncio.gather(
+            event_log.append([_new_event(7, 0)]),
+            event_log.append([_new_event(5, 9, webhook=True)], fence=RunFence(5, "B")),
+            event_log.append([_new_event(7, 1)]), return_exceptions=True)
+        assert isinstance(beside[1], LeaseLost)
+        assert [len(result) for result in (beside[0], beside[2])
+                if isinstance(result, list)] == [1, 1]
+        with pytest.raises(LeaseLost):  # nobody owns simulation 6's run
+            await event_log.append([_new_event(6, 0)], fence=RunFence(6, "A"))
+        assert await leases.hand_over(5, "A", RUNNING, {})  # A's lease ends now
+        with pytest.raises(LeaseLost):
+            await event_log.append([_new_event(5, 10, webhook=True)], fence=RunFence(5, "A"))
+        assert await leases.acquire(5, "B", 10, CLAIMED_STATUS)
+        taken_over = await event_log.append([_new_event(5, 11)], fence=RunFence(5, "B"))
+    finally:
+        await event_log.close()
+    async with engine.connect() as conn:
+        stored = (await conn.execute(select(events.c.simulation_id, events.c.body)
+                                     .order_by(events.c.id))).all()
+        deliveries = (await conn.execute(
+            select(func.count()).select_from(webhook_deliveries))).scalar_one()
+    await engine.dispose()
+    assert [(sim, bytes(body)) for sim, body in stored] == [
+        *((5, b'{"n":%d}' % n) for n in range(4)), (7, b'{"n":0}'), (7, b'{"n":1}'),
+        (5, b'{"n":11}')]
+    assert deliveries == 2  # the owner's two; none of the refused ones
+    assert [e.event_id for e in published] == [e.event_id for e in
+                                               [*owned, beside[0][0], beside[2][0], *taken_over]]

@@ -24,7 +24,7 @@ import time
 from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, NamedTuple, Protocol
 
 from sqlalchemy import and_, delete, func, select, text
 from sqlalchemy.exc import SQLAlchemyError
@@ -38,6 +38,7 @@ from .checkpointer import WalCheckpointer, disable_autocheckpoint
 from .driver_sql import insert_qmark, insert_values
 from .outbox import OutboxSql, outbox_sql
 from .refusal import refuses_row
+from .run_fence import LeaseLost, RunFence
 from .tables import event_counter, events, first_id_since, simulations
 from .txsteps import DriverThread, Many, Query, Steps, driver_thread, run_alone, run_on
 
@@ -129,6 +130,15 @@ def _unavailable(what: str, exc: Exception) -> ServiceUnavailable:
     )
 
 
+class _Request(NamedTuple):
+    """A queued append: its events, the future of their stored form, and the lease its
+    write depends on (a simulator run's owner), if any."""
+
+    batch: Sequence[NewEvent]
+    future: asyncio.Future[list[StoredEvent]]
+    fence: RunFence | None
+
+
 class AppendGate(Protocol):
     """What every batch passes before it is queued (the organisation's stored bytes)."""
 
@@ -155,9 +165,7 @@ class EventLog:
         # Back-pressure: events queued but not yet written; beyond it, append refuses.
         self._max_pending = max_pending
         self._pending = 0
-        self._queue: deque[tuple[Sequence[NewEvent], asyncio.Future[list[StoredEvent]]]] = (
-            deque()
-        )
+        self._queue: deque[_Request] = deque()
         self._wake = asyncio.Event()
         self._writer: asyncio.Task[None] | None = None
         # Committed batches waiting for the publisher, in commit order.
@@ -211,7 +219,7 @@ class EventLog:
             return
         log.error("the event log writer died", exc_info=task.exception())
         while self._queue:
-            _batch, future = self._queue.popleft()
+            future = self._queue.popleft().future
             if not future.done():
                 future.set_exception(ServiceUnavailable(
                     "the event log writer stopped; nothing of this request was stored",
@@ -251,14 +259,16 @@ class EventLog:
                 await disable_autocheckpoint(self._thread)
         return self._conn
 
-    async def append(self, batch: Sequence[NewEvent]) -> list[StoredEvent]:
+    async def append(self, batch: Sequence[NewEvent], *,
+                     fence: RunFence | None = None) -> list[StoredEvent]:
         """Append ``batch`` atomically; returns the stored events once committed (they are
-        published right after, in commit order)."""
+        published right after, in commit order). With ``fence``, only while that lease
+        holds, checked in the commit's transaction (else ``LeaseLost``, nothing stored)."""
         # No shield needed: a caller that is cancelled cancels the future, and the writer
         # still writes the batch (it never looks at the future before it has committed).
         if self.gate is not None:
             await self.gate.learn(batch)
-        return await self.append_nowait(batch)
+        return await self.append_nowait(batch, fence=fence)
 
     def within_quota(self, batch: Sequence[NewEvent]) -> bool:
         """True when ``gate`` would admit ``batch`` (the ingest fast path asks first)."""
@@ -285,7 +295,8 @@ class EventLog:
             )
         return None
 
-    def append_nowait(self, batch: Sequence[NewEvent]) -> asyncio.Future[list[StoredEvent]]:
+    def append_nowait(self, batch: Sequence[NewEvent], *,
+                      fence: RunFence | None = None) -> asyncio.Future[list[StoredEvent]]:
         """``append`` for a caller that does not await here: queues ``batch`` and returns
         the future of the stored events; raises what ``append`` raises."""
         refusal = self._refusal(len(batch))
@@ -297,7 +308,7 @@ class EventLog:
         if not batch:
             future.set_result([])
             return future
-        self._queue.append((batch, future))
+        self._queue.append(_Request(batch, future, fence))
         self._pending += len(batch)
         self._wake.set()
         return future
@@ -309,14 +320,12 @@ class EventLog:
             self._wake.clear()
             while self._queue:
                 group = self._take_group()
-                self._pending -= sum(len(batch) for batch, _future in group)
+                self._pending -= sum(len(request.batch) for request in group)
                 await self._commit(group)
             if self._closing and not self._queue:
                 return
 
-    async def _commit(
-        self, group: list[tuple[Sequence[NewEvent], asyncio.Future[list[StoredEvent]]]]
-    ) -> None:
+    async def _commit(self, group: list[_Request]) -> None:
         """Write ``group`` and answer its requests. When the store refuses a row of it
         (``store/refusal.py``), the group is written again in halves, down to single
         requests: only the requests whose rows it refuses fail (500 ``store_refused``),
@@ -324,6 +333,11 @@ class EventLog:
         (an outage, a broken store) fails the group with 503, as it fails every write."""
         try:
             stored = await self._write(group)
+        except LeaseLost as exc:  # a fenced request, alone in its group: nothing written
+            for request in group:
+                if not request.future.done():
+                    request.future.set_exception(exc)
+            return
         except Exception as exc:
             outage = isinstance(exc, ServiceUnavailable)  # logged by the engine
             await self._drop_connection()
@@ -348,17 +362,17 @@ class EventLog:
                     f"the store refused this request's events ({type(exc).__name__}); "
                     "nothing of this request was stored", code="store_refused",
                 )
-            for _batch, future in group:
-                if not future.done():
-                    future.set_exception(refused)
+            for request in group:
+                if not request.future.done():
+                    request.future.set_exception(refused)
             return
         flat = [event for per_request in stored for event in per_request]
         self._outgoing.append(flat)
         self._unpublished += len(flat)
         self._outgoing_wake.set()
-        for (_batch, future), result in zip(group, stored, strict=True):
-            if not future.done():
-                future.set_result(result)
+        for request, result in zip(group, stored, strict=True):
+            if not request.future.done():
+                request.future.set_result(result)
 
     async def _gather(self) -> None:
         """Let the event loop run while requests keep joining the queue, up to
@@ -410,25 +424,36 @@ class EventLog:
                 log.exception("closing the writer connection failed")
             self._conn = None
 
-    def _take_group(
-        self,
-    ) -> list[tuple[Sequence[NewEvent], asyncio.Future[list[StoredEvent]]]]:
-        # A request's batch is never split: it commits whole or not at all.
+    def _take_group(self) -> list[_Request]:
+        # A request's batch is never split: it commits whole or not at all. A fenced one
+        # commits alone: its lease may refuse it, and nothing else with it.
         group = [self._queue.popleft()]
-        count = len(group[0][0])
-        while self._queue and count + len(self._queue[0][0]) <= self._max_batch:
+        if group[0].fence is not None:
+            return group
+        count = len(group[0].batch)
+        while (self._queue and self._queue[0].fence is None
+               and count + len(self._queue[0].batch) <= self._max_batch):
             item = self._queue.popleft()
             group.append(item)
-            count += len(item[0])
+            count += len(item.batch)
         return group
 
-    async def _write(
-        self, group: list[tuple[Sequence[NewEvent], asyncio.Future[list[StoredEvent]]]]
-    ) -> list[list[StoredEvent]]:
+    async def _write(self, group: list[_Request]) -> list[list[StoredEvent]]:
         now, started = time.time(), time.perf_counter()
-        flat = [event for batch, _future in group for event in batch]
+        flat = [event for request in group for event in request.batch]
+        fence = group[0].fence
         conn = await self._writer_connection()
-        if self._group_sql is not None:
+        if fence is not None and self._group_sql is not None:
+            # The writer's connection is in autocommit: the check and the group commit
+            # share a transaction on a connection of the pool instead.
+            async with self._engine.begin() as fenced:
+                if (await fenced.execute(fence.check())).first() is None:
+                    raise fence.refused(f"{len(flat)} events were")
+                last = await run_alone(fenced, self._group_steps(self._group_sql, flat, now))
+        elif fence is not None:
+            last = await run_on(conn, self._fenced_steps(fence, flat, now),
+                                thread=self._thread, styled=self._styled)
+        elif self._group_sql is not None:
             # One statement is one transaction of its own: no BEGIN and COMMIT round trips
             # (the writer's connection is in autocommit, ``_writer_connection``).
             last = await run_alone(conn, self._group_steps(self._group_sql, flat, now))
@@ -454,9 +479,9 @@ class EventLog:
             return [stored]
         out: list[list[StoredEvent]] = []
         start = 0
-        for batch, _future in group:
-            out.append(stored[start:start + len(batch)])
-            start += len(batch)
+        for request in group:
+            out.append(stored[start:start + len(request.batch)])
+            start += len(request.batch)
         return out
 
     @staticmethod
@@ -466,6 +491,12 @@ class EventLog:
         if not found:
             raise RuntimeError("the event_counter row is missing (run the migrations)")
         return int(found[0][0])
+
+    def _fenced_steps(self, fence: RunFence, flat: list[NewEvent], now: float) -> Steps[int]:
+        """``_write_steps`` after ``fence``'s check, in the same transaction."""
+        if not (yield fence.check_step()):
+            raise fence.refused(f"{len(flat)} events were")
+        return (yield from self._write_steps(flat, now))
 
     def _write_steps(self, flat: list[NewEvent], now: float) -> Steps[int]:
         """The group commit as one step transaction (``store.txsteps``) on SQLite, where it

@@ -5,10 +5,7 @@ name and JSON arguments and the simulated time it applied at; ``simulator/hostin
 gives them their meaning. Writing an entry twice (a retry after a commit whose answer was
 lost) is not an error when the row written is the same.
 
-An append by an owner is fenced by its lease: the row is written only where the run's
-``simulator_runs`` row names that owner with a lease live by the database's clock, in the
-same statement (on PostgreSQL the lease row is share-locked, so a takeover's UPDATE either
-comes before the check and refuses it, or waits for the append and then reads it).
+An append by an owner is fenced by its lease (``run_fence``), in the same statement.
 """
 
 from __future__ import annotations
@@ -21,12 +18,8 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from .dbclock import db_epoch
+from .run_fence import RunFence
 from .tables import simulator_journal as journal
-from .tables import simulator_runs as runs
-
-
-class LeaseLost(RuntimeError):
-    """A fenced write found that its node no longer holds the run's live lease."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -50,16 +43,17 @@ class JournalRows:
         """Write ``row``; committed when this returns. The same row again is a no-op, a
         different one with the same seq an ``IntegrityError``. With ``owner``, only while
         that node holds the run's live lease (else ``LeaseLost``, nothing written)."""
+        fence = None if owner is None else RunFence(simulation_id, owner)
         values = {"run_id": run_id, "seq": row.seq, "simulation_id": simulation_id,
                   "sim_t": row.sim_t, "command": row.command, "args_json": row.args_json}
         try:
             async with self._engine.begin() as conn:
-                if owner is None:
+                if fence is None:
                     await conn.execute(insert(journal).values(**values,
                                                               created_at=db_epoch()))
                     return
                 written = await conn.execute(insert(journal).from_select(
-                    [*values, "created_at"], _fenced(values, simulation_id, owner)))
+                    [*values, "created_at"], _fenced(values, fence)))
             if written.rowcount == 1:
                 return
         except IntegrityError:
@@ -68,9 +62,8 @@ class JournalRows:
             return
         # Refused by the fence; unless this is a retry after a commit whose answer was lost.
         if not await self._stored(run_id, row):
-            raise LeaseLost(f"this node no longer holds the lease of simulation "
-                            f"{simulation_id}'s run: its journal entry {row.seq} was not "
-                            "written")
+            assert fence is not None  # an unfenced append returned above
+            raise fence.refused(f"its journal entry {row.seq} was")
 
     async def _stored(self, run_id: str, row: JournalRow) -> bool:
         """Whether ``row`` is stored exactly as it is."""
@@ -99,10 +92,9 @@ class JournalRows:
             await conn.execute(delete(journal).where(*where))
 
 
-def _fenced(values: dict[str, object], simulation_id: int, owner: str) -> Select[Any]:
-    """The row's values, selected only from the run's lease row that ``owner`` holds live."""
+def _fenced(values: dict[str, object], fence: RunFence) -> Select[Any]:
+    """The row's values, selected only from the run's lease row that ``fence`` holds."""
     return (select(*(literal(value, journal.c[name].type) for name, value in values.items()),
                    db_epoch())
-            .where(runs.c.simulation_id == simulation_id, runs.c.owner_node == owner,
-                   runs.c.lease_until > db_epoch())
+            .where(*fence.holds())
             .with_for_update(read=True))

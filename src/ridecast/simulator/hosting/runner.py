@@ -53,7 +53,7 @@ from itertools import takewhile
 from typing import Any, Protocol
 
 from ...errors import BadRequest, Conflict, RidecastError, ServiceUnavailable
-from ...store.simulator_journal import LeaseLost
+from ...store.run_fence import LeaseLost
 from ..core.commands import Command
 from ..core.engine import Engine
 from ..core.operations import Result
@@ -251,6 +251,13 @@ class Runner:
                         return
                 stored = await self._sink(chunk)
                 break
+            except LeaseLost as exc:
+                # Stalled past the lease (the sink's write is fenced by it): another node
+                # has the run, or may take it now, and publishes these events from the
+                # journal it reads.
+                self.give_up(str(exc))
+                raise RunLost("this node no longer holds the run's lease; its events are "
+                              "published by the node that rebuilds it") from exc
             except Exception as exc:
                 if not transient(exc) or self._holds is None:
                     raise
