@@ -38,6 +38,9 @@ def _sqlite_epoch(_element: db_epoch, _compiler: Any, **_kw: Any) -> str:
     return SQLITE_EPOCH
 
 
+POSTGRES_EPOCH = "CAST(EXTRACT(EPOCH FROM clock_timestamp()) AS DOUBLE PRECISION)"
+
+
 @compiles(db_epoch, "postgresql")
 def _postgres_epoch(_element: db_epoch, _compiler: Any, **_kw: Any) -> str:
-    return "CAST(EXTRACT(EPOCH FROM clock_timestamp()) AS DOUBLE PRECISION)"
+    return POSTGRES_EPOCH

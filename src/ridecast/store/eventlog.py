@@ -38,7 +38,7 @@ from .checkpointer import WalCheckpointer, disable_autocheckpoint
 from .driver_sql import insert_qmark, insert_values
 from .outbox import OutboxSql, outbox_sql
 from .refusal import refuses_row
-from .run_fence import LeaseLost, RunFence
+from .run_fence import POSTGRES_CHECK, LeaseLost, RunFence
 from .tables import event_counter, events, first_id_since, simulations
 from .txsteps import DriverThread, Many, Query, Steps, driver_thread, run_alone, run_on
 
@@ -53,17 +53,29 @@ COUNTER_SQL = ("UPDATE event_counter SET last_id = last_id + :count WHERE id = 1
                "RETURNING last_id")
 
 
-def _group_sql(outbox: OutboxSql) -> str | None:
+def _group_sql(outbox: OutboxSql, *, fenced: bool = False) -> str | None:
     """A group commit on PostgreSQL in one statement: the counter moved, the events and
     their delivery rows inserted from arrays (one round trip and one executor run, not a
     statement per row); its one row is the last id taken (``_group_params``). None where
-    the outbox inserts its rows statement by statement (SQLite)."""
-    deliveries = outbox.insert_from_arrays("(SELECT last_id FROM c) - CAST(:count AS bigint)")
+    the outbox inserts its rows statement by statement (SQLite).
+
+    ``fenced``: only while a run's lease holds (``RunFence.params`` too): the counter moves
+    only when the lease check (``POSTGRES_CHECK``, share-locking the lease row) finds its
+    row, and the events and deliveries come from the counter's row, so a refused group
+    writes nothing and returns no row."""
+    if fenced:
+        deliveries = outbox.insert_from_arrays("c.last_id - CAST(:count AS bigint)",
+                                               source="c, ")
+        check, guard = f"f AS ({POSTGRES_CHECK}), ", " AND EXISTS (SELECT 1 FROM f)"
+    else:
+        deliveries = outbox.insert_from_arrays(
+            "(SELECT last_id FROM c) - CAST(:count AS bigint)")
+        check = guard = ""
     if deliveries is None:
         return None
     return (
-        "WITH c AS (UPDATE event_counter SET last_id = last_id + CAST(:count AS bigint) "
-        "WHERE id = 1 RETURNING last_id), "
+        f"WITH {check}c AS (UPDATE event_counter SET last_id = last_id + "
+        f"CAST(:count AS bigint) WHERE id = 1{guard} RETURNING last_id), "
         "e AS (INSERT INTO events (id, simulation_id, message_type, created_at, body) "
         "SELECT c.last_id - CAST(:count AS bigint) + u.pos, u.sim, u.type, "
         "CAST(:now AS double precision), u.body FROM c, unnest(CAST(:sims AS integer[]), "
@@ -188,6 +200,7 @@ class EventLog:
         self._events_values = insert_values(engine.dialect, events, _EVENT_COLUMNS)
         # On PostgreSQL the whole group commit is one statement over arrays (``_group_sql``).
         self._group_sql = _group_sql(self._outbox)
+        self._fenced_group_sql = _group_sql(self._outbox, fenced=True)
         # On SQLite, the writer connection's driver thread: a group commit is one trip
         # there (``store.txsteps``). Set with the connection.
         self._thread: DriverThread | None = None
@@ -443,20 +456,18 @@ class EventLog:
         flat = [event for request in group for event in request.batch]
         fence = group[0].fence
         conn = await self._writer_connection()
-        if fence is not None and self._group_sql is not None:
-            # The writer's connection is in autocommit: the check and the group commit
-            # share a transaction on a connection of the pool instead.
-            async with self._engine.begin() as fenced:
-                if (await fenced.execute(fence.check())).first() is None:
-                    raise fence.refused(f"{len(flat)} events were")
-                last = await run_alone(fenced, self._group_steps(self._group_sql, flat, now))
+        if self._group_sql is not None:
+            # One statement is one transaction of its own: no BEGIN and COMMIT round trips
+            # (the writer's connection is in autocommit, ``_writer_connection``).
+            if fence is None:
+                last = await run_alone(conn, self._group_steps(self._group_sql, flat, now))
+            else:
+                assert self._fenced_group_sql is not None
+                last = await run_alone(conn, self._fenced_group_steps(
+                    self._fenced_group_sql, fence, flat, now))
         elif fence is not None:
             last = await run_on(conn, self._fenced_steps(fence, flat, now),
                                 thread=self._thread, styled=self._styled)
-        elif self._group_sql is not None:
-            # One statement is one transaction of its own: no BEGIN and COMMIT round trips
-            # (the writer's connection is in autocommit, ``_writer_connection``).
-            last = await run_alone(conn, self._group_steps(self._group_sql, flat, now))
         else:
             last = await run_on(conn, self._write_steps(flat, now), thread=self._thread,
                                 styled=self._styled)
@@ -490,6 +501,15 @@ class EventLog:
         found = yield Query(sql, _group_params(flat, now))
         if not found:
             raise RuntimeError("the event_counter row is missing (run the migrations)")
+        return int(found[0][0])
+
+    @staticmethod
+    def _fenced_group_steps(sql: str, fence: RunFence, flat: list[NewEvent],
+                            now: float) -> Steps[int]:
+        """The fenced group commit as ``_group_sql(fenced=True)``, one statement."""
+        found = yield Query(sql, {**_group_params(flat, now), **fence.params()})
+        if not found:
+            raise fence.refused(f"{len(flat)} events were")
         return int(found[0][0])
 
     def _fenced_steps(self, fence: RunFence, flat: list[NewEvent], now: float) -> Steps[int]:

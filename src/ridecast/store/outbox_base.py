@@ -151,7 +151,7 @@ class OutboxBase:
     skip_locked = ""
     """What ends a read whose rows a claim locks (PostgreSQL's ``FOR UPDATE SKIP LOCKED``)."""
 
-    def insert_from_arrays(self, first_id: str) -> str | None:
+    def insert_from_arrays(self, first_id: str, source: str = "") -> str | None:
         """The INSERT of a group commit's delivery rows over arrays (PostgreSQL); None on
         SQLite, where the event log writes them with ``insert_values``."""
         return None
@@ -205,16 +205,17 @@ class PostgresOutboxBase(OutboxBase):
     def hint(self, index: str) -> str:
         return ""
 
-    def insert_from_arrays(self, first_id: str) -> str:
+    def insert_from_arrays(self, first_id: str, source: str = "") -> str:
         """The INSERT of the delivery rows of one group commit, as one statement over
         arrays (``insert_arrays``' parameters), for a CTE of the event log's statement:
         ``first_id`` is the SQL of the id before the group's first event (a row's event id
-        is it plus the event's position in the group, from 1)."""
+        is it plus the event's position in the group, from 1); ``source``: what the rows
+        are also selected from, before the arrays (``"c, "``: no row when ``c`` has none)."""
         return ("INSERT INTO webhook_deliveries (event_id, simulation_id, message_type, url, "
                 "status, attempt_count, next_attempt_at, created_at, updated_at, ordered) "
                 f"SELECT {first_id} + w.pos, w.sim, w.type, w.url, 'pending', 0, "
                 "CAST(:now AS double precision), CAST(:now AS double precision), "
                 "CAST(:now AS double precision), w.ordered "
-                "FROM unnest(CAST(:w_pos AS bigint[]), CAST(:w_sims AS integer[]), "
+                f"FROM {source}unnest(CAST(:w_pos AS bigint[]), CAST(:w_sims AS integer[]), "
                 "CAST(:w_types AS varchar[]), CAST(:w_urls AS text[]), "
                 "CAST(:w_ordered AS boolean[])) AS w(pos, sim, type, url, ordered)")

@@ -13,15 +13,21 @@ leaves nothing behind.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from functools import lru_cache
 from typing import Any
 
-from sqlalchemy import ColumnElement, Select, bindparam, literal_column, select
-from sqlalchemy.dialects import sqlite
+from sqlalchemy import ColumnElement
 
-from .dbclock import db_epoch
+from .dbclock import POSTGRES_EPOCH, SQLITE_EPOCH, db_epoch
 from .steps import Query
 from .tables import simulator_runs as runs
+
+_CHECK = ("SELECT 1 FROM simulator_runs WHERE simulation_id = :fence_simulation_id "
+          "AND owner_node = :fence_owner AND lease_until > ")
+SQLITE_CHECK = _CHECK + SQLITE_EPOCH
+"""One row while the lease holds, none otherwise (``RunFence.params``), on SQLite."""
+POSTGRES_CHECK = _CHECK + POSTGRES_EPOCH + " FOR SHARE"
+"""The same on PostgreSQL, share-locking the lease row (a CTE of the event log's group
+commit: ``eventlog``)."""
 
 
 class LeaseLost(RuntimeError):
@@ -41,14 +47,13 @@ class RunFence:
         return [runs.c.simulation_id == self.simulation_id, runs.c.owner_node == self.owner,
                 runs.c.lease_until > db_epoch()]
 
-    def check(self) -> Select[Any]:
-        """One row while the lease holds, none otherwise (share-locking the lease row)."""
-        return select(literal_column("1")).where(*self.holds()).with_for_update(read=True)
+    def params(self) -> dict[str, Any]:
+        """The parameters of ``SQLITE_CHECK`` and ``POSTGRES_CHECK``."""
+        return {"fence_simulation_id": self.simulation_id, "fence_owner": self.owner}
 
     def check_step(self) -> Query:
-        """``check`` as a step of a step transaction on SQLite (``store.txsteps``)."""
-        return Query(_sqlite_check_sql(), {"simulation_id": self.simulation_id,
-                                           "owner": self.owner})
+        """The check as a step of a step transaction on SQLite (``store.txsteps``)."""
+        return Query(SQLITE_CHECK, self.params())
 
     def refused(self, what: str) -> LeaseLost:
         """The error of a write refused by this fence; ``what``: what was not written."""
@@ -56,14 +61,4 @@ class RunFence:
                          f"{self.simulation_id}'s run: {what} not written")
 
 
-@lru_cache(maxsize=1)
-def _sqlite_check_sql() -> str:
-    """``RunFence.check`` as SQLite text with ``:simulation_id`` and ``:owner``."""
-    stmt: Select[Any] = (select(literal_column("1"))
-            .where(runs.c.simulation_id == bindparam("simulation_id"),
-                   runs.c.owner_node == bindparam("owner"),
-                   runs.c.lease_until > db_epoch()))
-    return str(stmt.compile(dialect=sqlite.dialect(paramstyle="named")))
-
-
-__all__ = ["LeaseLost", "RunFence"]
+__all__ = ["POSTGRES_CHECK", "SQLITE_CHECK", "LeaseLost", "RunFence"]
