@@ -367,6 +367,21 @@ def server_per_backend(label: str, *, scope: Literal["session", "module"] = "ses
     return shared
 
 
+def engine_processes(pid: int) -> list[Any]:
+    """The simulator engine processes under process ``pid`` that still run (one that has
+    just ended, a zombie or gone, is not counted)."""
+    import psutil
+
+    found = []
+    for child in psutil.Process(pid).children(recursive=True):
+        try:
+            if "engine_process" in " ".join(child.cmdline()):
+                found.append(child)
+        except (psutil.ZombieProcess, psutil.NoSuchProcess):
+            continue
+    return found
+
+
 def pg_backends(database_url: str) -> int:
     """Server processes connected to the PostgreSQL database of ``database_url`` (ours not
     counted: it connects to another database)."""

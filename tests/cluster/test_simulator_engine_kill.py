@@ -29,7 +29,13 @@ import httpx
 import psutil
 
 from tests.cluster.test_simulator_takeover import _events
-from tests.conftest import Server, User, drop_cluster_pair, launch_cluster_pair
+from tests.conftest import (
+    Server,
+    User,
+    drop_cluster_pair,
+    engine_processes,
+    launch_cluster_pair,
+)
 from tests.waiting import eventually
 
 SNAPSHOT_EVERY_S = 60
@@ -50,8 +56,7 @@ demand, so the test waits little for the run to finish; no claim depends on the 
 
 
 def _engine_processes(node: Server) -> list[psutil.Process]:
-    return [child for child in psutil.Process(node.process.pid).children(recursive=True)
-            if "engine_process" in " ".join(child.cmdline())]
+    return engine_processes(node.process.pid)
 
 
 def _status(node: Server, user: User, sim: int) -> dict[str, Any]:

@@ -23,7 +23,7 @@ from typing import Any
 import httpx
 import psutil
 
-from tests.conftest import Server
+from tests.conftest import Server, engine_processes
 from tests.hub.wsutil import open_stream
 from tests.waiting import eventually_async
 
@@ -54,8 +54,7 @@ class SimulatorProcess:
         return found.group(1) if found else None
 
     def engines(self) -> list[psutil.Process]:
-        return [c for c in psutil.Process(self.process.pid).children(recursive=True)
-                if "engine_process" in " ".join(c.cmdline())]
+        return engine_processes(self.process.pid)
 
     def stop(self) -> None:
         if self.process.poll() is None:
@@ -113,9 +112,7 @@ def test_runs_go_to_simulator_processes_and_survive_one(
             assert started.json()["owner_node"] == node_1
             await eventually_async(first.engines, timeout=60,
                                    what="an engine process of the simulator process")
-            api_engines = [c for c in psutil.Process(api.process.pid).children(recursive=True)
-                           if "engine_process" in " ".join(c.cmdline())]
-            assert api_engines == []
+            assert engine_processes(api.process.pid) == []
 
             # Operations and controls through the API node reach the run's owner.
             booked = await book()

@@ -14,6 +14,7 @@ import psutil
 
 from ridecast.simulator.hosting.engine_pool import default_size
 from tests.conftest import Server, User
+from tests.conftest import engine_processes as running_engines
 from tests.waiting import eventually
 
 CENTRE = {"lat": 52.52, "lon": 13.405, "radius_m": 2000}
@@ -29,8 +30,7 @@ def busy(seed: int, *, duration_s: float = 6 * 3600) -> dict[str, Any]:
 
 def engine_processes(server: Server) -> list[psutil.Process]:
     """The serving process's engine processes."""
-    return [child for child in psutil.Process(server.process.pid).children(recursive=True)
-            if "engine_process" in " ".join(child.cmdline())]
+    return running_engines(server.process.pid)
 
 
 class Run:
