@@ -5,7 +5,7 @@ The cancellation is tried after more and more turns of the event loop, from the 
 start until the task ends before it, so it lands before, during and after the driver's
 connect and the first-connect pragmas. Each try runs in an event loop of its own that
 closes afterwards, as a process's does at exit: an aiosqlite thread left behind fails
-there ("Event loop is closed"), as CI met it.
+there ("Event loop is closed").
 """
 
 from __future__ import annotations
@@ -64,9 +64,9 @@ async def _cancelled_at(url: str, turns: int) -> bool:
 
 
 def test_a_connect_cancelled_on_sqlite_leaves_no_thread(tmp_path: Path) -> None:
-    # A file per try: under pytest, a query cancelled on SQLite can leave the next
-    # connection to the same file waiting out its busy timeout (30 s), with this module's
-    # change or without it (not seen in the same loop run outside pytest).
+    # A file per try: under pytest, a query cancelled on SQLite sometimes leaves the next
+    # connection to the same file waiting out its busy timeout (30 s), with or without
+    # DriverConnections (not seen when the same loop runs outside pytest).
     def url(n: int) -> str:
         return f"sqlite+aiosqlite:///{tmp_path / f'cancel-{n}.db'}"
 
