@@ -119,18 +119,28 @@ def test_a_rolling_restart_behind_nginx_loses_and_fails_nothing(
 
     streamed: list[str] = []
 
+    produced = threading.Event()  # the producer has ended: ``accepted`` is final
+    abandoned = threading.Event()  # the test ends early: the follower stops too
+
+    def followed_all() -> bool:
+        return abandoned.is_set() or (produced.is_set() and len(streamed) >= len(accepted))
+
     async def follow() -> None:
-        """A stream client through nginx: on a close it reconnects with since=."""
+        """A stream client through nginx: on a close it reconnects with since=; it ends
+        once it has every event the producer had accepted when it ended (``stop`` alone
+        is not enough: a request in flight then may still add one)."""
         ws_base = base.replace("http://", "ws://")
-        while not stop.is_set() or len(streamed) < len(accepted):
+        while not followed_all():
             since = f"&since={streamed[-1]}" if streamed else "&since=0"
             try:
                 async with websockets.connect(
                         f"{ws_base}/simulation_events/{sim}?token={token}{since}") as ws:
-                    async for frame in ws:
+                    while not followed_all():
+                        try:
+                            frame = await asyncio.wait_for(ws.recv(), 0.5)
+                        except TimeoutError:
+                            continue  # look at followed_all() again
                         streamed.append(str(json.loads(frame)["event_id"]))
-                        if stop.is_set() and len(streamed) >= len(accepted):
-                            return
             except (OSError, websockets.exceptions.WebSocketException):
                 await asyncio.sleep(0.2)
 
@@ -164,7 +174,9 @@ def test_a_rolling_restart_behind_nginx_loses_and_fails_nothing(
             wait_for_more(20)
         stop.set()
         producer.join(timeout=60)
+        produced.set()
         follower.join(timeout=60)
+        assert not follower.is_alive(), (len(streamed), len(accepted))
         assert set(statuses) == {201}, {c: statuses.count(c) for c in set(statuses)}
         logged: list[str] = []
         with httpx.Client(base_url=base, auth=user.auth, timeout=30) as http:
@@ -180,5 +192,6 @@ def test_a_rolling_restart_behind_nginx_loses_and_fails_nothing(
         assert streamed == accepted
     finally:
         stop.set()
+        abandoned.set()
         for node in nodes:
             node.stop()
