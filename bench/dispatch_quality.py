@@ -16,12 +16,22 @@ every request in advance, with travel times from ridecast's own network model:
 - it stops after ``--solutions`` improving steps of guided local search, never at a time
   limit, so that the figures do not depend on the machine.
 
+``--reference no-prepositioning`` takes one piece of foresight away from the offline solution:
+a vehicle leaves for a pickup only once that pickup is requested (it may still wait where it
+is, and it still knows which requests will come). Any dispatcher that only answers requests
+(rebalancing off) is bound by that too, so this reference tells how much of the gap to the
+clairvoyant one is pre-positioning. Its search starts from ridecast's executed routes less
+the bookings ridecast reached by turning a vehicle already on its way (a turn mid-leg has no
+place in a model of stops), so it is never worse than ridecast on the bookings that remain.
+
 Printed per instance and as means: served requests, vehicle-km per served request, mean wait,
 mean ride/direct, for ridecast and offline, then SR (served, ridecast / offline) and KR
 (vehicle-km per served request, offline / ridecast). The offline solution knows the future:
 1.0 is a ceiling that no online dispatcher reaches.
 
     python bench/dispatch_quality.py --vehicles 5 --rate 40 --seeds 1,2,3 --json out.json
+    python bench/dispatch_quality.py --vehicles 5 --rate 40 --seeds 1,2,3 \
+        --reference no-prepositioning
 """
 
 from __future__ import annotations
@@ -111,8 +121,9 @@ def run_ridecast(settings: SimulatorSettings) -> tuple[Engine, list[Any], Result
 
 
 def solve_offline(engine: Engine, starts: list[Any], seed_routes: list[list[tuple[int, int]]],
-                  solutions: int) -> Result:
-    """The prize-collecting PDPTW of the module docstring, started from ``seed_routes``."""
+                  solutions: int, prepositioning: bool = True) -> Result:
+    """The prize-collecting PDPTW of the module docstring, started from ``seed_routes``;
+    without ``prepositioning``, no vehicle leaves for a pickup before it is requested."""
     s = engine.settings
     travel = engine.travel
     bookings = [engine.bookings[k] for k in sorted(engine.bookings)]
@@ -169,6 +180,20 @@ def solve_offline(engine: Engine, starts: list[Any], seed_routes: list[list[tupl
         routing.AddDisjunction([p], PRIZE)
         routing.AddDisjunction([d], PRIZE)
 
+    requested = [0] * n
+    for k, b in enumerate(bookings):
+        requested[first_req + 2 * k] = round(b.requested_t / TICK_S)
+    if not prepositioning:
+        # Leaving a node (after its dwell and any wait there) not before the next node's
+        # request: the wait happens where the vehicle is, not at the pickup.
+        after = [requested[manager.IndexToNode(i)] if not routing.IsStart(i) else 0
+                 for i in range(routing.Size())] + [0] * n_veh
+        for i in range(routing.Size()):
+            leave = (time_dim.CumulVar(i) + time_dim.SlackVar(i)
+                     + (dwell if manager.IndexToNode(i) >= first_req else 0))
+            solver.Add(leave >= solver.Element(after, routing.NextVar(i)))
+        seed_routes = [_answering_only(route, v, ticks, requested, bookings, first_req, dwell)
+                       for v, route in enumerate(seed_routes)]
     params = pywrapcp.DefaultRoutingSearchParameters()
     params.first_solution_strategy = (
         routing_enums_pb2.FirstSolutionStrategy.PARALLEL_CHEAPEST_INSERTION)
@@ -208,6 +233,34 @@ def solve_offline(engine: Engine, starts: list[Any], seed_routes: list[list[tupl
     return Result(served, km, waits, detours)
 
 
+def _answering_only(route: list[tuple[int, int]], vehicle: int, ticks: list[list[int]],
+                    requested: list[int], bookings: list[Any], first_req: int,
+                    dwell: int) -> list[tuple[int, int]]:
+    """``route`` less the bookings it cannot keep when a vehicle leaves for a pickup only
+    once it is requested (those ridecast reached by turning a vehicle on its way, and any
+    that then come too late), dropped one at a time, first broken first."""
+    slack = round(SLACK_S / TICK_S)
+    while True:
+        node, t, picked, broken = vehicle, 0, {}, None
+        for k, kind in route:
+            nxt = first_req + 2 * k + kind
+            leave = t + (dwell if node >= first_req else 0)
+            t = max(leave, requested[nxt]) + ticks[node][nxt]
+            b = bookings[k]
+            if kind == 0:
+                if t > round(b.latest_pickup_t / TICK_S) + slack:
+                    broken = k
+                    break
+                picked[k] = t
+            elif t - picked[k] - dwell > round(b.max_ride_s / TICK_S) + slack:
+                broken = k
+                break
+            node = nxt
+        if broken is None:
+            return route
+        route = [(k, kind) for k, kind in route if k != broken]
+
+
 def fmt(value: float | None, digits: int = 3) -> str:
     return "-" if value is None else f"{value:.{digits}f}"
 
@@ -224,20 +277,26 @@ def main() -> None:
     parser.add_argument("--set", action="append", default=[], metavar="KEY=JSON",
                         help="another simulator setting for ridecast's run, e.g. "
                         "reoptimise_interval_s=0")
+    parser.add_argument("--reference", choices=("clairvoyant", "no-prepositioning"),
+                        default="clairvoyant",
+                        help="the offline solution knows every request in advance; "
+                        "no-prepositioning: a vehicle still leaves for a pickup only once "
+                        "it is requested")
     parser.add_argument("--json", metavar="FILE")
     args = parser.parse_args()
     args.extra = {k: json.loads(v) for k, v in (item.split("=", 1) for item in args.set)}
     instances = []
     print(f"dispatch quality: {args.vehicles} vehicles, {args.rate:g} requests/h, "
           f"{args.hours:g} h, radius {args.radius_m:g} m, offline search "
-          f"{args.solutions} solutions")
+          f"{args.solutions} solutions, reference {args.reference}")
     print(f"{'seed':>4} {'req':>4} | {'served':>6} {'km/srv':>7} {'wait':>6} {'r/d':>5} | "
           f"{'offline':>7} {'km/srv':>7} {'wait':>6} {'r/d':>5} | {'SR':>5} {'KR':>5} "
           f"{'solve s':>7}")
     for seed in (int(x) for x in args.seeds.split(",")):
         engine, starts, online, routes = run_ridecast(settings_for(args, seed))
         began = time.perf_counter()
-        offline = solve_offline(engine, starts, routes, args.solutions)
+        offline = solve_offline(engine, starts, routes, args.solutions,
+                                prepositioning=args.reference == "clairvoyant")
         took = time.perf_counter() - began
         on, off = online.row(), offline.row()
         sr = online.served / offline.served if offline.served else None
@@ -261,6 +320,7 @@ def main() -> None:
         with open(args.json, "w") as out:
             json.dump({"vehicles": args.vehicles, "rate": args.rate, "hours": args.hours,
                        "radius_m": args.radius_m, "solutions": args.solutions,
+                       "reference": args.reference,
                        "settings": args.extra, "instances": instances,
                        "mean_served_ratio": mean_sr, "mean_km_ratio": mean_kr}, out, indent=1)
 

@@ -60,6 +60,10 @@ CASES = [
     # ridecast's routes and solved, and the means are printed.
     ("dispatch_quality.py", ["--vehicles", "2", "--rate", "20", "--hours", "0.25",
                              "--seeds", "1", "--solutions", "5"], "mean: SR"),
+    # The reference without pre-positioning: its extra constraint and its trimmed seed.
+    ("dispatch_quality.py", ["--vehicles", "3", "--rate", "40", "--hours", "0.25",
+                             "--seeds", "1", "--solutions", "5",
+                             "--reference", "no-prepositioning"], "mean: SR"),
     ("stream_memory.py", ["-n", "20", "--top", "5"], "per stream"),
     ("fanout_cluster.py", ["--subscribers", "4", "--events", "50"], "ratio two nodes / one node"),
     ("demo_sizing.py", ["--runs", "3:20", "--hours", "0.3"], "demo sizing:"),
