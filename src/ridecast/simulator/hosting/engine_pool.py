@@ -23,7 +23,6 @@ import asyncio
 import contextlib
 import itertools
 import logging
-import os
 import pickle
 import socket
 import sys
@@ -39,6 +38,7 @@ from ..core.commands import Command
 from ..core.engine import Engine
 from ..core.operations import Result
 from ..core.spec import RunSpec
+from .cpus import usable_cpus
 from .engine_handle import EngineLost, HandleState, JournalDiverged, Step
 from .engine_process import HEADER
 from .journal import JournalEntry
@@ -47,16 +47,9 @@ from .slices import Request
 log = logging.getLogger(__name__)
 
 
-def usable_cpus() -> int:
-    """CPUs this process may run on."""
-    try:
-        return max(1, len(os.sched_getaffinity(0)))
-    except AttributeError:  # not Linux
-        return max(1, os.cpu_count() or 1)
-
-
 def default_size(cpus: int | None = None) -> int:
-    """Engine processes by default: one per CPU but one, and at least one.
+    """Engine processes by default: one per usable CPU but one (its CPU set, cut to its
+    cgroup's CPU quota: ``cpus``), and at least one.
 
     The CPU left over is the serving process's: its event loop, its store threads and the
     publishing of the runs' events. Engine processes at 'max' never rest, so with one per
