@@ -14,8 +14,10 @@ every request in advance, with travel times from ridecast's own network model:
 - the search starts from ridecast's executed routes (each vehicle's stops in the order it
   served them), so the offline solution is never worse than the online one;
 - it stops after ``--solutions`` solutions of guided local search, never at a time limit,
-  so that the figures do not depend on the machine. The search is still finding better
-  solutions at the default of 1,000: a longer one only lowers SR and KR.
+  so that the figures do not depend on the machine. The search is deterministic and still
+  improves at the default of 1,000: a longer one ends at a solution at least as good (more
+  riders, or as many with less driving time), so SR never rises; KR has fallen with every
+  longer search measured (docs/simulator.md).
 
 ``--reference no-prepositioning`` takes one piece of foresight away from the offline solution:
 a vehicle leaves for a pickup only once that pickup is requested (it may still wait where it
