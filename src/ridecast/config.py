@@ -363,8 +363,9 @@ class Settings(BaseSettings):
     )
     simulator_engine_processes: int | None = Field(
         None, ge=0, description="Engine processes a serving process starts (when runs need "
-        "them) to compute its simulator runs, each hosting several runs; unset: one per CPU "
-        "but one (at least one), so that requests, streams and publishing keep a CPU while "
+        "them) to compute its simulator runs, each hosting several runs; unset: one per usable "
+        "CPU but one (at least one; its CPU set cut to its cgroup's CPU quota, see "
+        "deployment.md), so that requests, streams and publishing keep a CPU while "
         "runs at speed \"max\" take the others. 0 computes runs on the serving event loop "
         "itself (tests and debugging only: a big run then slows every request of the "
         "process)."
