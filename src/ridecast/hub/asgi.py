@@ -14,14 +14,15 @@ Under any other ASGI server the streams are served by ``StreamsEndpoint`` (see
 slower.
 
 ``ShutdownFirstServer`` makes uvicorn let the hub close every stream with 1001 before it
-closes the connections itself (with 1012).
+closes the connections itself (with 1012), and accept and read every connection the kernel
+has queued before it closes its listening sockets (``accept_drain``).
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any, ClassVar
 from urllib.parse import parse_qs
 
@@ -29,6 +30,7 @@ import uvicorn
 from starlette.routing import WebSocketRoute
 from starlette.types import Receive, Scope, Send
 
+from .accept_drain import drain_accept_queues, unread_bytes
 from .hub import Hub
 from .protocol import STREAMS_PREFIX, StreamProtocol
 
@@ -145,6 +147,11 @@ def websocket_routes(hub: HubSource) -> list[WebSocketRoute]:
     return [WebSocketRoute(STREAMS_PREFIX + "{rest:path}", StreamsEndpoint(hub))]
 
 
+#: Longest a shutdown waits for queued connections to be accepted and their requests read.
+DRAIN_TIMEOUT_S = 1.0
+_NOT_HTTP = object()
+
+
 class ShutdownFirstServer(uvicorn.Server):
     """uvicorn, except that websocket streams are closed with 1001 before anything else,
     and that a TLS handshake gets ``handshake_timeout_s`` (asyncio's default is a minute,
@@ -181,4 +188,25 @@ class ShutdownFirstServer(uvicorn.Server):
         hub = getattr(self._app.state, "hub", None)
         if hub is not None:
             await hub.close()
+        # uvicorn's shutdown closes the listening sockets, then every connection without a
+        # request under way: first let it accept what the kernel queued and read those
+        # requests, so that none is reset (``accept_drain``).
+        listening = [sock for server in self.servers for sock in server.sockets]
+        await drain_accept_queues(listening, DRAIN_TIMEOUT_S,
+                                  lambda: unread_requests(self.server_state.connections))
         await super().shutdown(sockets=sockets)
+
+
+def unread_requests(connections: Iterable[Any]) -> int:
+    """uvicorn HTTP connections with no request under way and bytes waiting to be read:
+    those its shutdown would close with a request unread."""
+    count = 0
+    for connection in connections:
+        cycle: Any = getattr(connection, "cycle", _NOT_HTTP)
+        if cycle is _NOT_HTTP or (cycle is not None and not cycle.response_complete):
+            continue  # not an HTTP connection, or a request under way
+        transport = getattr(connection, "transport", None)
+        sock = transport.get_extra_info("socket") if transport is not None else None
+        if sock is not None and unread_bytes(sock) > 0:
+            count += 1
+    return count
