@@ -12,6 +12,8 @@ from types import SimpleNamespace
 from typing import Any
 
 import pytest
+import uvicorn
+from starlette.applications import Starlette
 
 from ridecast.hub.accept_drain import (
     accept_queue_length,
@@ -19,7 +21,8 @@ from ridecast.hub.accept_drain import (
     refuse_new_connections,
     unread_bytes,
 )
-from ridecast.hub.asgi import unread_requests
+from ridecast.hub.asgi import ShutdownFirstServer, unread_requests
+from tests.waiting import eventually_async
 
 pytestmark = pytest.mark.skipif(sys.platform != "linux",
                                 reason="socket filters and TCP_INFO are Linux's")
@@ -139,3 +142,19 @@ def test_unread_requests_counts_idle_http_connections_with_bytes_waiting() -> No
         assert unread_requests([idle, done, busy, stream]) == 2
         b.recv(64)
         assert unread_requests([idle, done, busy, stream]) == 0
+
+
+async def test_a_server_handed_a_shared_socket_leaves_it_accepting(
+        listening: socket.socket) -> None:
+    """uvicorn's workers share one listening socket, and an inherited one outlives the
+    process: the filter, which belongs to the socket, must not be attached to it."""
+    app = Starlette()
+    server = ShutdownFirstServer(uvicorn.Config(app, lifespan="off", log_level="warning"), app)
+    serving = asyncio.create_task(server.serve(sockets=[listening.dup()]))
+    await eventually_async(lambda: server.started, what="the server started")
+    server.should_exit = True
+    await asyncio.wait_for(serving, 30)
+    # The socket this test holds still completes connections (a filter would drop them).
+    client = await asyncio.wait_for(
+        asyncio.open_connection(*listening.getsockname()), 10)
+    client[1].close()

@@ -12,10 +12,11 @@ segments that complete a handshake already under way still pass), and lets the s
 event loop accept what is queued and read those requests: until the kernel reports the
 queue empty (``TCP_INFO``) and no accepted connection holds a request not yet read (a server
 that closes its idle connections at shutdown would reset those too), or until
-``timeout_s``. A dropped attempt is sent again by its
-client about a second later and then finds the socket closed: refused, nothing sent.
-Elsewhere, or on sockets this does not understand (Unix sockets, a kernel without socket
-filters), nothing changes: the close resets what is queued.
+``timeout_s``. A dropped attempt is sent again by its client about a second later and then
+finds the socket closed: refused, nothing sent. Elsewhere, or on sockets this does not
+understand (Unix sockets, a kernel without socket filters), nothing changes: the close resets
+what is queued. The filter belongs to the socket, not to this process: never attach it to a
+listening socket that other processes share, or will inherit.
 """
 
 from __future__ import annotations

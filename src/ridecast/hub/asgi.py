@@ -190,10 +190,13 @@ class ShutdownFirstServer(uvicorn.Server):
             await hub.close()
         # uvicorn's shutdown closes the listening sockets, then every connection without a
         # request under way: first let it accept what the kernel queued and read those
-        # requests, so that none is reset (``accept_drain``).
-        listening = [sock for server in self.servers for sock in server.sockets]
-        await drain_accept_queues(listening, DRAIN_TIMEOUT_S,
-                                  lambda: unread_requests(self.server_state.connections))
+        # requests, so that none is reset (``accept_drain``). Not on a socket it was handed
+        # (uvicorn's workers, an inherited descriptor): others accept on it, before and after
+        # this process, and the filter would stop new connections for them too.
+        if sockets is None and self.config.fd is None:
+            listening = [sock for server in self.servers for sock in server.sockets]
+            await drain_accept_queues(listening, DRAIN_TIMEOUT_S,
+                                      lambda: unread_requests(self.server_state.connections))
         await super().shutdown(sockets=sockets)
 
 
