@@ -15,7 +15,7 @@ from typing import Any
 
 import orjson
 import pytest
-from sqlalchemy import func, select
+from sqlalchemy import func, select, update
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from ridecast.bus import MemoryBus
@@ -27,10 +27,12 @@ from ridecast.simulator.hosting.journal import JournalEntry, JournalStore
 from ridecast.simulator.hosting.lease import CLAIMED_STATUS, LeaseStore
 from ridecast.simulator.hosting.resume import AlreadyPublished, Progress
 from ridecast.simulator.hosting.runner import Runner, Status
+from ridecast.store.dbclock import db_epoch
 from ridecast.store.engine import create_engine, upgrade
 from ridecast.store.eventlog import EventLog, NewEvent
 from ridecast.store.run_fence import RunFence
 from ridecast.store.tables import events as events_table
+from ridecast.store.tables import simulator_runs as runs_table
 from tests.waiting import eventually_async
 
 START = datetime(2024, 1, 1, 8, tzinfo=UTC)
@@ -290,3 +292,73 @@ async def _stored_count(engine: AsyncEngine, simulation_id: int) -> int:
         return int((await conn.execute(select(func.count()).select_from(events_table)
                                        .where(events_table.c.simulation_id == simulation_id)))
                    .scalar_one())
+
+
+async def test_an_owner_whose_lease_lapsed_unclaimed_renews_it_and_goes_on(
+        tmp_path: Path) -> None:
+    """A lease that lapsed (its renewals late under load) while no other node took the run
+    is still this node's: the fenced write is refused, the runner renews the lease
+    (``reclaim``, as the cluster host wires it) and writes again, and the run goes on. Once
+    another node holds the run, renewing fails and the runner gives the run up."""
+    url = f"sqlite+aiosqlite:///{tmp_path / 'j.db'}"
+    await upgrade(url)
+    engine = create_engine(url)
+    event_log = EventLog(engine, MemoryBus())
+    await event_log.start()
+    try:
+        leases = LeaseStore(engine)
+        assert await leases.acquire(3, "A", 30, CLAIMED_STATUS)
+        reclaims: list[bool] = []
+
+        async def fenced(simulation_id: int, events: list[dict[str, Any]]) -> object:
+            return await event_log.append(
+                [NewEvent(simulation_id, 1, 1, event["message_type"], orjson.dumps(event))
+                 for event in events], fence=RunFence(simulation_id, "A"))
+
+        async def reclaim() -> bool:
+            owned = 3 in await leases.renew("A", {3}, 30)
+            reclaims.append(owned)
+            return owned
+
+        # A day: the run must outlast both halves of the test.
+        long_run = SMALL.model_copy(update={"duration_s": 86400.0})
+        runner = Runner(3, Engine(3, long_run, START), MaxClock(step_s=45.0), fenced,
+                        reclaim=reclaim)
+        runner.start()
+        await eventually_async(lambda: runner.progress.count > 0, timeout=60,
+                               what="the first step's events stored under A's lease")
+        await runner.pause()
+        await _lapse(engine, 3)  # still A's, and nobody took it
+        stored = await _stored_count(engine, 3)
+        count = runner.progress.count
+        await runner.resume()
+        await eventually_async(lambda: runner.progress.count > count, timeout=60,
+                               what="more events stored after the lapse")
+        assert reclaims[:1] == [True] and runner.lost is None
+        assert await _stored_count(engine, 3) > stored
+        # Now another node takes the run: renewing fails, and the runner gives it up.
+        await runner.pause()
+        # What a takeover's claim leaves, in one write (a step of A's still in flight at
+        # the pause may renew A's lease if it comes between a lapse and B's claim, rightly).
+        await _lapse(engine, 3, owner="B")
+        stored = await _stored_count(engine, 3)  # B's now: nothing of A's may be added
+        await runner.resume()
+        await eventually_async(lambda: runner.lost is not None, timeout=30,
+                               what="the runner gave the run up")
+        assert reclaims[-1] is False
+        assert await _stored_count(engine, 3) == stored
+        await runner.close()
+    finally:
+        await event_log.close()
+        await engine.dispose()
+
+
+async def _lapse(engine: AsyncEngine, simulation_id: int, owner: str | None = None) -> None:
+    """End the run's lease in the store, its owner unchanged; or give it to ``owner`` with
+    a live lease."""
+    values: dict[str, Any] = {"lease_until": 0.0}
+    if owner is not None:
+        values = {"owner_node": owner, "lease_until": db_epoch() + 30}
+    async with engine.begin() as conn:
+        await conn.execute(update(runs_table).where(runs_table.c.simulation_id == simulation_id)
+                           .values(**values))

@@ -137,6 +137,7 @@ class ClusterHost:
         # leases no earlier, so they hold at least ``lease_s`` after it.
         self._renewed_at = time.monotonic()
         manager.holds = self.lease_holds
+        manager.reclaim = self.reclaim_lease
         self._unsubscribe = bus.subscribe(self._on_bus)
 
     # -- lifecycle -------------------------------------------------------------------------
@@ -151,6 +152,14 @@ class ClusterHost:
         that went through, on this node's monotonic clock: no clock skew enters)."""
         return (simulation_id in self.manager.runners
                 and time.monotonic() - self._renewed_at < self.lease_s)
+
+    async def reclaim_lease(self, simulation_id: int) -> bool:
+        """Renew this node's lease on one run, and say whether it still owns it: a lease
+        that lapsed (the renewal loop late under load) while no other node took the run
+        over is renewed; one another node took is not (``leases.renew`` updates only the
+        rows this node owns)."""
+        owned = await self.leases.renew(self.node_id, {simulation_id}, self.lease_s)
+        return simulation_id in owned
 
     def start_renewing(self) -> None:
         """Start the lease renewal loop, and the takeover loop (call once, from the loop)."""

@@ -65,6 +65,9 @@ class SimulatorManager:
         # Whether this process's lease on a run still holds: its store writes are retried
         # while it does (the cluster host sets it; None: never retried).
         self.holds: Callable[[int], bool] | None = None
+        # Renews a run's lapsed lease when this process still owns it (the cluster host
+        # sets it; None: a fenced write refused gives the run up).
+        self.reclaim: Callable[[int], Awaitable[bool]] | None = None
         # With both, a run's snapshots are taken (``snapshots.py``).
         self.snapshots = snapshots
         self.snapshot_policy = snapshot_policy or SnapshotPolicy()
@@ -171,8 +174,9 @@ class SimulatorManager:
             self.orgs.pop(simulation_id, None)
 
     def _retrying(self, simulation_id: int) -> dict[str, Any]:
-        holds = self.holds
+        holds, reclaim = self.holds, self.reclaim
         return {"holds": partial(holds, simulation_id) if holds is not None else None,
+                "reclaim": partial(reclaim, simulation_id) if reclaim is not None else None,
                 "tail": self.tail}
 
     def _recorder(self, simulation_id: int, spec: RunSpec) -> Any:

@@ -13,8 +13,11 @@ A submission that fails because the store does not answer is tried again with ba
 the event log is read after the last committed event, so that a batch whose commit went
 through unseen is not written twice. When the lease is gone the runner gives the run up
 (``lost``): it stops here without a word in the run's status, and the node that takes the
-run over continues it from the journal. A submission refused for good (not a store fault)
-stops the run with its error: a run with a gap in its events must not go on.
+run over continues it from the journal. A write refused by the lease's fence because the
+lease lapsed (a renewal late under load) while no other node took the run is not the lease
+gone: the runner renews it (``reclaim``) and writes again, once. A submission refused for
+good (not a store fault) stops the run with its error: a run with a gap in its events must
+not go on.
 
 An operation either takes effect whole or not at all. It is checked against the engine
 before it changes anything (``core/operations.py``); if it fails anyway, or its journal
@@ -133,7 +136,9 @@ class Runner:
                  replay: Sequence[JournalEntry] = (),
                  published: AlreadyPublished | None = None, replay_until: float = 0.0,
                  throttle: Throttle | None = None,
-                 holds: Callable[[], bool] | None = None, tail: EventTail | None = None,
+                 holds: Callable[[], bool] | None = None,
+                 reclaim: Callable[[], Awaitable[bool]] | None = None,
+                 tail: EventTail | None = None,
                  backoff: Backoff = DEFAULT_BACKOFF,
                  slice_s: float | None = None, lane: PublishLane | None = None,
                  group: str = "", next_seq: int | None = None,
@@ -176,6 +181,9 @@ class Runner:
         # Whether the run's lease still holds: store writes are retried while it does.
         # None: never retried (a runner without a host).
         self._holds = holds
+        # Renews the run's lease when this node still owns it (True), after a fenced write
+        # was refused because the lease had lapsed; None: a refusal gives the run up.
+        self._reclaim = reclaim
         self._tail = tail
         self._backoff = backoff
         # Why this runner gave its run up (see the module docstring); its status is left as
@@ -236,6 +244,7 @@ class Runner:
         what the failed attempt committed after all."""
         delays = self._backoff.delays()
         failures = 0
+        reclaimed = False
         # The throttle reads the store too (the run's organisation): its outage is the
         # store's, retried like a failed write, never an end of the run.
         throttled = self.throttle is None
@@ -252,6 +261,9 @@ class Runner:
                 stored = await self._sink(chunk)
                 break
             except LeaseLost as exc:
+                if not reclaimed and await self._reclaimed():
+                    reclaimed = True  # it had lapsed, and nobody took the run: renewed
+                    continue
                 # Stalled past the lease (the sink's write is fenced by it): another node
                 # has the run, or may take it now, and publishes these events from the
                 # journal it reads.
@@ -576,6 +588,19 @@ class Runner:
             if caught_up:
                 await self._submit(caught_up)
 
+    async def _reclaimed(self) -> bool:
+        """After a fenced write was refused: whether this node still owns the run and has
+        renewed its lapsed lease (a lease that lapsed under load, a long pause of the
+        process, with no other node taking the run, is this node's again)."""
+        if self._reclaim is None:
+            return False
+        try:
+            return await self._reclaim()
+        except Exception as exc:  # the store does not answer: as if lost
+            log.debug("simulator of simulation %s: renewing its lapsed lease: %s",
+                      self.simulation_id, exc)
+            return False
+
     async def _journal(self, command: Command, caught_up: list[dict[str, Any]]) -> None:
         """Write the accepted ``command`` to the journal, tried again for a moment while
         the store does not answer; when it cannot be written the engine holds an operation
@@ -584,11 +609,15 @@ class Runner:
         entry = JournalEntry(self._next_seq, self.engine.now, command)
         delays = self._backoff.delays()
         deadline = asyncio.get_running_loop().time() + JOURNAL_RETRY_S
+        reclaimed = False
         while True:
             try:
                 await self._record(entry)
                 break
             except LeaseLost as exc:
+                if not reclaimed and await self._reclaimed():
+                    reclaimed = True  # it had lapsed, and nobody took the run: renewed
+                    continue
                 # Another node has the run (or may take it now): what this one computed
                 # is the new owner's to publish, from the journal it reads.
                 self.give_up(str(exc))
