@@ -9,6 +9,8 @@ mixed in) publishes exactly the rest.
 from __future__ import annotations
 
 import asyncio
+import contextlib
+from collections.abc import AsyncIterator
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -26,7 +28,7 @@ from ridecast.simulator.hosting.clock import MaxClock
 from ridecast.simulator.hosting.journal import JournalEntry, JournalStore
 from ridecast.simulator.hosting.lease import CLAIMED_STATUS, LeaseStore
 from ridecast.simulator.hosting.resume import AlreadyPublished, Progress
-from ridecast.simulator.hosting.runner import Runner, Status
+from ridecast.simulator.hosting.runner import EventSink, Runner, Status
 from ridecast.store.dbclock import db_epoch
 from ridecast.store.engine import create_engine, upgrade
 from ridecast.store.eventlog import EventLog, NewEvent
@@ -251,20 +253,7 @@ async def test_an_owner_that_lost_its_lease_stores_none_of_its_events(tmp_path: 
     """The runner's events go to the event log fenced by the owner's lease (as the app wires
     it): once another node holds the run, the next step's events are refused whole, none
     is stored, and the runner gives the run up here without marking it stopped."""
-    url = f"sqlite+aiosqlite:///{tmp_path / 'j.db'}"
-    await upgrade(url)
-    engine = create_engine(url)
-    event_log = EventLog(engine, MemoryBus())
-    await event_log.start()
-    try:
-        leases = LeaseStore(engine)
-        assert await leases.acquire(3, "A", 30, CLAIMED_STATUS)
-
-        async def fenced(simulation_id: int, events: list[dict[str, Any]]) -> object:
-            return await event_log.append(
-                [NewEvent(simulation_id, 1, 1, event["message_type"], orjson.dumps(event))
-                 for event in events], fence=RunFence(simulation_id, "A"))
-
+    async with _fenced_log(tmp_path) as (engine, leases, fenced):
         runner = Runner(3, Engine(3, SMALL, START), MaxClock(step_s=45.0), fenced)
         runner.start()
         await eventually_async(lambda: runner.progress.count > 0, timeout=60,
@@ -282,6 +271,28 @@ async def test_an_owner_that_lost_its_lease_stores_none_of_its_events(tmp_path: 
         assert runner.status is not Status.STOPPED
         assert await _stored_count(engine, 3) == stored
         await runner.close()
+
+
+@contextlib.asynccontextmanager
+async def _fenced_log(
+        tmp_path: Path) -> AsyncIterator[tuple[AsyncEngine, LeaseStore, EventSink]]:
+    """A store whose run 3 node A leases, and a sink of A's that writes a run's events
+    to the event log fenced by A's lease, as the app wires it."""
+    url = f"sqlite+aiosqlite:///{tmp_path / 'j.db'}"
+    await upgrade(url)
+    engine = create_engine(url)
+    event_log = EventLog(engine, MemoryBus())
+    await event_log.start()
+    try:
+        leases = LeaseStore(engine)
+        assert await leases.acquire(3, "A", 30, CLAIMED_STATUS)
+
+        async def fenced(simulation_id: int, events: list[dict[str, Any]]) -> object:
+            return await event_log.append(
+                [NewEvent(simulation_id, 1, 1, event["message_type"], orjson.dumps(event))
+                 for event in events], fence=RunFence(simulation_id, "A"))
+
+        yield engine, leases, fenced
     finally:
         await event_log.close()
         await engine.dispose()
@@ -300,20 +311,8 @@ async def test_an_owner_whose_lease_lapsed_unclaimed_renews_it_and_goes_on(
     is still this node's: the fenced write is refused, the runner renews the lease
     (``reclaim``, as the cluster host wires it) and writes again, and the run goes on. Once
     another node holds the run, renewing fails and the runner gives the run up."""
-    url = f"sqlite+aiosqlite:///{tmp_path / 'j.db'}"
-    await upgrade(url)
-    engine = create_engine(url)
-    event_log = EventLog(engine, MemoryBus())
-    await event_log.start()
-    try:
-        leases = LeaseStore(engine)
-        assert await leases.acquire(3, "A", 30, CLAIMED_STATUS)
+    async with _fenced_log(tmp_path) as (engine, leases, fenced):
         reclaims: list[bool] = []
-
-        async def fenced(simulation_id: int, events: list[dict[str, Any]]) -> object:
-            return await event_log.append(
-                [NewEvent(simulation_id, 1, 1, event["message_type"], orjson.dumps(event))
-                 for event in events], fence=RunFence(simulation_id, "A"))
 
         async def reclaim() -> bool:
             owned = 3 in await leases.renew("A", {3}, 30)
@@ -348,9 +347,6 @@ async def test_an_owner_whose_lease_lapsed_unclaimed_renews_it_and_goes_on(
         assert reclaims[-1] is False
         assert await _stored_count(engine, 3) == stored
         await runner.close()
-    finally:
-        await event_log.close()
-        await engine.dispose()
 
 
 async def _lapse(engine: AsyncEngine, simulation_id: int, owner: str | None = None) -> None:
