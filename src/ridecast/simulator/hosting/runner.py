@@ -52,8 +52,9 @@ import logging
 from collections import deque
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from enum import StrEnum
+from functools import partial
 from itertools import takewhile
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 
 from ...errors import BadRequest, Conflict, RidecastError, ServiceUnavailable
 from ...store.run_fence import LeaseLost
@@ -69,6 +70,7 @@ from .resume import AlreadyPublished, EventTail, Progress
 from .snapshots import Checkpointer
 
 log = logging.getLogger(__name__)
+T = TypeVar("T")
 
 MAX_STEP_S = 60.0
 """Most simulated seconds the engine advances between two turns of the event loop."""
@@ -244,7 +246,6 @@ class Runner:
         what the failed attempt committed after all."""
         delays = self._backoff.delays()
         failures = 0
-        reclaimed = False
         # The throttle reads the store too (the run's organisation): its outage is the
         # store's, retried like a failed write, never an end of the run.
         throttled = self.throttle is None
@@ -258,12 +259,9 @@ class Runner:
                     chunk = await self._not_yet_stored(chunk)
                     if not chunk:
                         return
-                stored = await self._sink(chunk)
+                stored = await self._fenced(partial(self._sink, chunk))
                 break
             except LeaseLost as exc:
-                if not reclaimed and await self._reclaimed():
-                    reclaimed = True  # it had lapsed, and nobody took the run: renewed
-                    continue
                 # Stalled past the lease (the sink's write is fenced by it): another node
                 # has the run, or may take it now, and publishes these events from the
                 # journal it reads.
@@ -588,10 +586,20 @@ class Runner:
             if caught_up:
                 await self._submit(caught_up)
 
+    async def _fenced(self, write: Callable[[], Awaitable[T]]) -> T:
+        """``write`` (fenced by the run's lease), written once more when it was refused and
+        this node renewed the lapsed lease (it still owned the run: nobody took it over
+        while a renewal was late under load, or the process paused); ``LeaseLost`` when it
+        was refused and the lease is not this node's again."""
+        try:
+            return await write()
+        except LeaseLost:
+            if not await self._reclaimed():
+                raise
+        return await write()
+
     async def _reclaimed(self) -> bool:
-        """After a fenced write was refused: whether this node still owns the run and has
-        renewed its lapsed lease (a lease that lapsed under load, a long pause of the
-        process, with no other node taking the run, is this node's again)."""
+        """Whether this node still owns the run and has renewed its lapsed lease."""
         if self._reclaim is None:
             return False
         try:
@@ -609,15 +617,12 @@ class Runner:
         entry = JournalEntry(self._next_seq, self.engine.now, command)
         delays = self._backoff.delays()
         deadline = asyncio.get_running_loop().time() + JOURNAL_RETRY_S
-        reclaimed = False
+        record = self._record
         while True:
             try:
-                await self._record(entry)
+                await self._fenced(partial(record, entry))
                 break
             except LeaseLost as exc:
-                if not reclaimed and await self._reclaimed():
-                    reclaimed = True  # it had lapsed, and nobody took the run: renewed
-                    continue
                 # Another node has the run (or may take it now): what this one computed
                 # is the new owner's to publish, from the journal it reads.
                 self.give_up(str(exc))
