@@ -22,12 +22,13 @@ from ridecast.hub.accept_drain import (
     unread_bytes,
 )
 from ridecast.hub.asgi import ShutdownFirstServer, unread_requests
-from tests.waiting import eventually_async
+from tests.waiting import eventually, eventually_async
 
 pytestmark = pytest.mark.skipif(sys.platform != "linux",
                                 reason="socket filters and TCP_INFO are Linux's")
 
 QUEUED = 8
+TCP_SYN_SENT = 2  # linux/tcp_states.h
 
 
 @pytest.fixture
@@ -113,9 +114,17 @@ async def test_a_drained_listener_answers_every_queued_connection_and_refuses_ne
 def test_the_filter_drops_only_connection_attempts(listening: socket.socket) -> None:
     assert refuse_new_connections(listening)
     late = socket.socket()
-    late.settimeout(0.3)
-    with pytest.raises(TimeoutError):
-        late.connect(listening.getsockname())
+    late.setblocking(False)
+    assert late.connect_ex(listening.getsockname()) == errno.EINPROGRESS
+
+    def syn_sent_again() -> bool:
+        """The client's SYN went unanswered and was sent again (TCP_INFO: state, then
+        retransmits): the listener dropped it."""
+        info = late.getsockopt(socket.IPPROTO_TCP, socket.TCP_INFO, 8)
+        assert info[0] == TCP_SYN_SENT, info[0]  # never ESTABLISHED
+        return info[2] >= 1
+
+    eventually(syn_sent_again, timeout=10, what="the client's SYN sent again")
     late.close()
     assert accept_queue_length(listening) == 0
     # Neither applies to a socket that is not TCP.
