@@ -6,8 +6,8 @@ engine, or whose journal entry cannot be written, leaves the run as its journal 
 rebuilt without it) and nothing of it is journaled or published; a run whose journal does
 not rebuild it (``JournalDiverged``) says why, accepts stop, and start begins a new run;
 a run taken over says it has caught up only once its clock is reached; controls sent during
-its replay are answered within the documented wait; and a node rebuilding a run it took over
-keeps its lease.
+its replay are answered within the documented wait; and a node building a run it started
+or took over keeps its lease.
 """
 
 from __future__ import annotations
@@ -351,3 +351,50 @@ async def test_a_rebuild_slower_than_the_lease_keeps_the_run_on_one_node(
     assert SIM not in c.manager.runners
     status = await c.status(SIM)
     assert status["owner_node"] == "B" and status["status"] == "running", status
+
+
+async def test_a_start_slower_than_the_lease_keeps_the_run_on_its_node(
+        hosts: tuple[Hosts, Log, JournalStore], monkeypatch: pytest.MonkeyPatch) -> None:
+    """The node that claimed a new run renews its lease while it builds the run (an engine
+    process slow to start under load). Meanwhile a second start on that node is refused
+    (409: its claim of the node's own lease would pass, and its failure would release the
+    lease the first start holds), and so is one sent to another node after the first
+    lease would have lapsed; the run stays where it started."""
+    make, _log, _journal = hosts
+    a = make("A")
+    b = make("B")
+    start = a.manager.start
+    building = asyncio.Event()
+
+    async def slow_start(*args: Any, **kwargs: Any) -> dict[str, Any]:
+        building.set()
+        await asyncio.sleep(2.5 * a.lease_s)
+        return await start(*args, **kwargs)
+
+    monkeypatch.setattr(a.manager, "start", slow_start)
+    first = asyncio.create_task(a.start(SIM, DATA))
+    await building.wait()
+    claimed = await a.leases.read(SIM)
+    assert claimed is not None and claimed.owner_node == "A"
+    with pytest.raises(RidecastError) as caught:
+        await a.start(SIM, DATA)
+    assert (caught.value.code, caught.value.http_status) == ("invalid_state", 409)
+    assert "already starting" in caught.value.message
+
+    async def first_lease_over() -> bool:
+        record = await b.leases.read(SIM)
+        assert record is not None and claimed is not None
+        return record.read_at > claimed.lease_until + 0.5
+
+    await eventually_async(first_lease_over, timeout=2 * a.lease_s, step=0.1,
+                           what="the first lease's end")
+    assert not first.done()
+    with pytest.raises(RidecastError) as caught:
+        await b.start(SIM, DATA)
+    assert (caught.value.code, caught.value.http_status) == ("invalid_state", 409)
+    assert (await first)["status"] == "running"
+    assert SIM not in b.manager.runners
+    booked = await a.operate(SIM, Command("create_booking", TRIP))
+    assert booked["booking"]["id"] in _local(a.manager.runners[SIM]).bookings
+    status = await b.status(SIM)
+    assert status["owner_node"] == "A" and status["status"] == "running", status

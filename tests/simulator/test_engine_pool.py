@@ -1,16 +1,19 @@
-"""The engine pool's processes, started for real: their priority, their count by default and
-where new runs go."""
+"""The engine pool's processes, started for real: their priority, their count by default,
+where new runs go, and one engine for two starts of a run at once."""
 
 from __future__ import annotations
 
+import asyncio
 import os
 from typing import Any
 
 import psutil
 
+from ridecast.errors import Conflict
 from ridecast.simulator.core.spec import RunSpec
 from ridecast.simulator.hosting.engine_handle import LocalEngine
 from ridecast.simulator.hosting.engine_pool import EnginePool, RemoteEngine, default_size
+from ridecast.simulator.hosting.manager import SimulatorManager
 
 
 def spec(seed: int, speed: float | str = "max") -> RunSpec:
@@ -118,3 +121,31 @@ async def test_handles_count_the_cpu_their_engine_computed() -> None:
     local = LocalEngine(spec(1).engine(1))
     await local.advance(600.0)
     assert local.cpu_s > 0.0
+
+
+async def test_two_starts_of_one_run_at_once_build_one_engine() -> None:
+    """A start sent while another start of the same run builds its engine (in a process of
+    the pool: the build awaits) is refused with 409, not run beside it: the first runner,
+    replaced unseen, would go on publishing."""
+    engines = pool(1)
+    manager = SimulatorManager(_discard, pool=engines)
+    data = {"simulator": {"seed": 1, "vehicles": 4, "speed": 1, "duration_s": 600,
+                          "network": "straight"}}
+    try:
+        answers = await asyncio.gather(manager.start(7, data), manager.start(7, data),
+                                       return_exceptions=True)
+        refused = [a for a in answers if isinstance(a, BaseException)]
+        assert len(refused) == 1 and isinstance(refused[0], Conflict), answers
+        assert refused[0].code == "invalid_state" and "already starting" in refused[0].message
+        started = [a for a in answers if not isinstance(a, BaseException)]
+        assert started[0]["status"] == "running"
+        assert sum(len(p.engines) for p in engines.processes) == 1
+        await manager.start(8, data)  # another run is not held up by it
+        assert sum(len(p.engines) for p in engines.processes) == 2
+    finally:
+        await manager.close()
+        await engines.close()
+
+
+async def _discard(_simulation_id: int, _events: list[dict[str, Any]]) -> None:
+    """The event sink of a test that reads no events."""

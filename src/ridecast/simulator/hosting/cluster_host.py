@@ -70,7 +70,7 @@ from .lease import (
     effective_status,
     interrupted,
 )
-from .manager import SimulatorManager
+from .manager import STARTING, SimulatorManager
 from .resume import AlreadyPublished, EventTail, Progress
 from .runner import Runner, Status
 from .snapshots import Restored, restore
@@ -117,9 +117,10 @@ class ClusterHost:
         self._takeover_task: asyncio.Task[None] | None = None
         # When each run taken over here was adopted (wall s, simulated s): replay speed.
         self._adopted: dict[int, tuple[float, float]] = {}
-        # Runs whose lease this node won and whose runner it is still building (loading the
-        # snapshot, starting an engine process): renewed like the runs it runs, else a slow
-        # rebuild lets the lease pass and a second node takes the run over as well.
+        # Runs whose lease this node won and whose runner it is still building (starting a
+        # new run or rebuilding one taken over: loading the snapshot, starting an engine
+        # process): renewed like the runs it runs, else a slow build lets the lease pass
+        # and a second node takes the run over as well.
         self._taking: set[int] = set()
         self._spec_written: set[int] = set()
         # The previous owner's last snapshot of each run being replayed here: until the
@@ -419,6 +420,19 @@ class ClusterHost:
                           org: int | None = None) -> dict[str, Any]:
         if self._active_here(simulation_id):
             return await self.manager.start(simulation_id, data)  # 409, as before
+        if simulation_id in self._taking:
+            # Started or taken over here just now: a second claim of this node's own lease
+            # would pass, and its failure would release the lease the first one holds.
+            raise Conflict(STARTING, code="invalid_state")
+        self._taking.add(simulation_id)
+        try:
+            return await self._claim_and_start(simulation_id, data, org)
+        finally:
+            self._taking.discard(simulation_id)
+
+    async def _claim_and_start(self, simulation_id: int, data: dict[str, Any] | None,
+                               org: int | None) -> dict[str, Any]:
+        """``_start_here`` once no other start or takeover of the run is under way here."""
         previous = await self.leases.read(simulation_id)
         if not await self.leases.acquire(simulation_id, self.node_id, self.lease_s,
                                          CLAIMED_STATUS):
@@ -500,6 +514,8 @@ class ClusterHost:
     async def take_over(self, record: RunRecord) -> bool:
         """Take ``record``'s run over, if this node wins it: rebuild, replay, go on."""
         assert self.journal is not None and self.tail is not None
+        if record.simulation_id in self._taking:
+            return False  # being started or taken over here already
         if not await self.leases.take_over(record, self.node_id, self.lease_s, {
                 **record.status_json, "owner_node": self.node_id,
                 "takeover": TAKEOVER_REPLAYING}):

@@ -41,6 +41,9 @@ SimThrottle = Callable[[int, int], Awaitable[None]]
 
 KPI_WAIT_S = 2.0
 """Longest a status waits for a run's KPIs from its engine; then it shows the last ones."""
+STARTING = ("the simulator is already starting (a start or a takeover is under way); stop "
+            "it once it runs")
+"""The 409 of a start sent while the run is being built on its node."""
 
 
 class SimulatorManager:
@@ -78,6 +81,10 @@ class SimulatorManager:
         self.specs: dict[int, RunSpec] = {}
         # Each run's organisation, when known (kept in its progress, for a takeover).
         self.orgs: dict[int, int] = {}
+        # Runs whose start is under way (its engine being built): a second start of the
+        # same run meanwhile is refused, else both would build a runner and the first,
+        # replaced unseen, would go on publishing.
+        self._starting: set[int] = set()
 
     @staticmethod
     def _group(simulation_id: int, org: int | None) -> str:
@@ -102,10 +109,22 @@ class SimulatorManager:
         """Start a fresh run from ``data.simulator`` (a finished or stopped one is replaced);
         ``after_id``: the newest event id in the log now (the run's progress starts there);
         ``org``: the simulation's organisation (runs share CPU fairly between them)."""
+        if simulation_id in self._starting:
+            raise Conflict(STARTING, code="invalid_state")
         current = self.runners.get(simulation_id)
         if current is not None and current.status in (Status.RUNNING, Status.PAUSED):
             raise Conflict(f"the simulator is already {current.status.value}; stop it first",
                            code="invalid_state")
+        self._starting.add(simulation_id)
+        try:
+            return await self._start(simulation_id, data, current, after_id=after_id, org=org)
+        finally:
+            self._starting.discard(simulation_id)
+
+    async def _start(self, simulation_id: int, data: dict[str, Any] | None,
+                     current: Runner | None, *, after_id: int | None,
+                     org: int | None) -> dict[str, Any]:
+        """``start`` once no other start of the run is under way."""
         spec = RunSpec.new(data)
         settings = spec.settings
         runner = Runner(simulation_id, await self._engine(simulation_id, spec, org),
