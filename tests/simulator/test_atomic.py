@@ -398,3 +398,39 @@ async def test_a_start_slower_than_the_lease_keeps_the_run_on_its_node(
     assert booked["booking"]["id"] in _local(a.manager.runners[SIM]).bookings
     status = await b.status(SIM)
     assert status["owner_node"] == "A" and status["status"] == "running", status
+
+
+async def test_a_start_sent_while_a_run_is_rebuilt_after_a_takeover_changes_nothing(
+        hosts: tuple[Hosts, Log, JournalStore], monkeypatch: pytest.MonkeyPatch) -> None:
+    """A start that reaches the node rebuilding a run it took over is the documented 503
+    while the run is taken over (``Retry-After``): it neither forgets the run's journal under
+    the rebuild nor starts a second run beside it. The rebuilt run keeps its booking."""
+    make, _log, journal = hosts
+    a = make("A")
+    await a.start(SIM, DATA)
+    booked = await a.operate(SIM, Command("create_booking", TRIP))
+    run_id = a.manager.specs[SIM].run_id
+    await a.close()  # hands the run over
+    b = make("B")
+    adopt = b.manager.adopt
+    rebuilding = asyncio.Event()
+
+    async def slow_adopt(*args: Any, **kwargs: Any) -> dict[str, Any]:
+        rebuilding.set()
+        await asyncio.sleep(b.lease_s)
+        return await adopt(*args, **kwargs)
+
+    monkeypatch.setattr(b.manager, "adopt", slow_adopt)
+    await rebuilding.wait()
+    with pytest.raises(ServiceUnavailable) as caught:
+        await b.start(SIM, DATA)
+    assert caught.value.code == "simulator_owner_unreachable"
+    assert caught.value.retry_after is not None and caught.value.retry_after >= 1
+    assert [e.command.name for e in await journal.read(run_id)] == ["create_booking"]
+
+    async def taken_over() -> bool:
+        return (await b.status(SIM)).get("takeover") is None and SIM in b.manager.runners
+
+    await eventually_async(taken_over, timeout=30, what="the run taken over")
+    assert b.manager.specs[SIM].run_id == run_id
+    assert booked["booking"]["id"] in _local(b.manager.runners[SIM]).bookings

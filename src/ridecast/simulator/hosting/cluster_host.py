@@ -421,8 +421,9 @@ class ClusterHost:
         if self._active_here(simulation_id):
             return await self.manager.start(simulation_id, data)  # 409, as before
         if simulation_id in self._taking:
-            # Started or taken over here just now: a second claim of this node's own lease
-            # would pass, and its failure would release the lease the first one holds.
+            # Being started here: a second claim of this node's own lease would pass, and its
+            # failure would release the lease the first start holds. (Through the API an
+            # organisation's starts take turns already, under its quota lock.)
             raise Conflict(STARTING, code="invalid_state")
         self._taking.add(simulation_id)
         try:
@@ -514,8 +515,6 @@ class ClusterHost:
     async def take_over(self, record: RunRecord) -> bool:
         """Take ``record``'s run over, if this node wins it: rebuild, replay, go on."""
         assert self.journal is not None and self.tail is not None
-        if record.simulation_id in self._taking:
-            return False  # being started or taken over here already
         if not await self.leases.take_over(record, self.node_id, self.lease_s, {
                 **record.status_json, "owner_node": self.node_id,
                 "takeover": TAKEOVER_REPLAYING}):

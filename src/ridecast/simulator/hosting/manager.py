@@ -41,8 +41,7 @@ SimThrottle = Callable[[int, int], Awaitable[None]]
 
 KPI_WAIT_S = 2.0
 """Longest a status waits for a run's KPIs from its engine; then it shows the last ones."""
-STARTING = ("the simulator is already starting (a start or a takeover is under way); stop "
-            "it once it runs")
+STARTING = "the simulator is already starting; stop it once it runs"
 """The 409 of a start sent while the run is being built on its node."""
 
 
@@ -83,7 +82,8 @@ class SimulatorManager:
         self.orgs: dict[int, int] = {}
         # Runs whose start is under way (its engine being built): a second start of the
         # same run meanwhile is refused, else both would build a runner and the first,
-        # replaced unseen, would go on publishing.
+        # replaced unseen, would go on publishing. (The API's quota lock makes an
+        # organisation's starts take turns already; this holds for any other caller.)
         self._starting: set[int] = set()
 
     @staticmethod
