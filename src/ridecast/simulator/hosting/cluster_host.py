@@ -117,10 +117,10 @@ class ClusterHost:
         self._takeover_task: asyncio.Task[None] | None = None
         # When each run taken over here was adopted (wall s, simulated s): replay speed.
         self._adopted: dict[int, tuple[float, float]] = {}
-        # Runs whose lease this node won and whose runner it is still building (starting a
-        # new run or rebuilding one taken over: loading the snapshot, starting an engine
-        # process): renewed like the runs it runs, else a slow build lets the lease pass
-        # and a second node takes the run over as well.
+        # Runs whose runner this node is building, from its claim of the run's lease (a
+        # start; a takeover: from the lease won) until the runner runs (loading the
+        # snapshot, starting an engine process): renewed like the runs it runs, else a
+        # slow build lets the lease pass and a second node takes or starts the run as well.
         self._taking: set[int] = set()
         self._spec_written: set[int] = set()
         # The previous owner's last snapshot of each run being replayed here: until the
@@ -433,7 +433,7 @@ class ClusterHost:
 
     async def _claim_and_start(self, simulation_id: int, data: dict[str, Any] | None,
                                org: int | None) -> dict[str, Any]:
-        """``_start_here`` once no other start or takeover of the run is under way here."""
+        """``_start_here`` once no other start of the run is under way here."""
         previous = await self.leases.read(simulation_id)
         if not await self.leases.acquire(simulation_id, self.node_id, self.lease_s,
                                          CLAIMED_STATUS):
