@@ -4,7 +4,8 @@
   the stream, at 1366x768 and 1280x720, and the busy one, gps_data, can be switched off;
 - the event feed takes at least 55% of the side column (docs/dashboard.md), and stays in view,
   a dozen rows, with "All indicators" open;
-- the map credits OpenStreetMap once.
+- the map credits OpenStreetMap once;
+- a poll of the simulator's status changes the KPI tiles' values, not their elements.
 """
 
 from __future__ import annotations
@@ -132,6 +133,20 @@ def test_the_feed_keeps_its_share_and_stays_in_view_with_all_indicators_open(
     last.scroll_into_view_if_needed()
     assert last.is_visible()
     page.locator("details.more > summary").click()
+    assert page.errors == []
+
+
+def test_a_poll_changes_the_indicators_values_not_their_elements(sized_page: Any) -> None:
+    """Each poll of the simulator's status updates the KPI tiles in place: the tile a
+    reader points at (its title shown) or has scrolled to stays the same element, only its
+    value changes."""
+    page = sized_page
+    tile = page.get_by_test_id("kpi-vehicle_km").element_handle()
+    first = tile.eval_on_selector("dd", "e => e.textContent")
+    eventually(lambda: tile.eval_on_selector("dd", "e => e.textContent") != first,
+               timeout=60, what="vehicle km to change", why=lambda: first)
+    assert tile.evaluate("e => e.isConnected")
+    assert page.get_by_test_id("kpi-vehicle_km").count() == 1
     assert page.errors == []
 
 

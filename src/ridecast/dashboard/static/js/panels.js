@@ -30,6 +30,28 @@ function kpiTile(name, value) {
 }
 
 /**
+ * Show ``entries`` ([name, value] pairs, in order) as the tiles of ``container``. A tile
+ * already shown keeps its element and gets the new value: a poll that replaced every tile
+ * would drop the hover title a reader is looking at, a selection, and the panel's scroll.
+ * @param {HTMLElement} container
+ * @param {Array<[string, *]>} entries
+ */
+function renderTiles(container, entries) {
+  const shown = new Map([...container.children].map((tile) => [tile.dataset.testid, tile]));
+  const tiles = entries.map(([name, value]) => {
+    const tile = shown.get(`kpi-${name}`);
+    if (!tile) return kpiTile(name, value);
+    const text = kpiValue(name, value);
+    const dd = tile.querySelector("dd");
+    if (dd.textContent !== text) dd.textContent = text;
+    return tile;
+  });
+  const same = tiles.length === container.children.length
+    && tiles.every((tile, i) => container.children[i] === tile);
+  if (!same) container.replaceChildren(...tiles);
+}
+
+/**
  * Render GET .../simulator into the KPI panel.
  * @param {object} parts {status, clock, run, kpis, more, error, buttons: {start, pause, resume}}
  * @param {object|null} answer the endpoint's JSON, or null when unavailable
@@ -58,11 +80,9 @@ export function renderSimulator(parts, answer, problem = "") {
     scalar.push(["punctual_share", kpis.punctuality.punctual_share],
       ["pickup_late_mean_s", kpis.punctuality.late_mean_s]);
   }
-  const main = MAIN_KPIS.filter((name) => name in kpis).map((name) => kpiTile(name, kpis[name]));
-  parts.kpis.replaceChildren(...main);
-  const rest = scalar.filter(([name]) => !MAIN_KPIS.includes(name) && !HIDDEN_KPIS.includes(name))
-    .map(([name, value]) => kpiTile(name, value));
-  parts.more.replaceChildren(...rest);
+  renderTiles(parts.kpis, MAIN_KPIS.filter((name) => name in kpis).map((name) => [name, kpis[name]]));
+  const rest = scalar.filter(([name]) => !MAIN_KPIS.includes(name) && !HIDDEN_KPIS.includes(name));
+  renderTiles(parts.more, rest);
   parts.more.closest("details").hidden = rest.length === 0;
 }
 
