@@ -83,7 +83,7 @@ def test_kpi_cache_recomputes_when_the_run_moves_and_throttles_a_fast_run() -> N
                                          duration_s=1800), datetime(2024, 1, 1, 8, tzinfo=UTC))
     engine.advance(300.0)
     wall = [0.0]
-    cache = KpiCache(max_age_s=1.0, monotonic=lambda: wall[0])
+    cache = KpiCache(max_age_s=1.0, monotonic=lambda: wall[0], cpu=lambda: 0.0)
     first = cache.get(engine, 0, throttle=False)
     assert cache.get(engine, 0, throttle=False) is first
     engine.advance(600.0)
@@ -101,8 +101,8 @@ def test_kpi_cache_recomputes_when_the_run_moves_and_throttles_a_fast_run() -> N
 
 
 def test_kpi_cache_bounds_what_pollers_cost_by_how_long_the_kpis_took() -> None:
-    """KPIs that took 0.1 s are reused for 50 times that (5 s) while the run moves, even
-    unthrottled; an operation still gets fresh ones at once."""
+    """KPIs that took 0.1 s of CPU are reused for 50 times that (5 s) while the run moves,
+    even unthrottled; an operation still gets fresh ones at once."""
     engine = Engine(1, SimulatorSettings(seed=4, vehicles=3, bookings_per_hour=120,
                                          duration_s=1800), datetime(2024, 1, 1, 8, tzinfo=UTC))
     engine.advance(300.0)
@@ -112,7 +112,8 @@ def test_kpi_cache_bounds_what_pollers_cost_by_how_long_the_kpis_took() -> None:
                      6.0, 6.01,  # 5.9 s: computed again, in 0.01 s (reused for 0.5 s)
                      6.2, 6.21,  # an operation ran: computed again
                      6.9, 6.91])  # 0.69 s after it: computed again
-    cache = KpiCache(max_age_s=0.0, monotonic=lambda: next(readings))
+    cpu = iter([0.0, 0.1, 0.0, 0.01, 0.0, 0.01, 0.0, 0.01])  # each compute's CPU time
+    cache = KpiCache(max_age_s=0.0, monotonic=lambda: next(readings), cpu=lambda: next(cpu))
     first = cache.get(engine, 0, throttle=False)
     engine.advance(600.0)
     assert cache.get(engine, 0, throttle=False) is first
@@ -132,8 +133,9 @@ def test_kpi_cache_answers_where_an_ended_run_stands() -> None:
     engine = Engine(1, SimulatorSettings(seed=4, vehicles=3, bookings_per_hour=120,
                                          duration_s=1800), datetime(2024, 1, 1, 8, tzinfo=UTC))
     engine.advance(300.0)
-    readings = iter([0.0, 1.0, 1.1, 1.2, 1.3, 1.4])  # a slow compute: reused for 50 s running
-    cache = KpiCache(max_age_s=1.0, monotonic=lambda: next(readings))
+    readings = iter([0.0, 1.0, 1.1, 1.2, 1.3, 1.4])
+    cpu = iter([0.0, 1.0, 0.0, 0.1])  # a slow compute: reused for 50 s running
+    cache = KpiCache(max_age_s=1.0, monotonic=lambda: next(readings), cpu=lambda: next(cpu))
     first = cache.get(engine, 0, throttle=True)
     engine.advance(1800.0)
     ended = cache.get(engine, 0, throttle=False, running=False)
@@ -151,7 +153,8 @@ def test_kpi_cache_does_not_carry_a_replays_kpis_past_the_catch_up() -> None:
     readings = iter([0.0, 1.0,  # a slow compute: reused for 50 s while the run is under way
                      1.1,  # still replaying: reused
                      1.2, 1.3])  # caught up 0.2 s later: computed again
-    cache = KpiCache(max_age_s=1.0, monotonic=lambda: next(readings))
+    cpu = iter([0.0, 1.0, 0.0, 0.1])
+    cache = KpiCache(max_age_s=1.0, monotonic=lambda: next(readings), cpu=lambda: next(cpu))
     replaying = cache.get(engine, 0, throttle=False, settled=False)
     engine.advance(300.0)
     assert cache.get(engine, 0, throttle=False, settled=False) is replaying
@@ -171,7 +174,8 @@ def test_kpi_cache_bounds_what_pollers_cost_while_a_paused_run_catches_up() -> N
     readings = iter([0.0, 0.1,  # the compute takes 0.1 s: reused for 5 s
                      1.0,  # replaying, 0.9 s later: reused
                      1.2, 1.3])  # caught up: where the paused run stands
-    cache = KpiCache(max_age_s=0.0, monotonic=lambda: next(readings))
+    cpu = iter([0.0, 0.1, 0.0, 0.1])
+    cache = KpiCache(max_age_s=0.0, monotonic=lambda: next(readings), cpu=lambda: next(cpu))
     replaying = cache.get(engine, 0, throttle=False, running=False, settled=False)
     engine.advance(600.0)
     assert cache.get(engine, 0, throttle=False, running=False, settled=False) is replaying
@@ -208,3 +212,19 @@ def test_literature_kpis_follow_their_definitions() -> None:
     # One seat: nobody shares a ride.
     _, single = run(1)
     assert single["pooling_share"] == 0
+
+
+def test_kpi_cache_counts_the_cpu_a_compute_took_not_its_wall_time() -> None:
+    """A compute that took 10 s of wall time for 1 ms of CPU (an engine process starved of
+    CPU on a loaded machine) is reused for 50 ms, not 500 s: the run's KPIs follow it."""
+    engine = Engine(1, SimulatorSettings(seed=4, vehicles=3, bookings_per_hour=120,
+                                         duration_s=1800), datetime(2024, 1, 1, 8, tzinfo=UTC))
+    engine.advance(300.0)
+    readings = iter([0.0, 10.0,  # the compute ends 10 s after it began
+                     10.5, 10.6])  # 0.5 s later: computed again
+    cpu = iter([0.0, 0.001, 0.0, 0.001])
+    cache = KpiCache(max_age_s=0.0, monotonic=lambda: next(readings), cpu=lambda: next(cpu))
+    first = cache.get(engine, 0, throttle=False)
+    engine.advance(900.0)
+    second = cache.get(engine, 0, throttle=False)
+    assert second is not first and second["bookings"] > first["bookings"]

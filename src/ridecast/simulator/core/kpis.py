@@ -34,7 +34,7 @@ from .model import BookingStatus, OfferStatus
 from .tally import PUNCTUAL_S, Sample, Tally
 from .world import World
 
-# A run spends at most about 1/KPI_COST_SHARE of its wall time on KPIs for pollers.
+# A run spends at most about 1/KPI_COST_SHARE of its CPU time on KPIs for pollers.
 KPI_COST_SHARE = 50
 
 
@@ -48,8 +48,11 @@ class KpiCache:
     (``settled`` false; paused too: its engine still moves), unless an operation ran since,
     it is also reused
 
-    - for ``KPI_COST_SHARE`` times as long as it took to compute: pollers, however many and
-      however often, cost the run at most ``1 / KPI_COST_SHARE`` of its time;
+    - for ``KPI_COST_SHARE`` times the CPU time it took to compute: pollers, however many
+      and however often, cost the run at most ``1 / KPI_COST_SHARE`` of its CPU. Its CPU
+      time, not the wall time it took: an engine process starved of CPU on a loaded
+      machine took seconds of wall time for a few milliseconds of work, and its KPIs stood
+      still for a minute while the run went on;
     - with ``throttle`` (a run going as fast as it can, whose time moves on every step), for
       at least ``max_age_s`` of wall time.
 
@@ -59,12 +62,14 @@ class KpiCache:
     """
 
     def __init__(self, max_age_s: float = 1.0,
-                 monotonic: Callable[[], float] = time.monotonic) -> None:
+                 monotonic: Callable[[], float] = time.monotonic,
+                 cpu: Callable[[], float] = time.thread_time) -> None:
         self.max_age_s = max_age_s
         self._monotonic = monotonic
+        self._cpu = cpu
         self._key: tuple[float, int, int, bool] | None = None
         self._at = -math.inf
-        self._reuse_s = 0.0  # KPI_COST_SHARE times the last compute's duration
+        self._reuse_s = 0.0  # KPI_COST_SHARE times the last compute's CPU time
         self._value: dict[str, Any] = {}
 
     def get(self, world: World, operations: int, *, throttle: bool,
@@ -79,10 +84,11 @@ class KpiCache:
             if key == self._key or ((running or not settled) and (
                     age < self._reuse_s or (throttle and age < self.max_age_s))):
                 return self._value
+        cpu = self._cpu()
         value = compute(world)
-        done = self._monotonic()
-        self._key, self._at, self._value = key, done, value
-        self._reuse_s = (done - now) * KPI_COST_SHARE
+        cost = self._cpu() - cpu
+        self._key, self._at, self._value = key, self._monotonic(), value
+        self._reuse_s = cost * KPI_COST_SHARE
         return value
 
 
