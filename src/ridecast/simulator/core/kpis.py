@@ -51,8 +51,8 @@ class KpiCache:
     - for ``KPI_COST_SHARE`` times the CPU time it took to compute: pollers, however many
       and however often, cost the run at most ``1 / KPI_COST_SHARE`` of its CPU. Its CPU
       time, not the wall time it took: an engine process starved of CPU on a loaded
-      machine took seconds of wall time for a few milliseconds of work, and its KPIs stood
-      still for a minute while the run went on;
+      machine can take seconds of wall time for milliseconds of work, and its KPIs would
+      stand still while the run goes on;
     - with ``throttle`` (a run going as fast as it can, whose time moves on every step), for
       at least ``max_age_s`` of wall time.
 

@@ -80,7 +80,8 @@ export function renderSimulator(parts, answer, problem = "") {
     scalar.push(["punctual_share", kpis.punctuality.punctual_share],
       ["pickup_late_mean_s", kpis.punctuality.late_mean_s]);
   }
-  renderTiles(parts.kpis, MAIN_KPIS.filter((name) => name in kpis).map((name) => [name, kpis[name]]));
+  const main = MAIN_KPIS.filter((name) => name in kpis).map((name) => [name, kpis[name]]);
+  renderTiles(parts.kpis, main);
   const rest = scalar.filter(([name]) => !MAIN_KPIS.includes(name) && !HIDDEN_KPIS.includes(name));
   renderTiles(parts.more, rest);
   parts.more.closest("details").hidden = rest.length === 0;
